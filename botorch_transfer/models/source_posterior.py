@@ -1,0 +1,469 @@
+r"""Frozen source-task posteriors, computed once and cheap to evaluate.
+
+A transfer model asks its source for the posterior mean and (joint) covariance at
+many candidate points in every acquisition optimization. Evaluating a stock exact
+GP there costs ``O(N^2)`` per point (or tries to allocate a batch of ``N x N``
+matrices on ``b x q x d`` inputs). A :class:`SourcePosterior` instead computes the
+Gaussian conditional once and stores it in a form whose per-point cost does not
+depend on ``N``:
+
+- :class:`GPSourcePosterior` conditions a GP prior on ``N`` noisy observations via a
+  pivoted Cholesky factor ``P`` of the noise-free prior covariance (``K ~ P P^T``,
+  rank ``r``, pivots ``Z``). With ``w_x = L_Z^{-1} k(Z, x)`` and
+  ``G = P^T D^{-1} P`` (``D`` the per-point noise variances)::
+
+      mean(x)    = m(x) + k(x, Z) L_Z^{-T} (I + G)^{-1} P^T D^{-1} (y - m(X))
+      cov(x, x') = k(x, x') - w_x^T G (I + G)^{-1} w_x'
+
+  which is the exact conditional (eq. 5 of the DeltaBO paper) once the factor reaches
+  the numerical rank of ``K`` (the residual diagonal falls below ``tolerance``), and
+  the Nystrom (DTC) approximation when ``max_rank`` truncates it. Building it costs
+  ``O(N r^2)`` time and ``O(N r)`` memory; each evaluation costs ``O(r^2)`` per point.
+- :class:`ModelSourcePosterior` wraps any other single-output BoTorch ``Model`` and
+  simply calls its ``posterior`` (correct, but as costly as that model is).
+- :class:`SumSourcePosterior` adds independent components (a stack of sources).
+
+Inputs are always in the user's raw input space; outputs are mapped into the
+consumer model's (outcome-transformed) space by an affine map set with
+:meth:`SourcePosterior.set_output_affine`.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Sequence
+
+import torch
+from botorch.models.gpytorch import GPyTorchModel
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.means import Mean
+from gpytorch.models import ExactGP
+from gpytorch.module import Module
+from torch import Tensor
+
+#: Smallest per-point noise variance used when conditioning (noise-free data).
+MIN_SOURCE_NOISE = 1e-10
+
+
+def _freeze(module: torch.nn.Module | None) -> torch.nn.Module | None:
+    if module is not None:
+        module.eval()
+        for parameter in module.parameters():
+            parameter.requires_grad_(False)
+    return module
+
+
+def _flatten(X: Tensor) -> tuple[Tensor, torch.Size]:
+    r"""Flatten ``batch x n x d`` to ``(batch * n) x d`` (never a batch of N x N solves)."""
+    return X.reshape(-1, X.shape[-1]), X.shape[:-1]
+
+
+def pivoted_cholesky(
+    diagonal: Tensor,
+    row: callable,
+    max_rank: int,
+    tolerance: float,
+) -> tuple[Tensor, Tensor, float]:
+    r"""Greedy pivoted Cholesky of a PSD matrix given by its diagonal and rows.
+
+    Unlike ``linear_operator``'s version this never needs the matrix: ``row(i)``
+    evaluates one kernel row on demand, and each step is a single matrix-vector
+    product, so the factorization costs ``O(N r^2)`` time and ``O(N r)`` memory.
+
+    Args:
+        diagonal: ``N`` diagonal of the matrix.
+        row: Callable returning row ``i`` (an ``N`` tensor).
+        max_rank: Largest rank of the factor.
+        tolerance: Stop when the largest residual diagonal is at most
+            ``tolerance`` times the largest diagonal entry.
+
+    Returns:
+        ``(P, pivots, residual)``: the ``N x r`` factor with ``P P^T ~ K``, the ``r``
+        pivot indices, and the largest residual diagonal relative to the largest
+        diagonal entry (0 when the factor is exact).
+    """
+    n = diagonal.shape[0]
+    max_rank = min(max_rank, n)
+    factor = diagonal.new_zeros(max_rank, n)
+    residual = diagonal.clone()
+    scale = residual.max().clamp_min(torch.finfo(diagonal.dtype).tiny)
+    pivots = []
+    for m in range(max_rank):
+        i = int(torch.argmax(residual))
+        pivot_value = residual[i]
+        if pivot_value <= tolerance * scale:
+            break
+        new_row = row(i) - factor[:m].T @ factor[:m, i]
+        new_row = new_row / pivot_value.sqrt()
+        factor[m] = new_row
+        residual = residual - new_row**2
+        pivots.append(i)
+        residual[pivots] = 0.0  # exactly zero on the pivots (guards round-off)
+    rank = len(pivots)
+    rel_residual = float(residual.clamp_min(0).max() / scale) if rank < n else 0.0
+    return (
+        factor[:rank].T.contiguous(),
+        torch.tensor(pivots, dtype=torch.long, device=diagonal.device),
+        rel_residual,
+    )
+
+
+class SourcePosterior(Module):
+    r"""A fixed Gaussian process posterior of a source function.
+
+    Subclasses implement ``_mean``, ``_covariance`` and ``_variance`` in their own
+    output space; the public methods apply the affine output map
+    ``out = output_scale * own + output_offset`` that places the source in the
+    consumer's (outcome-transformed) space.
+
+    All methods take raw inputs ``X`` of shape ``batch x n x d``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("output_scale", torch.tensor(1.0))
+        self.register_buffer("output_offset", torch.tensor(0.0))
+
+    def train(self, mode: bool = True) -> SourcePosterior:
+        r"""A source posterior is frozen: it stays in eval mode (its input transform
+        must never re-learn coefficients while a consumer model trains)."""
+        return super().train(False)
+
+    def set_output_affine(self, scale: Tensor | float, offset: Tensor | float) -> None:
+        r"""Compose the output map with ``out -> scale * out + offset``."""
+        scale = torch.as_tensor(scale).to(self.output_scale)
+        offset = torch.as_tensor(offset).to(self.output_offset)
+        self.output_offset = scale * self.output_offset + offset
+        self.output_scale = scale * self.output_scale
+
+    def mean(self, X: Tensor) -> Tensor:
+        r"""Posterior mean, shape ``batch x n``."""
+        return self.output_scale * self._mean(X) + self.output_offset
+
+    def covariance(self, X1: Tensor, X2: Tensor | None = None) -> Tensor:
+        r"""Posterior covariance ``batch x n1 x n2`` between ``X1`` and ``X2``.
+
+        ``X2=None`` returns the joint covariance of ``X1`` with itself.
+        """
+        return self.output_scale**2 * self._covariance(X1, X1 if X2 is None else X2)
+
+    def variance(self, X: Tensor) -> Tensor:
+        r"""Posterior variance, shape ``batch x n`` (no ``n x n`` matrix is formed)."""
+        return self.output_scale**2 * self._variance(X)
+
+    def _mean(self, X: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def _variance(self, X: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class GPSourcePosterior(SourcePosterior):
+    r"""The cached posterior of a GP conditioned on noisy observations.
+
+    The GP prior is ``m(x) = mean_module(T(x)) [+ prior_source.mean(x)]`` and
+    ``k(x, x') = covar_module(T(x), T(x')) [+ prior_source.covariance(x, x')]``,
+    with ``T`` the optional ``input_transform``. It is conditioned on
+    ``train_Y`` observed at ``train_X`` with per-point noise variances ``noise``.
+    Every module is deep-copied and frozen: later changes to the originals do
+    not affect this posterior.
+
+    Args:
+        train_X: ``N x d`` raw training inputs.
+        train_Y: ``N`` (or ``N x 1``) training targets.
+        noise: ``N`` (or ``N x 1``) observation noise variances.
+        covar_module: The prior kernel on transformed inputs.
+        mean_module: Optional prior mean on transformed inputs (zero if ``None``).
+        input_transform: Optional input transform applied to raw inputs (in eval
+            mode) before ``mean_module`` and ``covar_module``.
+        prior_source: Optional source posterior whose mean and covariance are added
+            to the prior (used for exact stacked conditionals).
+        max_rank: Largest rank of the cached factor (per-point cost is
+            ``O(max_rank^2)``); at most ``N``.
+        tolerance: Relative residual variance at which the factor stops growing.
+
+    Example:
+        >>> kernel = ScaleKernel(RBFKernel())
+        >>> source = GPSourcePosterior(X, Y, torch.full((len(X),), 0.01), kernel)
+        >>> source.mean(torch.rand(5, 1, X.shape[-1])).shape
+        torch.Size([5, 1])
+    """
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        noise: Tensor,
+        covar_module: Module,
+        mean_module: Mean | None = None,
+        input_transform: Module | None = None,
+        prior_source: SourcePosterior | None = None,
+        max_rank: int = 1000,
+        tolerance: float = 1e-10,
+    ) -> None:
+        super().__init__()
+        if train_X.dim() != 2:
+            raise ValueError(
+                f"`train_X` must be N x d for a source posterior, got {tuple(train_X.shape)}."
+            )
+        dtype, device = train_X.dtype, train_X.device
+        self.covar_module = _freeze(copy.deepcopy(covar_module))
+        self.mean_module = _freeze(copy.deepcopy(mean_module))
+        self.input_transform = _freeze(copy.deepcopy(input_transform))
+        self.prior_source = _freeze(copy.deepcopy(prior_source))
+        # The one-time factorization runs in float64 whatever the model dtype.
+        self.to(dtype=torch.float64, device=device)
+        X = train_X.detach().to(torch.float64)
+        y = train_Y.detach().reshape(-1).to(torch.float64)
+        D = noise.detach().reshape(-1).to(torch.float64).clamp_min(MIN_SOURCE_NOISE)
+        with torch.no_grad():
+            y_centered = y - self._prior_mean(X)
+            Xt = self._transform(X)
+
+            def row(i: int) -> Tensor:
+                r = self.covar_module(Xt[i : i + 1], Xt).to_dense()[0]
+                if self.prior_source is not None:
+                    r = r + self.prior_source.covariance(X[i : i + 1], X)[0]
+                return r
+
+            P, pivots, residual = pivoted_cholesky(
+                self._prior_variance(X), row, max_rank=max_rank, tolerance=tolerance
+            )
+            L_Z = P[pivots]  # lower-triangular r x r (rows in pivot order)
+            G = P.T @ (P / D.unsqueeze(-1))
+            evals, evecs = torch.linalg.eigh(G)
+            evals = evals.clamp_min(0.0)
+            # (I + G)^{-1} P^T D^{-1} (y - m), then mapped through L_Z^{-T}
+            proj = evecs.T @ (P.T @ (y_centered / D))
+            beta = evecs @ (proj / (1.0 + evals))
+            mean_weights = torch.linalg.solve_triangular(
+                L_Z.T, beta.unsqueeze(-1), upper=True
+            ).squeeze(-1)
+            S = evecs * (evals / (1.0 + evals)).sqrt()
+            feature_map = torch.linalg.solve_triangular(L_Z.T, S, upper=True)
+        self.rank = int(pivots.numel())
+        self.relative_residual = residual
+        if residual > 1e-6:
+            warnings.warn(
+                f"Source posterior approximated with rank {self.rank} < N={X.shape[0]}: "
+                f"the largest neglected prior variance is {residual:.2e} of the "
+                "largest. Increase `max_rank` for a closer (up to exact) posterior.",
+                stacklevel=2,
+            )
+        self.register_buffer("inducing_points", X[pivots])
+        self.register_buffer("mean_weights", mean_weights)
+        self.register_buffer("feature_map", feature_map)
+        self.to(dtype=dtype, device=device)
+
+    def _transform(self, X: Tensor) -> Tensor:
+        if self.input_transform is None:
+            return X
+        Xt = self.input_transform(X)
+        if Xt.shape != X.shape:
+            raise ValueError(
+                "Source input transforms must preserve the input shape, but "
+                f"{type(self.input_transform).__name__} maps {tuple(X.shape)} to "
+                f"{tuple(Xt.shape)}."
+            )
+        return Xt
+
+    def _prior_mean(self, X: Tensor) -> Tensor:
+        mean = torch.zeros(X.shape[:-1], dtype=X.dtype, device=X.device)
+        if self.mean_module is not None:
+            mean = mean + self.mean_module(self._transform(X))
+        if self.prior_source is not None:
+            mean = mean + self.prior_source.mean(X)
+        return mean
+
+    def _prior_covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
+        cov = self.covar_module(self._transform(X1), self._transform(X2)).to_dense()
+        if self.prior_source is not None:
+            cov = cov + self.prior_source.covariance(X1, X2)
+        return cov
+
+    def _prior_variance(self, X: Tensor) -> Tensor:
+        var = self.covar_module(self._transform(X), diag=True)
+        if self.prior_source is not None:
+            var = var + self.prior_source.variance(X)
+        return var
+
+    def _cross_to_inducing(self, X: Tensor) -> Tensor:
+        r"""``k(X, Z)`` for flattened ``X``: ``n x r``."""
+        return self._prior_covariance(X, self.inducing_points)
+
+    def _features(self, X: Tensor) -> Tensor:
+        X_flat, shape = _flatten(X)
+        features = self._cross_to_inducing(X_flat) @ self.feature_map
+        return features.reshape(*shape, self.feature_map.shape[-1])
+
+    def _mean(self, X: Tensor) -> Tensor:
+        X_flat, shape = _flatten(X)
+        mean = self._prior_mean(X_flat) + self._cross_to_inducing(X_flat) @ self.mean_weights
+        return mean.reshape(shape)
+
+    def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
+        prior = self._prior_covariance(X1, X2)
+        return prior - self._features(X1) @ self._features(X2).transpose(-1, -2)
+
+    def _variance(self, X: Tensor) -> Tensor:
+        X_flat, shape = _flatten(X)
+        prior = self._prior_variance(X_flat).reshape(shape)
+        return (prior - self._features(X).pow(2).sum(-1)).clamp_min(0.0)
+
+
+class ModelSourcePosterior(SourcePosterior):
+    r"""Any fitted single-output BoTorch ``Model`` used as a frozen source.
+
+    Evaluates the wrapped model's ``posterior``; per-point cost is that model's.
+    Prefer passing exact GPs (``SingleTaskGP``), which are converted to a cached
+    :class:`GPSourcePosterior` instead.
+
+    Args:
+        model: A fitted single-output, non-batched BoTorch model.
+    """
+
+    def __init__(self, model: Model) -> None:
+        super().__init__()
+        self.model = _freeze(model)
+
+    def _mean(self, X: Tensor) -> Tensor:
+        X_flat, shape = _flatten(X)
+        # one point per t-batch: marginal means without an n x n joint
+        post = self.model.posterior(X_flat.unsqueeze(-2))
+        return post.mean.reshape(shape)
+
+    def _variance(self, X: Tensor) -> Tensor:
+        X_flat, shape = _flatten(X)
+        post = self.model.posterior(X_flat.unsqueeze(-2))
+        return post.variance.reshape(shape)
+
+    def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
+        batch = torch.broadcast_shapes(X1.shape[:-2], X2.shape[:-2])
+        X1 = X1.expand(*batch, *X1.shape[-2:])
+        X2 = X2.expand(*batch, *X2.shape[-2:])
+        n1 = X1.shape[-2]
+        joint = self.model.posterior(torch.cat([X1, X2], dim=-2)).mvn.covariance_matrix
+        return joint[..., :n1, n1:]
+
+
+class SumSourcePosterior(SourcePosterior):
+    r"""The sum of independent source posteriors (a stack of residual layers).
+
+    Args:
+        components: The summed posteriors, each already in this sum's output space.
+    """
+
+    def __init__(self, components: Sequence[SourcePosterior]) -> None:
+        super().__init__()
+        self.components = torch.nn.ModuleList(components)
+
+    def _mean(self, X: Tensor) -> Tensor:
+        return sum(c.mean(X) for c in self.components)
+
+    def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
+        return sum(c.covariance(X1, X2) for c in self.components)
+
+    def _variance(self, X: Tensor) -> Tensor:
+        return sum(c.variance(X) for c in self.components)
+
+
+def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | None:
+    r"""The affine map ``y_user = scale * y_model + offset`` of an outcome transform.
+
+    Args:
+        outcome_transform: ``None`` or a fitted single-output ``Standardize``.
+
+    Returns:
+        ``(scale, offset)`` as scalar tensors, or ``None`` for no transform.
+
+    Raises:
+        TypeError: For transforms that are not affine (e.g. ``Log``), under which a
+            relation ``f = g + delta`` between source and target would not hold.
+    """
+    if outcome_transform is None:
+        return None
+    if not isinstance(outcome_transform, Standardize):
+        raise TypeError(
+            "Source and target outputs must share one affine outcome transform; "
+            f"got {type(outcome_transform).__name__}. Use `Standardize(m=1)` or None."
+        )
+    if outcome_transform._m != 1 or outcome_transform.stdvs.numel() != 1:
+        raise ValueError(
+            "The outcome transform must be a single-output, non-batched `Standardize`."
+        )
+    return outcome_transform.stdvs.reshape(()), outcome_transform.means.reshape(())
+
+
+def source_posterior_from_model(
+    model: Model, max_rank: int = 1000, tolerance: float = 1e-10
+) -> SourcePosterior:
+    r"""Turn a fitted single-output BoTorch model into a frozen :class:`SourcePosterior`.
+
+    Exact GPs with a Gaussian likelihood (e.g. ``SingleTaskGP``) become a cached
+    :class:`GPSourcePosterior` (their input and ``Standardize`` outcome transforms
+    honoured); models that know how to (``as_source_posterior``, e.g.
+    ``DeltaBOModel``) convert themselves; any other model is wrapped as is.
+
+    The returned posterior is in the model's *user* output units.
+
+    Args:
+        model: The fitted model. It is not modified.
+        max_rank: See :class:`GPSourcePosterior`.
+        tolerance: See :class:`GPSourcePosterior`.
+
+    Returns:
+        A source posterior in the model's output units.
+    """
+    if not isinstance(model, Model):
+        raise TypeError(
+            f"A source model must be a BoTorch Model, got {type(model).__name__}."
+        )
+    if model.num_outputs != 1:
+        raise ValueError(
+            f"A source model must have a single output, got num_outputs={model.num_outputs}."
+        )
+    if len(model.batch_shape) != 0:
+        raise ValueError(
+            "A source model must not be batched, got batch_shape="
+            f"{tuple(model.batch_shape)}."
+        )
+    if hasattr(model, "as_source_posterior"):
+        return model.as_source_posterior(max_rank=max_rank, tolerance=tolerance)
+    likelihood = getattr(model, "likelihood", None)
+    if not (
+        isinstance(model, ExactGP)
+        and isinstance(model, GPyTorchModel)
+        and isinstance(likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
+    ):
+        return ModelSourcePosterior(copy.deepcopy(model))
+    was_training = model.training
+    model.eval()  # stores transformed training inputs; raw ones kept aside
+    try:
+        input_transform = getattr(model, "input_transform", None)
+        if input_transform is not None and hasattr(model, "_original_train_inputs"):
+            train_X = model._original_train_inputs
+        else:
+            train_X = model.train_inputs[0]
+        train_Y = model.train_targets
+        posterior = GPSourcePosterior(
+            train_X=train_X,
+            train_Y=train_Y,
+            noise=likelihood.noise.expand(train_Y.shape),
+            covar_module=model.covar_module,
+            mean_module=getattr(model, "mean_module", None),
+            input_transform=input_transform,
+            max_rank=max_rank,
+            tolerance=tolerance,
+        )
+        affine = outcome_affine(getattr(model, "outcome_transform", None))
+        if affine is not None:
+            posterior.set_output_affine(*affine)
+    finally:
+        model.train(was_training)
+    return posterior
