@@ -7,18 +7,19 @@ matrices on ``b x q x d`` inputs). A :class:`SourcePosterior` instead computes t
 Gaussian conditional once and stores it in a form whose per-point cost does not
 depend on ``N``:
 
-- :class:`GPSourcePosterior` conditions a GP prior on ``N`` noisy observations via a
-  pivoted Cholesky factor ``P`` of the noise-free prior covariance (``K ~ P P^T``,
-  rank ``r``, pivots ``Z``). With ``w_x = L_Z^{-1} k(Z, x)`` and
+- :class:`GPSourcePosterior` conditions a GP prior on ``N`` noisy observations. The
+  mean ``m(x) + k(x, X) alpha`` uses the exact ``alpha = (K + D)^{-1} (y - m(X))``
+  (one Cholesky factorization, ``O(N^3)`` once; ``O(N)`` per point). The covariance
+  uses a pivoted Cholesky factor ``P`` of the noise-free prior covariance
+  (``K ~ P P^T``, rank ``r``, pivots ``Z``): with ``w_x = L_Z^{-1} k(Z, x)`` and
   ``G = P^T D^{-1} P`` (``D`` the per-point noise variances)::
 
-      mean(x)    = m(x) + k(x, Z) L_Z^{-T} (I + G)^{-1} P^T D^{-1} (y - m(X))
       cov(x, x') = k(x, x') - w_x^T G (I + G)^{-1} w_x'
 
   which is the exact conditional (eq. 5 of the DeltaBO paper) once the factor reaches
   the numerical rank of ``K`` (the residual diagonal falls below ``tolerance``), and
-  the Nystrom (DTC) approximation when ``max_rank`` truncates it. Building it costs
-  ``O(N r^2)`` time and ``O(N r)`` memory; each evaluation costs ``O(r^2)`` per point.
+  the Nystrom (DTC) approximation when ``max_rank`` truncates it. It costs
+  ``O(N r^2)`` once and ``O(r^2)`` per point.
 - :class:`ModelSourcePosterior` wraps any other single-output BoTorch ``Model`` and
   simply calls its ``posterior`` (correct, but as costly as that model is).
 - :class:`SumSourcePosterior` adds independent components (a stack of sources).
@@ -42,6 +43,7 @@ from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihoo
 from gpytorch.means import Mean
 from gpytorch.models import ExactGP
 from gpytorch.module import Module
+from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 #: Smallest per-point noise variance used when conditioning (noise-free data).
@@ -167,6 +169,10 @@ class SourcePosterior(Module):
 class GPSourcePosterior(SourcePosterior):
     r"""The cached posterior of a GP conditioned on noisy observations.
 
+    The mean is exact; the covariance is exact up to ``tolerance`` while the
+    numerical rank of the prior covariance at the data is at most ``max_rank``, and
+    a Nystrom (DTC) approximation of rank ``max_rank`` beyond (a warning says so).
+
     The GP prior is ``m(x) = mean_module(T(x)) [+ prior_source.mean(x)]`` and
     ``k(x, x') = covar_module(T(x), T(x')) [+ prior_source.covariance(x, x')]``,
     with ``T`` the optional ``input_transform``. It is conditioned on
@@ -239,12 +245,12 @@ class GPSourcePosterior(SourcePosterior):
             G = P.T @ (P / D.unsqueeze(-1))
             evals, evecs = torch.linalg.eigh(G)
             evals = evals.clamp_min(0.0)
-            # (I + G)^{-1} P^T D^{-1} (y - m), then mapped through L_Z^{-T}
-            proj = evecs.T @ (P.T @ (y_centered / D))
-            beta = evecs @ (proj / (1.0 + evals))
-            mean_weights = torch.linalg.solve_triangular(
-                L_Z.T, beta.unsqueeze(-1), upper=True
+            # exact mean weights: one Cholesky solve of (K + D)
+            K = self._prior_covariance(X, X) + torch.diag(D)
+            mean_weights = torch.cholesky_solve(
+                y_centered.unsqueeze(-1), psd_safe_cholesky(K)
             ).squeeze(-1)
+            del K
             S = evecs * (evals / (1.0 + evals)).sqrt()
             feature_map = torch.linalg.solve_triangular(L_Z.T, S, upper=True)
         self.rank = int(pivots.numel())
@@ -256,6 +262,7 @@ class GPSourcePosterior(SourcePosterior):
                 "largest. Increase `max_rank` for a closer (up to exact) posterior.",
                 stacklevel=2,
             )
+        self.register_buffer("train_inputs", X)
         self.register_buffer("inducing_points", X[pivots])
         self.register_buffer("mean_weights", mean_weights)
         self.register_buffer("feature_map", feature_map)
@@ -304,7 +311,7 @@ class GPSourcePosterior(SourcePosterior):
 
     def _mean(self, X: Tensor) -> Tensor:
         X_flat, shape = _flatten(X)
-        mean = self._prior_mean(X_flat) + self._cross_to_inducing(X_flat) @ self.mean_weights
+        mean = self._prior_mean(X_flat) + self._prior_covariance(X_flat, self.train_inputs) @ self.mean_weights
         return mean.reshape(shape)
 
     def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:

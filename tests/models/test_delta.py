@@ -1,0 +1,397 @@
+import itertools
+import pickle
+
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Log, Normalize, Standardize
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_transfer import DeltaBOModel, TaskData
+from tests.models.reference import (
+    DirectMaternKernel,
+    DirectRBFKernel,
+    deltabo_posterior,
+    gp_posterior,
+    matern52,
+    rbf,
+)
+
+RTOL, ATOL = 1e-8, 1e-10
+F64 = torch.float64
+
+# Fixed hyperparameters so that the model has nothing to fit: the posterior must be
+# exactly eqs. 5-7.
+SRC_LS, SRC_OS, SRC_NOISE = torch.tensor([0.3, 0.4], dtype=F64), 1.3, 0.01
+DELTA_LS, DELTA_OS, TARGET_NOISE = torch.tensor([0.5, 0.7], dtype=F64), 0.09, 0.004
+
+
+def source_kernel(ls=SRC_LS, os=SRC_OS, base=DirectMaternKernel):
+    k = ScaleKernel(base(nu=2.5, ard_num_dims=2)).to(F64)  # set values in float64
+    k.base_kernel.lengthscale = ls
+    k.outputscale = torch.tensor(os, dtype=F64)  # a float would pass through float32
+    return k
+
+
+def delta_kernel(base=DirectRBFKernel):
+    k = ScaleKernel(base(ard_num_dims=2)).to(F64)
+    k.base_kernel.lengthscale = DELTA_LS
+    k.outputscale = torch.tensor(DELTA_OS, dtype=F64)
+    return k
+
+
+def g(X):
+    return torch.sin(5 * X[..., :1]) + torch.cos(4 * X[..., 1:])
+
+
+def f(X):
+    return g(X) + 0.3 * X[..., :1] - 0.2
+
+
+def make_source(n=40, seed=1, dtype=F64, device="cpu", fn=g, noise=SRC_NOISE):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=gen, dtype=F64)
+    Y = fn(X) + noise**0.5 * torch.randn(n, 1, generator=gen, dtype=F64)
+    return TaskData(X, Y, torch.full_like(Y, noise)).to(dtype=dtype, device=device)
+
+
+def make_target(n=7, seed=2, dtype=F64, device="cpu", batch=()):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(*batch, n, 2, generator=gen, dtype=F64)
+    Y = f(X) + TARGET_NOISE**0.5 * torch.randn(*batch, n, 1, generator=gen, dtype=F64)
+    return X.to(dtype=dtype, device=device), Y.to(dtype=dtype, device=device)
+
+
+def ref_source(task, ls=SRC_LS, os=SRC_OS):
+    kernel = lambda A, B: matern52(A, B, ls, os)  # noqa: E731
+    return gp_posterior(kernel, task.X, task.Y.squeeze(-1), task.Yvar.squeeze(-1))
+
+
+def ref_delta_kernel(A, B):
+    return rbf(A, B, DELTA_LS, DELTA_OS)
+
+
+def make_model(source, X, Y, mode="diagonal", **kwargs):
+    kwargs.setdefault("train_Yvar", torch.full_like(Y, TARGET_NOISE))
+    return DeltaBOModel(
+        X, Y, source=source, source_covar_module=source_kernel().to(X),
+        delta_covar_module=delta_kernel().to(X), residual_covariance=mode,
+        fit_source=False, **kwargs,
+    )
+
+
+def assert_posterior_matches(model, ref_mean, ref_cov, X_test):
+    post = model.posterior(X_test)
+    mvn = post.distribution
+    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(mvn.covariance_matrix, ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        post.variance.squeeze(-1), torch.diagonal(ref_cov(X_test, X_test), dim1=-2, dim2=-1),
+        rtol=RTOL, atol=ATOL,
+    )
+
+
+# ----------------------------------------------------------------- reference
+
+
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_posterior_matches_paper_equations(mode):
+    source = make_source()
+    X, Y = make_target()
+    model = make_model(source, X, Y, mode=mode)
+    mu_g, cov_g = ref_source(source)
+    ref_mean, ref_cov = deltabo_posterior(
+        mu_g, cov_g, ref_delta_kernel, X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64), mode
+    )
+    X_test = torch.rand(3, 4, 2, dtype=F64)  # b x q x d: joint over the 4 q-points
+    assert model.source_posterior.rank == source.n  # exact source posterior
+    assert_posterior_matches(model, ref_mean, ref_cov, X_test)
+    # Residual targets and their heteroscedastic noise are the paper's (Alg. 1 l. 4-5)
+    torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - mu_g(X), rtol=RTOL, atol=ATOL)
+    if mode == "diagonal":
+        expected_noise = TARGET_NOISE + torch.diagonal(cov_g(X, X))
+        torch.testing.assert_close(model.likelihood.noise, expected_noise, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_learned_target_noise_enters_as_sigma2(mode):
+    source = make_source()
+    X, Y = make_target()
+    model = make_model(source, X, Y, mode=mode, train_Yvar=None)
+    sigma2 = torch.tensor(0.02, dtype=F64)
+    if mode == "diagonal":
+        model.likelihood.second_noise = sigma2
+    else:
+        model.likelihood.noise = sigma2
+    mu_g, cov_g = ref_source(source)
+    ref_mean, ref_cov = deltabo_posterior(
+        mu_g, cov_g, ref_delta_kernel, X, Y.squeeze(-1), torch.full((7,), sigma2, dtype=F64), mode
+    )
+    X_test = torch.rand(5, 2, dtype=F64)
+    assert_posterior_matches(model, ref_mean, ref_cov, X_test)
+    # observation_noise=True adds sigma^2 at X, not the residual noise
+    noisy = model.posterior(X_test, observation_noise=True).variance.squeeze(-1)
+    torch.testing.assert_close(noisy, torch.diagonal(ref_cov(X_test, X_test)) + sigma2, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_two_stacked_sources_match_reference(mode):
+    first = make_source(n=30, seed=3)
+    second = make_source(n=15, seed=4, fn=lambda X: g(X) + 0.1 * X[..., 1:])
+    X, Y = make_target()
+    model = make_model([first, second], X, Y, mode=mode)
+    # Layer 2 is DeltaBO on the second source's data, its difference kernel k_g.
+    mu_1, cov_1 = ref_source(first)
+    src_kernel = lambda A, B: matern52(A, B, SRC_LS, SRC_OS)  # noqa: E731
+    mu_2, cov_2 = deltabo_posterior(
+        mu_1, cov_1, src_kernel, second.X, second.Y.squeeze(-1), second.Yvar.squeeze(-1), "diagonal"
+    )
+    ref_mean, ref_cov = deltabo_posterior(
+        mu_2, cov_2, ref_delta_kernel, X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64), mode
+    )
+    assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(2, 3, 2, dtype=F64))
+
+
+def test_no_target_data_gives_source_posterior_plus_delta_prior():
+    source = make_source()
+    X, Y = make_target(n=0)
+    model = make_model(source, X, Y)
+    mu_g, cov_g = ref_source(source)
+    assert_posterior_matches(
+        model, mu_g, lambda A, B: cov_g(A, B) + ref_delta_kernel(A, B), torch.rand(2, 3, 2, dtype=F64)
+    )
+    # ... and conditioning from there equals building the model with that data
+    X_new, Y_new = make_target(n=4)
+    conditioned = model.condition_on_observations(X_new, Y_new, noise=torch.full_like(Y_new, TARGET_NOISE))
+    direct = make_model(source, X_new, Y_new)
+    X_test = torch.rand(4, 2, dtype=F64)
+    torch.testing.assert_close(conditioned.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL)
+
+
+def test_fitted_model_source_with_transforms_matches_its_posterior():
+    # A user's fitted SingleTaskGP (Normalize + Standardize) used as is: our cached
+    # source posterior must equal that model's own posterior.
+    task = make_source()
+    gp = SingleTaskGP(
+        task.X * 4 - 2, task.Y * 3 + 1, covar_module=source_kernel(),
+        input_transform=Normalize(2), outcome_transform=Standardize(1),
+    )
+    gp.likelihood.noise = torch.tensor(0.01, dtype=F64)
+    gp.eval()
+    X, Y = make_target()
+    X, Y = X * 4 - 2, Y * 3 + 1
+    model = DeltaBOModel(X, Y, source=gp, train_Yvar=torch.full_like(Y, TARGET_NOISE), delta_covar_module=delta_kernel())
+
+    def src_mean(A):
+        return gp.posterior(A).mean.squeeze(-1)
+
+    def src_cov(A, B):
+        joint = gp.posterior(torch.cat([A, B], -2)).distribution.covariance_matrix
+        return joint[..., : A.shape[-2], A.shape[-2]:]
+
+    delta = lambda A, B: rbf(A, B, DELTA_LS, DELTA_OS)  # noqa: E731
+    ref_mean, ref_cov = deltabo_posterior(
+        src_mean, src_cov, delta, X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64), "diagonal"
+    )
+    X_test = torch.rand(4, 2, dtype=F64) * 4 - 2
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test), rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(post.distribution.covariance_matrix, ref_cov(X_test, X_test), rtol=1e-7, atol=1e-9)
+
+
+def test_shared_outcome_transform_matches_reference_in_user_units():
+    source = make_source()
+    X, Y = make_target()
+    model = make_model(source, X, Y, outcome_transform=Standardize(m=1))
+    pooled = torch.cat([source.Y, Y])
+    o, s = pooled.mean(), pooled.std()
+    scaled = TaskData(source.X, (source.Y - o) / s, source.Yvar / s**2)
+    mu_g, cov_g = ref_source(scaled)
+    ref_mean, ref_cov = deltabo_posterior(
+        mu_g, cov_g, ref_delta_kernel, X, ((Y - o) / s).squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64) / s**2, "diagonal",
+    )
+    X_test = torch.rand(4, 2, dtype=F64)
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test) * s + o, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix, ref_cov(X_test, X_test) * s**2, rtol=RTOL, atol=ATOL
+    )
+
+
+def test_low_rank_source_is_close_to_exact_and_cheaper():
+    source = make_source(n=400, seed=5)
+    X, Y = make_target()
+    exact = make_model(source, X, Y)
+    with pytest.warns(UserWarning, match="approximated with rank 150"):
+        approx = make_model(source, X, Y, source_max_rank=150)
+    assert approx.source_posterior.rank == 150 < exact.source_posterior.rank == 400
+    X_test = torch.rand(50, 1, 2, dtype=F64)
+    err_mean = (approx.posterior(X_test).mean - exact.posterior(X_test).mean).abs().max()
+    err_var = (approx.posterior(X_test).variance - exact.posterior(X_test).variance).abs().max()
+    # the neglected prior variance is ~5e-4 of the largest; errors are of that order
+    assert err_mean < 2e-3 and err_var < 2e-3
+
+
+# ------------------------------------------------------------ BoTorch contract
+
+
+@pytest.mark.parametrize(
+    "dtype, mode, transforms, batch",
+    list(itertools.product([torch.float32, F64], ["diagonal", "full"], [False, True], [(), (2,)])),
+)
+def test_shapes_dtypes_devices_transforms(device, dtype, mode, transforms, batch):
+    source = make_source(dtype=dtype, device=device)
+    X, Y = make_target(dtype=dtype, device=device, batch=batch)
+    options = dict(input_transform=Normalize(2), outcome_transform=Standardize(m=1)) if transforms else {}
+    model = DeltaBOModel(X, Y, source=source, residual_covariance=mode, **options)
+    assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
+    for test_shape in [(3, 2), (4, 3, 2), (2, 4, 3, 2)] if not batch else [(3, 2), (4, 1, 3, 2)]:
+        X_test = torch.rand(*test_shape, dtype=dtype, device=device)
+        post = model.posterior(X_test)
+        out_batch = torch.broadcast_shapes(torch.Size(test_shape[:-2]), model.batch_shape)
+        assert post.mean.shape == out_batch + torch.Size([test_shape[-2], 1])
+        assert post.mean.dtype == dtype and post.mean.device.type == device.type
+        assert post.distribution.covariance_matrix.shape == out_batch + torch.Size([test_shape[-2]] * 2)
+        assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
+    # condition_on_observations / fantasize keep the contract
+    X_new = torch.rand(*batch, 2, 2, dtype=dtype, device=device)
+    cond = model.condition_on_observations(X_new, f(X_new))
+    assert cond.num_train == model.num_train + 2
+    fantasy = model.fantasize(torch.rand(*batch, 1, 2, dtype=dtype, device=device), SobolQMCNormalSampler(torch.Size([3])))
+    assert fantasy.batch_shape == torch.Size([3, *batch])
+    fantasy_post = fantasy.posterior(torch.rand(5, 1, *batch, 1, 2, dtype=dtype, device=device))
+    assert fantasy_post.mean.shape == torch.Size([5, 3, *batch, 1, 1])
+
+
+def test_float32_agrees_with_float64():
+    src64, (X64, Y64) = make_source(), make_target()
+    m64 = make_model(src64, X64, Y64)
+    m32 = make_model(src64.to(torch.float32), X64.float(), Y64.float())
+    X_test = torch.rand(6, 2, dtype=F64)
+    torch.testing.assert_close(m32.posterior(X_test.float()).mean.double(), m64.posterior(X_test).mean, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(m32.posterior(X_test.float()).variance.double(), m64.posterior(X_test).variance, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_condition_on_observations_equals_refit_free_rebuild(mode):
+    source = make_source()
+    X, Y = make_target(n=9)
+    model = make_model(source, X[:6], Y[:6], mode=mode, input_transform=Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)))
+    cond = model.condition_on_observations(X[6:], Y[6:], noise=torch.full_like(Y[6:], TARGET_NOISE))
+    direct = make_model(source, X, Y, mode=mode, input_transform=Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)))
+    X_test = torch.rand(3, 2, 2, dtype=F64)
+    torch.testing.assert_close(cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        cond.posterior(X_test).distribution.covariance_matrix,
+        direct.posterior(X_test).distribution.covariance_matrix, rtol=RTOL, atol=ATOL,
+    )
+    # the original model is unchanged
+    assert model.num_train == 6
+
+
+def test_fantasize_uses_target_noise_and_source_mean():
+    source = make_source()
+    X, Y = make_target()
+    model = make_model(source, X, Y)
+    X_f = torch.rand(1, 2, dtype=F64)
+    fantasy = model.fantasize(X_f, SobolQMCNormalSampler(torch.Size([4])))
+    # the fantasized points carry the target noise plus the source variance (diagonal mode)
+    src_var = model.source_posterior.variance(X_f)
+    torch.testing.assert_close(fantasy.likelihood.noise[..., -1], (TARGET_NOISE + src_var).expand(4), rtol=RTOL, atol=ATOL)
+    # their residual targets are the fantasized y minus the source mean
+    post = model.posterior(X_f, observation_noise=True)
+    assert fantasy.train_targets.shape == (4, 8)
+    y_f = fantasy.train_targets[:, -1] + model.source_posterior.mean(X_f)
+    assert ((y_f - post.mean.squeeze()).abs() < 6 * post.variance.sqrt().squeeze()).all()
+
+
+def test_fit_touches_only_delta_kernel_and_target_noise():
+    source = make_source()
+    X, Y = make_target(n=12)
+    model = DeltaBOModel(X, Y, source=source)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {
+        "likelihood.second_noise_covar.raw_noise",
+        "delta_covar_module.raw_outputscale",
+        "delta_covar_module.base_kernel.raw_lengthscale",
+    }
+    frozen = {k: v.clone() for k, v in model.source_posterior.state_dict().items()}
+    before = model.delta_covar_module.outputscale.item()
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert model.delta_covar_module.outputscale.item() != before
+    for k, v in model.source_posterior.state_dict().items():
+        torch.testing.assert_close(v, frozen[k], rtol=0, atol=0)
+
+
+def test_state_dict_round_trip_and_pickle():
+    source = make_source()
+    X, Y = make_target()
+    model = DeltaBOModel(X, Y, source=source, outcome_transform=Standardize(1), input_transform=Normalize(2))
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    clone = DeltaBOModel(X, Y, source=source, outcome_transform=Standardize(1), input_transform=Normalize(2))
+    clone.load_state_dict(model.state_dict())
+    X_test = torch.rand(4, 3, 2, dtype=F64)
+    torch.testing.assert_close(clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
+    restored = pickle.loads(pickle.dumps(model))
+    torch.testing.assert_close(restored.posterior(X_test).variance, model.posterior(X_test).variance, rtol=1e-12, atol=1e-12)
+
+
+def test_to_moves_frozen_source(device):
+    model = make_model(make_source(), *make_target())
+    moved = model.to(device=device, dtype=torch.float32)
+    assert moved.source_posterior.feature_map.device.type == device.type
+    assert moved.source_posterior.feature_map.dtype == torch.float32
+    assert moved.posterior(torch.rand(2, 2, device=device)).mean.dtype == torch.float32
+
+
+def test_deltabo_model_as_source_of_another():
+    source = make_source()
+    X, Y = make_target()
+    first = make_model(source, X, Y)
+    X2, Y2 = make_target(n=5, seed=9)
+    second = DeltaBOModel(X2, Y2, source=first, train_Yvar=torch.full_like(Y2, TARGET_NOISE), delta_covar_module=delta_kernel())
+    X_test = torch.rand(3, 2, dtype=F64)
+    post_first = first.posterior(X_test)
+    torch.testing.assert_close(second.source_posterior.mean(X_test), post_first.mean.squeeze(-1), rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(
+        second.source_posterior.covariance(X_test), post_first.distribution.covariance_matrix, rtol=1e-8, atol=1e-10
+    )
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def test_bad_inputs_are_rejected_clearly():
+    source = make_source()
+    X, Y = make_target()
+    with pytest.raises(ValueError, match=r"`source\[0\]` has input dimension d=3 but `train_X` has d=2"):
+        DeltaBOModel(X, Y, source=TaskData(torch.rand(5, 3, dtype=F64), torch.rand(5, 1, dtype=F64)))
+    with pytest.raises(ValueError, match="`Y` contains NaN"):
+        DeltaBOModel(X, Y, source=TaskData(source.X, torch.full_like(source.Y, float("nan"))))
+    with pytest.raises(ValueError, match="`train_Yvar` must be non-negative"):
+        DeltaBOModel(X, Y, source=source, train_Yvar=-torch.ones_like(Y))
+    with pytest.raises(ValueError, match="`train_Y` must have shape"):
+        DeltaBOModel(X, Y.squeeze(-1), source=source)
+    with pytest.raises(TypeError, match="`train_Y` has dtype torch.float32 but `train_X` has torch.float64"):
+        DeltaBOModel(X, Y.float(), source=source)
+    with pytest.raises(TypeError, match=r"`source\[0\]` has dtype torch.float32"):
+        DeltaBOModel(X, Y, source=source.to(torch.float32))
+    with pytest.raises(ValueError, match="`train_X` contains NaN"):
+        DeltaBOModel(X * float("nan"), Y, source=source)
+    with pytest.raises(ValueError, match="`residual_covariance` must be one of"):
+        DeltaBOModel(X, Y, source=source, residual_covariance="dense")
+    with pytest.raises(TypeError, match="one affine outcome transform"):
+        DeltaBOModel(X, Y, source=source, outcome_transform=Log())
+    with pytest.raises(ValueError, match="`source` must contain at least one"):
+        DeltaBOModel(X, Y, source=[])
+    with pytest.raises(TypeError, match=r"`source\[0\]` must be a TaskData"):
+        DeltaBOModel(X, Y, source=(source.X, source.Y))
+    model = DeltaBOModel(X, Y, source=source)
+    with pytest.raises(ValueError, match="`X` must have d=2"):
+        model.posterior(torch.rand(3, 3, dtype=F64))
+    with pytest.raises(ValueError, match="learns its target noise"):
+        model.condition_on_observations(X, Y, noise=torch.ones_like(Y))
