@@ -515,7 +515,8 @@ class DeltaBOModel(ExactGP, GPyTorchModel, FantasizeMixin):
             elif isinstance(observation_noise, Tensor):
                 covar = covar + torch.diag_embed(observation_noise.squeeze(-1).expand(covar.shape[:-1]))
             mean, covar = torch.broadcast_tensors(mean.unsqueeze(-1), covar)
-            mvn = MultivariateNormal(mean[..., 0], covar)
+            # lazy: factorized (with jitter if needed) only when sampling
+            mvn = MultivariateNormal(mean[..., 0], DenseLinearOperator(covar))
         posterior = GPyTorchPosterior(distribution=mvn)
         if hasattr(self, "outcome_transform"):
             posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
