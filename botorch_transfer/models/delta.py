@@ -156,7 +156,9 @@ class DeltaBOModel(ExactGP, GPyTorchModel, FantasizeMixin):
         train_Y: ``batch_shape x n x 1`` target observations.
         source: The source task(s): a ``TaskData`` (a ``SingleTaskGP`` is built and
             fitted on it once, here), a fitted single-output BoTorch ``Model`` (used
-            as is, frozen; exact GPs are cached for fast evaluation), or a list of
+            as is, frozen; exact GPs are cached for fast evaluation), a
+            ``SourcePosterior`` in user units (e.g. ``model.frozen_source()`` of a
+            previous model, to rebuild without touching the source), or a list of
             these stacked in order: each later ``TaskData`` is modelled as the
             residual of the stack before it (a DeltaBO layer), as in the paper's
             footnote on several sources.
@@ -336,11 +338,12 @@ class DeltaBOModel(ExactGP, GPyTorchModel, FantasizeMixin):
         r"""Build the frozen posterior of the (stacked) source in model units."""
         stack: SourcePosterior | None = None
         for s in sources:
-            if isinstance(s, SourcePosterior):
-                stack = copy.deepcopy(s)
-                continue
-            if isinstance(s, Model):
-                stack = source_posterior_from_model(s, max_rank=max_rank, tolerance=tolerance)
+            if isinstance(s, (Model, SourcePosterior)):
+                stack = (
+                    copy.deepcopy(s)
+                    if isinstance(s, SourcePosterior)
+                    else source_posterior_from_model(s, max_rank=max_rank, tolerance=tolerance)
+                )
                 stack.set_output_affine(1.0 / scale, -offset / scale)  # user -> model units
                 continue
             Y = (s.Y - offset) / scale
@@ -381,6 +384,20 @@ class DeltaBOModel(ExactGP, GPyTorchModel, FantasizeMixin):
         if Yvar is not None:
             noise = noise + Yvar.squeeze(-1)
         return noise
+
+    def frozen_source(self) -> SourcePosterior:
+        r"""The frozen source posterior in user units.
+
+        Pass it as ``source`` to rebuild the model on new target data without
+        re-fitting or re-factorizing the source:
+        ``DeltaBOModel(X, Y, source=model.frozen_source())``.
+
+        Returns:
+            A copy of ``source_posterior`` mapped back to the user's output units.
+        """
+        source = copy.deepcopy(self.source_posterior)
+        source.set_output_affine(self.output_scale, self.output_offset)
+        return source
 
     def as_source_posterior(
         self, max_rank: int = 1000, tolerance: float = 1e-10

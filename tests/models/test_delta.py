@@ -362,6 +362,25 @@ def test_deltabo_model_as_source_of_another():
     )
 
 
+@pytest.mark.parametrize("transforms", [False, True])
+def test_rebuild_on_frozen_source_reuses_it_exactly(transforms):
+    source = make_source()
+    X, Y = make_target()
+    options = dict(outcome_transform=Standardize(1)) if transforms else {}
+    model = make_model(source, X, Y, **options)
+    rebuilt = DeltaBOModel(X[:5], Y[:5], source=model.frozen_source())
+    X_test = torch.rand(6, 2, dtype=F64)
+    # same source posterior (user units), whatever the models' own transforms
+    torch.testing.assert_close(
+        rebuilt.source_posterior.mean(X_test) * rebuilt.output_scale + rebuilt.output_offset,
+        model.source_posterior.mean(X_test) * model.output_scale + model.output_offset,
+        rtol=1e-12, atol=1e-12,
+    )
+    if not transforms:
+        direct = make_model(model.frozen_source(), X, Y)
+        torch.testing.assert_close(direct.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
+
+
 # ----------------------------------------------------------------- bad input
 
 

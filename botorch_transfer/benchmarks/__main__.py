@@ -1,0 +1,106 @@
+r"""Command line: ``python -m botorch_transfer.benchmarks {run,summarize,plot,list}``.
+
+``run`` with no further arguments compares DeltaBO with GP-UCB and random search on
+the embedded problems (a few minutes on 2 cores), appends one JSON line per finished
+run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the summary table
+and writes ``OUT/regret.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
+from botorch_transfer.benchmarks.report import plot_regret, summary_table
+from botorch_transfer.benchmarks.runner import METHODS, load_results, run_experiment
+
+RESULTS = "results.jsonl"
+
+
+def _safe_run(problem: str, method: str, seed: int, iterations: int | None) -> dict:
+    try:
+        return run_experiment(problem, method, seed, iterations)
+    except Exception as e:  # a failed run is recorded, the sweep goes on
+        return {"problem": problem, "method": method, "seed": seed, "error": repr(e), "traceback": traceback.format_exc()}
+
+
+def _load(out: Path) -> list[dict]:
+    records, corrupt = load_results(out / RESULTS)
+    if corrupt:
+        print(f"warning: skipped {corrupt} corrupt line(s) in {out / RESULTS}", file=sys.stderr)
+    return records
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    for p in args.problems:
+        make_problem(p)  # fail fast on unknown names
+    for m in args.methods:
+        if m not in METHODS:
+            raise SystemExit(f"Unknown method {m!r}; choose from {list(METHODS)}.")
+    args.out.mkdir(parents=True, exist_ok=True)
+    done = {(r["problem"], r["method"], r["seed"]) for r in _load(args.out) if "error" not in r}
+    todo = [
+        (p, m, s) for p in args.problems for m in args.methods for s in range(args.seeds)
+        if (p, m, s) not in done
+    ]
+    if len(todo) < len(args.problems) * len(args.methods) * args.seeds:
+        print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool, open(args.out / RESULTS, "a") as fh:
+        futures = [pool.submit(_safe_run, p, m, s, args.iterations) for p, m, s in todo]
+        for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
+            record = future.result()
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+            if "error" in record:
+                tqdm.write(f"run {record['problem']}/{record['method']}/seed {record['seed']} failed: {record['error']}")
+    cmd_summarize(args)
+    cmd_plot(args)
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    print(summary_table(_load(args.out)))
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    path = plot_regret(_load(args.out), args.out / "regret.png")
+    print(f"regret plot written to {path}")
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    print("problems:")
+    for name in PROBLEMS:
+        print(f"  {name:<16} {make_problem(name).description}")
+    print("methods:\n  " + "\n  ".join(METHODS))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m botorch_transfer.benchmarks", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a comparison (defaults: a quick one)")
+    run.add_argument("--problems", nargs="+", default=["bohachevsky", "gaussian-bumps"])
+    run.add_argument("--methods", nargs="+", default=["deltabo", "gp-ucb", "random"])
+    run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+    run.add_argument("--iterations", type=int, default=None, help="BO iterations T (default: the problem's)")
+    run.add_argument("--workers", type=int, default=2, help="local worker processes")
+    run.set_defaults(func=cmd_run)
+    for name, func in (("summarize", cmd_summarize), ("plot", cmd_plot)):
+        p = sub.add_parser(name)
+        p.set_defaults(func=func)
+    sub.add_parser("list").set_defaults(func=cmd_list)
+    for p in sub.choices.values():
+        p.add_argument("--out", type=Path, default=Path("bench_out"), help="results directory")
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

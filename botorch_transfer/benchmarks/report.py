@@ -1,0 +1,77 @@
+r"""Summaries and regret plots of benchmark results (DeltaBO paper, Sec. 6.1 metrics)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+
+def _group(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in records:
+        if "error" not in r:
+            groups[(r["problem"], r["method"])].append(r)
+    return groups
+
+
+def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Mean and 95% half-width ``1.96 * sd / sqrt(n)`` over the first axis."""
+    n = values.shape[0]
+    sd = values.std(axis=0, ddof=1) if n > 1 else np.zeros(values.shape[1:])
+    return values.mean(axis=0), 1.96 * sd / np.sqrt(n)
+
+
+def summary_table(records: list[dict]) -> str:
+    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration."""
+    lines = [f"{'problem':<16} {'method':<10} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"]
+    lines.append("-" * len(lines[0]))
+    for (problem, method), runs in sorted(_group(records).items()):
+        T = min(len(r["cumulative_regret"]) for r in runs)
+        final = np.array([r["cumulative_regret"][T - 1] for r in runs])[:, None]
+        mean, ci = mean_ci(final)
+        per_iter = np.mean([np.mean(r["iteration_s"]) for r in runs])
+        lines.append(
+            f"{problem:<16} {method:<10} {len(runs):>4} {mean[0]:>14.3f} +- {ci[0]:<7.3f} {mean[0] / T:>8.3f} {per_iter:>8.3f}"
+        )
+    failures = [r for r in records if "error" in r]
+    if failures:
+        lines.append(f"\n{len(failures)} run(s) failed; see their 'error' field in the results file.")
+    inexact = sorted({r["problem"] for r in records if not r.get("optimum_is_exact", True)})
+    if inexact:
+        lines.append(f"Regret on {', '.join(inexact)} is against a dense-sample estimate of the optimum.")
+    return "\n".join(lines)
+
+
+def plot_regret(records: list[dict], path: Path) -> Path:
+    r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per problem."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = _group(records)
+    problems = sorted({p for p, _ in groups})
+    fig, axes = plt.subplots(2, len(problems), figsize=(5 * len(problems), 7), squeeze=False)
+    for col, problem in enumerate(problems):
+        for method in sorted({m for p, m in groups if p == problem}):
+            runs = groups[(problem, method)]
+            T = min(len(r["cumulative_regret"]) for r in runs)
+            cum = np.array([r["cumulative_regret"][:T] for r in runs])
+            t = np.arange(1, T + 1)
+            for row, values in enumerate((cum, cum / t)):
+                mean, ci = mean_ci(values)
+                ax = axes[row, col]
+                ax.plot(t, mean, label=f"{method} (n={len(runs)})")
+                ax.fill_between(t, mean - ci, mean + ci, alpha=0.2)
+        axes[0, col].set_title(problem)
+        axes[0, col].set_ylabel("cumulative regret $R_t$")
+        axes[1, col].set_ylabel("average regret $R_t / t$")
+        axes[1, col].set_xlabel("iteration $t$")
+        axes[0, col].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,159 @@
+r"""Run one (problem, method, seed) BO experiment and record its full trace."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from botorch.acquisition import LogExpectedImprovement, UpperConfidenceBound
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from gpytorch.means import ZeroMean
+from torch import Tensor
+
+from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
+from botorch_transfer.models import DeltaBOModel
+from botorch_transfer.models.source_posterior import GPSourcePosterior
+
+
+def _target_gp(problem: TransferProblem, X: Tensor, Y: Tensor) -> SingleTaskGP:
+    return SingleTaskGP(
+        X, Y, torch.full_like(Y, problem.target_noise), covar_module=problem.kernels["target"](problem.dim),
+        mean_module=ZeroMean(), outcome_transform=None,
+    )
+
+
+def _maximize(problem: TransferProblem, acqf) -> Tensor:
+    if problem.grid is not None:
+        candidate, _ = optimize_acqf_discrete(acqf, q=1, choices=problem.grid, max_batch_size=4096)
+    else:
+        candidate, _ = optimize_acqf(acqf, bounds=problem.bounds, q=1, num_restarts=5, raw_samples=256)
+    return candidate.detach()
+
+
+def _policy(method: str, problem: TransferProblem, source_posterior) -> Callable[[Tensor, Tensor, torch.Generator], Tensor]:
+    noise = problem.target_noise
+
+    def deltabo(X, Y, gen):
+        model = DeltaBOModel(
+            X, Y, source=source_posterior, train_Yvar=torch.full_like(Y, noise),
+            delta_covar_module=problem.kernels["delta"](problem.dim),
+        )
+        return _maximize(problem, UpperConfidenceBound(model, beta=problem.beta))
+
+    def gp_ucb(X, Y, gen):
+        return _maximize(problem, UpperConfidenceBound(_target_gp(problem, X, Y), beta=problem.beta))
+
+    def gp_ei(X, Y, gen):
+        return _maximize(problem, LogExpectedImprovement(_target_gp(problem, X, Y), best_f=Y.max()))
+
+    def random(X, Y, gen):
+        return problem.sample(1, gen)
+
+    policies = {"deltabo": deltabo, "gp-ucb": gp_ucb, "gp-ei": gp_ei, "random": random}
+    if method not in policies:
+        raise ValueError(f"Unknown method {method!r}; choose from {sorted(policies)}.")
+    return policies[method]
+
+
+METHODS = ("deltabo", "gp-ucb", "gp-ei", "random")
+
+
+def run_experiment(problem_name: str, method: str, seed: int, iterations: int | None = None) -> dict:
+    r"""Run ``iterations`` BO steps of ``method`` on ``problem_name`` with ``seed``.
+
+    The source data, the initial target points and all observation noise depend on
+    ``seed`` only (not on the method), so methods are compared on the same draws.
+
+    Args:
+        problem_name: A registered problem name.
+        method: One of ``METHODS``.
+        seed: Random seed.
+        iterations: Number of BO iterations (the problem's default if ``None``).
+
+    Returns:
+        A JSON-serializable record with the query/observation trace, the
+        instantaneous and cumulative regret, timings and settings.
+    """
+    torch.set_num_threads(1)
+    problem = make_problem(problem_name)
+    T = problem.iterations if iterations is None else iterations
+    gen = torch.Generator().manual_seed(seed)
+    X_s = problem.sample(problem.n_source, gen)
+    Y_s = problem.source(X_s) + math.sqrt(problem.source_noise) * torch.randn(X_s.shape[0], 1, generator=gen, dtype=torch.float64)
+    X = problem.sample(problem.n_init, gen)
+    Y = problem.target(X) + math.sqrt(problem.target_noise) * torch.randn(X.shape[0], 1, generator=gen, dtype=torch.float64)
+    noise_gen = torch.Generator().manual_seed(seed + 10_000)
+    policy_gen = torch.Generator().manual_seed(seed + 20_000)
+    torch.manual_seed(seed)
+
+    start = time.perf_counter()
+    source_posterior = None
+    if method == "deltabo":
+        source_posterior = GPSourcePosterior(
+            X_s, Y_s, torch.full((X_s.shape[0],), problem.source_noise, dtype=torch.float64),
+            problem.kernels["source"](problem.dim),
+        )
+    setup_s = time.perf_counter() - start
+    policy = _policy(method, problem, source_posterior)
+    f_star = problem.optimum()
+
+    queries, observations, values, times = [], [], [], []
+    for _ in range(T):
+        start = time.perf_counter()
+        x = policy(X, Y, policy_gen)
+        times.append(time.perf_counter() - start)
+        f_x = problem.target(x)
+        y = f_x + math.sqrt(problem.target_noise) * torch.randn(1, 1, generator=noise_gen, dtype=torch.float64)
+        X, Y = torch.cat([X, x]), torch.cat([Y, y])
+        queries.append(x.squeeze(0).tolist())
+        observations.append(float(y))
+        values.append(float(f_x))
+    regret = [f_star - v for v in values]
+    cumulative = torch.tensor(regret).cumsum(0).tolist()
+    return {
+        "problem": problem_name,
+        "method": method,
+        "seed": seed,
+        "iterations": T,
+        "queries": queries,
+        "observations": observations,
+        "values": values,
+        "regret": regret,
+        "cumulative_regret": cumulative,
+        "optimum": f_star,
+        "optimum_is_exact": problem.grid is not None,
+        "setup_s": setup_s,
+        "iteration_s": times,
+        "settings": {
+            "description": problem.description,
+            "n_source": problem.n_source,
+            "n_init": problem.n_init,
+            "beta": problem.beta,
+            "source_noise": problem.source_noise,
+            "target_noise": problem.target_noise,
+        },
+    }
+
+
+def load_results(path: Path) -> tuple[list[dict], int]:
+    r"""Read a JSONL results file; returns ``(records, n_corrupt_lines)``.
+
+    A corrupt line (e.g. the last line of an interrupted sweep) is skipped and
+    counted, never fatal.
+    """
+    records, corrupt = [], 0
+    if not path.exists():
+        return records, corrupt
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            corrupt += 1
+    return records, corrupt
