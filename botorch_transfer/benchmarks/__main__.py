@@ -12,7 +12,6 @@ import argparse
 import json
 import multiprocessing
 import sys
-import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
@@ -20,16 +19,9 @@ from tqdm.auto import tqdm
 
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
-from botorch_transfer.benchmarks.runner import METHODS, load_results, run_experiment
+from botorch_transfer.benchmarks.runner import METHODS, load_results, safe_run_experiment
 
 RESULTS = "results.jsonl"
-
-
-def _safe_run(problem: str, method: str, seed: int, iterations: int | None) -> dict:
-    try:
-        return run_experiment(problem, method, seed, iterations)
-    except Exception as e:  # a failed run is recorded, the sweep goes on
-        return {"problem": problem, "method": method, "seed": seed, "error": repr(e), "traceback": traceback.format_exc()}
 
 
 def _load(out: Path) -> list[dict]:
@@ -55,7 +47,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool, open(args.out / RESULTS, "a") as fh:
-        futures = [pool.submit(_safe_run, p, m, s, args.iterations) for p, m, s in todo]
+        futures = [pool.submit(safe_run_experiment, p, m, s, args.iterations) for p, m, s in todo]
         for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
             record = future.result()
             fh.write(json.dumps(record) + "\n")

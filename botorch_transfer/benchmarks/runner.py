@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,6 +139,17 @@ def run_experiment(problem_name: str, method: str, seed: int, iterations: int | 
             "target_noise": problem.target_noise,
         },
     }
+
+
+def safe_run_experiment(problem_name: str, method: str, seed: int, iterations: int | None = None) -> dict:
+    r"""``run_experiment``, but a failure is returned as a record with its error."""
+    try:
+        return run_experiment(problem_name, method, seed, iterations)
+    except Exception as e:  # a failed run is recorded; the sweep goes on
+        return {
+            "problem": problem_name, "method": method, "seed": seed,
+            "error": repr(e), "traceback": traceback.format_exc(),
+        }
 
 
 def load_results(path: Path) -> tuple[list[dict], int]:
