@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.gpytorch import GPyTorchModel
@@ -41,6 +42,8 @@ from botorch.models.utils.gpytorch_modules import (
 )
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
+from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from botorch.utils.datasets import SupervisedDataset
 from botorch import settings as botorch_settings
 from gpytorch.constraints import GreaterThan
@@ -664,3 +667,24 @@ class DeltaBOModel(ExactGP, GPyTorchModel, FantasizeMixin):
         """
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, "source": source, **kwargs}
+
+
+# BoTorch dispatches pathwise (Matheron) sampling on ExactGP; for DeltaBOModel that
+# would sample the residual process alone and silently miss the source posterior.
+# Refuse clearly instead (used e.g. by get_optimal_samples / qJointEntropySearch).
+@DrawMatheronPaths.register(DeltaBOModel)
+def _draw_matheron_paths_deltabo(model: DeltaBOModel, **kwargs: Any) -> None:
+    raise UnsupportedError(
+        "Pathwise (Matheron) posterior samples are not implemented for DeltaBOModel: "
+        "they would omit the source posterior. Use Monte-Carlo acquisition functions "
+        "(qLogNoisyExpectedImprovement, qUpperConfidenceBound, qKnowledgeGradient, "
+        "qMaxValueEntropy with a candidate set), which sample the full posterior."
+    )
+
+
+@DrawKernelFeaturePaths.register(DeltaBOModel)
+def _draw_kernel_feature_paths_deltabo(model: DeltaBOModel, **kwargs: Any) -> None:
+    raise UnsupportedError(
+        "Kernel-feature prior paths are not implemented for DeltaBOModel (its prior "
+        "includes the frozen source posterior)."
+    )

@@ -136,10 +136,13 @@ class SourcePosterior(Module):
 
     def set_output_affine(self, scale: Tensor | float, offset: Tensor | float) -> None:
         r"""Compose the output map with ``out -> scale * out + offset``."""
-        scale = torch.as_tensor(scale).to(self.output_scale)
-        offset = torch.as_tensor(offset).to(self.output_offset)
-        self.output_offset = scale * self.output_offset + offset
-        self.output_scale = scale * self.output_scale
+        scale, offset = torch.as_tensor(scale), torch.as_tensor(offset)
+        # never lose precision to the (float32 by default) initial buffers
+        dtype = torch.promote_types(self.output_scale.dtype, torch.promote_types(scale.dtype, offset.dtype))
+        device = self.output_scale.device
+        scale, offset = scale.to(device=device, dtype=dtype), offset.to(device=device, dtype=dtype)
+        self.output_offset = scale * self.output_offset.to(dtype) + offset
+        self.output_scale = scale * self.output_scale.to(dtype)
 
     def mean(self, X: Tensor) -> Tensor:
         r"""Posterior mean, shape ``batch x n``."""
@@ -369,6 +372,7 @@ class SumSourcePosterior(SourcePosterior):
     def __init__(self, components: Sequence[SourcePosterior]) -> None:
         super().__init__()
         self.components = torch.nn.ModuleList(components)
+        self.to(components[0].output_scale)
 
     def _mean(self, X: Tensor) -> Tensor:
         return sum(c.mean(X) for c in self.components)

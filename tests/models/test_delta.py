@@ -6,7 +6,10 @@ import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Log, Normalize, Standardize
+from botorch.exceptions.errors import UnsupportedError
 from botorch.sampling import SobolQMCNormalSampler
+from botorch.sampling.pathwise import draw_matheron_paths
+from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
@@ -348,10 +351,11 @@ def test_to_moves_frozen_source(device):
     assert moved.posterior(torch.rand(2, 2, device=device)).mean.dtype == torch.float32
 
 
-def test_deltabo_model_as_source_of_another():
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_deltabo_model_as_source_of_another(mode):
     source = make_source()
     X, Y = make_target()
-    first = make_model(source, X, Y)
+    first = make_model(source, X, Y, mode=mode, outcome_transform=Standardize(1))
     X2, Y2 = make_target(n=5, seed=9)
     second = DeltaBOModel(X2, Y2, source=first, train_Yvar=torch.full_like(Y2, TARGET_NOISE), delta_covar_module=delta_kernel())
     X_test = torch.rand(3, 2, dtype=F64)
@@ -379,6 +383,24 @@ def test_rebuild_on_frozen_source_reuses_it_exactly(transforms):
     if not transforms:
         direct = make_model(model.frozen_source(), X, Y)
         torch.testing.assert_close(direct.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
+
+
+def test_construct_inputs_builds_the_model():
+    source = make_source()
+    X, Y = make_target()
+    dataset = SupervisedDataset(X, Y, Yvar=torch.full_like(Y, TARGET_NOISE), feature_names=["a", "b"], outcome_names=["y"])
+    inputs = DeltaBOModel.construct_inputs(dataset, source=source, residual_covariance="full")
+    assert inputs["source"] is source and inputs["residual_covariance"] == "full"
+    model = DeltaBOModel(**inputs, source_covar_module=source_kernel(), delta_covar_module=delta_kernel(), fit_source=False)
+    direct = make_model(source, X, Y, mode="full")
+    X_test = torch.rand(3, 2, dtype=F64)
+    torch.testing.assert_close(model.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL)
+
+
+def test_pathwise_sampling_is_refused_not_silently_wrong():
+    model = make_model(make_source(), *make_target())
+    with pytest.raises(UnsupportedError, match="omit the source posterior"):
+        draw_matheron_paths(model, sample_shape=torch.Size([2]))
 
 
 # ----------------------------------------------------------------- bad input
