@@ -45,6 +45,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     ]
     if len(todo) < len(args.problems) * len(args.methods) * args.seeds:
         print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
+    results = args.out / RESULTS
+    if results.exists() and results.stat().st_size and not results.read_bytes().endswith(b"\n"):
+        with open(results, "a") as fh:  # end an interrupted line so new records stay intact
+            fh.write("\n")
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool, open(args.out / RESULTS, "a") as fh:
         futures = [pool.submit(safe_run_experiment, p, m, s, args.iterations) for p, m, s in todo]

@@ -1,0 +1,34 @@
+import math
+
+import pytest
+import torch
+
+from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
+
+
+def test_bohachevsky_pair_matches_paper():
+    p = make_problem("bohachevsky")
+    origin = torch.zeros(1, 2, dtype=torch.float64)
+    # both Bohachevsky functions are 0 at the origin (negated for maximization)
+    assert p.target(origin).item() == pytest.approx(0.0, abs=1e-12)
+    assert p.source(origin).item() == pytest.approx(0.0, abs=1e-12)
+    x = torch.tensor([[1.0, -0.5]], dtype=torch.float64)
+    f = 1 + 2 * 0.25 - 0.3 * math.cos(3 * math.pi) * math.cos(-2 * math.pi) + 0.3
+    g = 1 + 2 * 0.25 - 0.3 * math.cos(3 * math.pi) - 0.4 * math.cos(-2 * math.pi) + 0.7
+    assert p.target(x).item() == pytest.approx(-f) and p.source(x).item() == pytest.approx(-g)
+    assert p.grid.shape == (120 * 120, 2) and p.n_source == 400
+    assert p.optimum() == pytest.approx(float(p.target(p.grid).max()))
+
+
+def test_gaussian_bumps_shift():
+    p = make_problem("gaussian-bumps")
+    assert p.target(torch.zeros(1, 2, dtype=torch.float64)).item() == pytest.approx(1.0)
+    shifted = torch.full((1, 2), 1 / math.sqrt(2), dtype=torch.float64)  # s = 1
+    assert p.source(shifted).item() == pytest.approx(1.0)
+    assert p.optimum() == pytest.approx(1.0, abs=1e-3)
+
+
+def test_unknown_problem():
+    with pytest.raises(ValueError, match="Unknown problem 'nope'"):
+        make_problem("nope")
+    assert set(PROBLEMS) >= {"bohachevsky", "gaussian-bumps"}
