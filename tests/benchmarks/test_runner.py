@@ -44,7 +44,7 @@ def test_cli_runs_resumes_and_reports(tmp_path, capsys):
     records, corrupt = load_results(tmp_path / "results.jsonl")
     assert len(records) == 4 and corrupt == 1
     # new runs after the corrupt line are written intact
-    main(["run", *args[:-4], "--methods", "gp-ucb", "--workers", "1"])
+    main(["run", *args[:-5], "--methods", "gp-ucb", "--workers", "1"])
     records, corrupt = load_results(tmp_path / "results.jsonl")
     assert len(records) == 6 and corrupt == 1
     table = summary_table(records)
