@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     run = sub.add_parser("run", help="run a comparison (defaults: a quick one)")
     run.add_argument("--problems", nargs="+", default=["bohachevsky", "gaussian-bumps"])
     run.add_argument("--methods", nargs="+", default=["deltabo", "gp-ucb", "random"])
-    run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+    run.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
     run.add_argument("--iterations", type=int, default=None, help="BO iterations T (default: the problem's)")
     run.add_argument("--workers", type=int, default=2, help="local worker processes")
     run.set_defaults(func=cmd_run)
