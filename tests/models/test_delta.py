@@ -4,7 +4,7 @@ import pickle
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
-from botorch.models import SingleTaskGP
+from botorch.models import ModelListGP, SingleTaskGP
 from botorch.models.transforms import Log, Normalize, Standardize
 from botorch.exceptions.errors import UnsupportedError
 from botorch.sampling import SobolQMCNormalSampler
@@ -14,6 +14,7 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import DeltaBOModel, TaskData
+from botorch_transfer.models import GPSourcePosterior, ModelSourcePosterior
 from tests.models.reference import (
     DirectMaternKernel,
     DirectRBFKernel,
@@ -205,6 +206,21 @@ def test_fitted_model_source_with_transforms_matches_its_posterior():
     torch.testing.assert_close(post.distribution.covariance_matrix, ref_cov(X_test, X_test), rtol=1e-7, atol=1e-9)
 
 
+def test_any_botorch_model_can_be_the_source():
+    # A model that is not an exact GP (here a ModelListGP) is used through its own
+    # posterior; it must give the same DeltaBO posterior as the cached exact path.
+    task = make_source()
+    gp = SingleTaskGP(task.X, task.Y, task.Yvar, covar_module=source_kernel(), outcome_transform=None)
+    X, Y = make_target()
+    cached = DeltaBOModel(X, Y, source=gp, train_Yvar=torch.full_like(Y, TARGET_NOISE), delta_covar_module=delta_kernel())
+    generic = DeltaBOModel(X, Y, source=ModelListGP(gp), train_Yvar=torch.full_like(Y, TARGET_NOISE), delta_covar_module=delta_kernel())
+    assert isinstance(generic.source_posterior, ModelSourcePosterior)
+    assert isinstance(cached.source_posterior, GPSourcePosterior)
+    X_test = torch.rand(2, 3, 2, dtype=F64)
+    for mode_post in (lambda m: m.posterior(X_test).mean, lambda m: m.posterior(X_test).distribution.covariance_matrix):
+        torch.testing.assert_close(mode_post(generic), mode_post(cached), rtol=1e-7, atol=1e-9)
+
+
 def test_shared_outcome_transform_matches_reference_in_user_units():
     source = make_source()
     X, Y = make_target()
@@ -268,6 +284,23 @@ def test_shapes_dtypes_devices_transforms(device, dtype, mode, transforms, batch
     assert fantasy.batch_shape == torch.Size([3, *batch])
     fantasy_post = fantasy.posterior(torch.rand(5, 1, *batch, 1, 2, dtype=dtype, device=device))
     assert fantasy_post.mean.shape == torch.Size([5, 3, *batch, 1, 1])
+
+
+def test_batched_training_data_fits_one_model_per_batch():
+    X, Y = make_target(batch=(2,), n=10)
+    model = DeltaBOModel(X, Y, source=make_source())
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert model.delta_covar_module.outputscale.shape == (2,)
+    # batch b of the model equals a model fitted on batch b's data with those hyperparameters
+    single = DeltaBOModel(X[1], Y[1], source=model.frozen_source())
+    single.delta_covar_module.outputscale = model.delta_covar_module.outputscale[1].detach()
+    single.delta_covar_module.base_kernel.lengthscale = model.delta_covar_module.base_kernel.lengthscale[1].detach()
+    single.likelihood.second_noise = model.likelihood.second_noise[1].detach()
+    X_test = torch.rand(4, 2, dtype=F64)
+    batched = model.posterior(X_test.expand(2, 4, 2))
+    assert batched.mean.shape == (2, 4, 1)
+    torch.testing.assert_close(batched.mean[1], single.posterior(X_test).mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(batched.variance[1], single.posterior(X_test).variance, rtol=1e-8, atol=1e-10)
 
 
 def test_float32_agrees_with_float64():
