@@ -108,7 +108,8 @@ def run_config(method: str, dim: int, n_source: int, iterations: int, seed: int)
         times.append(time.perf_counter() - start)
         X = torch.cat([X, candidate])
         Y = torch.cat([Y, target_function(candidate)])
-    result["iteration_s"] = sum(times) / len(times)
+    # median: one iteration's L-BFGS fit can take several times another's
+    result["iteration_s"] = sorted(times)[len(times) // 2]
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["rss_increase_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline_rss) / 1024
     if method == "deltabo":
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 8])
     parser.add_argument("--sizes", type=int, nargs="+", default=[400, 2000, 10000])
-    parser.add_argument("--iterations", type=int, default=3, help="BO iterations timed per config")
+    parser.add_argument("--iterations", type=int, default=5, help="BO iterations timed per config (median reported)")
     parser.add_argument("--pooled-max-n", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

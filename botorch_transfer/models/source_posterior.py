@@ -221,6 +221,15 @@ class GPSourcePosterior(SourcePosterior):
             raise ValueError(
                 f"`train_X` must be N x d for a source posterior, got {tuple(train_X.shape)}."
             )
+        n = train_X.shape[0]
+        for name, value in (("train_Y", train_Y), ("noise", noise)):
+            if value.numel() != n:
+                raise ValueError(f"`{name}` must have {n} entries (one per row of `train_X`), got {tuple(value.shape)}.")
+        for name, value in (("train_X", train_X), ("train_Y", train_Y), ("noise", noise)):
+            if not torch.isfinite(value).all():
+                raise ValueError(f"`{name}` contains NaN or infinite values.")
+        if (noise < 0).any():
+            raise ValueError("`noise` must be non-negative (it holds variances).")
         dtype, device = train_X.dtype, train_X.device
         self.covar_module = _freeze(copy.deepcopy(covar_module))
         self.mean_module = _freeze(copy.deepcopy(mean_module))
