@@ -1,6 +1,5 @@
 r"""Every tutorial notebook runs top to bottom (``SMOKE_TEST=1``, reduced sizes)."""
 
-import os
 from pathlib import Path
 
 import pytest

@@ -10,7 +10,7 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.datasets import SupervisedDataset
-from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import DeltaBOModel, TaskData
