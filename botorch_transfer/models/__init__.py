@@ -1,6 +1,8 @@
 r"""Transfer-learning models for BoTorch."""
 
 from botorch_transfer.models.delta import DeltaBOModel
+from botorch_transfer.models.diff_gp import DiffGP
+from botorch_transfer.models.env_gp import EnvGP
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     ModelSourcePosterior,
@@ -11,6 +13,8 @@ from botorch_transfer.models.source_posterior import (
 
 __all__ = [
     "DeltaBOModel",
+    "DiffGP",
+    "EnvGP",
     "GPSourcePosterior",
     "ModelSourcePosterior",
     "SourcePosterior",

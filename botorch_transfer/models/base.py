@@ -458,3 +458,58 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
         """
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, "source": source, **kwargs}
+
+
+def pool_source_tasks(
+    sources: Sequence[TaskData], scale: Tensor, offset: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""Concatenate source tasks in model units.
+
+    Args:
+        sources: The source ``TaskData``.
+        scale: Output scale of the shared outcome map.
+        offset: Output offset of the shared outcome map.
+
+    Returns:
+        ``(X, Y, Yvar, task)``: ``N x d`` inputs, ``N`` outcomes and ``N`` noise
+        variances in model units (``NaN`` where a task has no ``Yvar``), and the ``N``
+        task index of each point.
+    """
+    X = torch.cat([s.X for s in sources])
+    Y = torch.cat([((s.Y - offset) / scale).squeeze(-1) for s in sources])
+    Yvar = torch.cat(
+        [
+            (s.Yvar / scale**2).squeeze(-1) if s.Yvar is not None else torch.full((s.n,), float("nan"), dtype=s.X.dtype, device=s.X.device)
+            for s in sources
+        ]
+    )
+    task = torch.cat([torch.full((s.n,), i, dtype=torch.long, device=s.X.device) for i, s in enumerate(sources)])
+    return X, Y, Yvar, task
+
+
+def learned_noise(
+    batch_shape: torch.Size, prior: bool = True, initial_value: float | None = None
+) -> HomoskedasticNoise:
+    r"""A learned homoscedastic noise level with BoTorch's defaults.
+
+    Args:
+        batch_shape: Batch shape of the level.
+        prior: Use BoTorch's ``LogNormal(-4, 1)`` noise prior (off for levels that
+            may legitimately be large, such as an Env-GP stretch).
+        initial_value: Initial level (default: the prior's mode, or 0.1).
+
+    Returns:
+        A ``HomoskedasticNoise`` constrained to ``>= 1e-4``.
+    """
+    from botorch.models.utils.gpytorch_modules import MIN_INFERRED_NOISE_LEVEL
+    from gpytorch.constraints import GreaterThan
+    from gpytorch.priors import LogNormalPrior
+
+    noise_prior = LogNormalPrior(loc=-4.0, scale=1.0) if prior else None
+    if initial_value is None:
+        initial_value = noise_prior.mode if prior else 0.1
+    return HomoskedasticNoise(
+        noise_prior=noise_prior,
+        noise_constraint=GreaterThan(MIN_INFERRED_NOISE_LEVEL, transform=None, initial_value=initial_value),
+        batch_shape=batch_shape,
+    )

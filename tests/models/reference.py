@@ -87,3 +87,29 @@ class DirectRBFKernel(_DirectDistance, RBFKernel):
 
 class DirectMaternKernel(_DirectDistance, MaternKernel):
     r"""``MaternKernel`` with distances computed from differences (exact in float64)."""
+
+
+def env_gp_posterior(kernel, X_s: Tensor, y_s: Tensor, sigma_s2: Tensor, X_a: Tensor, y_a: Tensor, sigma_a2: Tensor):
+    r"""Env-GP (Shilton et al. eq. 5): one GP on ``[X_S; X_A]`` with noise
+    ``diag(sigma_s^2 I, sigma_a^2 I)`` (zero prior mean)."""
+    X = torch.cat([X_s, X_a])
+    return gp_posterior(kernel, X, torch.cat([y_s, y_a]), torch.cat([sigma_s2, sigma_a2]))
+
+
+def diff_gp_posterior(kernel, X_s: Tensor, y_s: Tensor, sigma_src2: Tensor, X_a: Tensor, y_a: Tensor, sigma_a2: Tensor):
+    r"""Diff-GP (Shilton et al. Sec. 3.2, eq. 6), zero prior mean, one kernel for all.
+
+    Source posterior ``mu_S, sigma^2_S``; difference GP on ``y_a - mu_S(X_a)`` with noise
+    ``sigma_a^2 + sigma^2_S(x)``; corrected source ``y_s + mu_D(X_s)`` with noise
+    ``sigma'^2 + sigma^2_D(X_s)``; final GP on ``[X_S; X_A]`` with R of eq. 6.
+    """
+    mu_S, cov_S = gp_posterior(kernel, X_s, y_s, sigma_src2)
+    if X_a.shape[0] == 0:
+        y_cs, noise_cs = y_s, sigma_src2 + torch.diagonal(kernel(X_s, X_s))
+    else:
+        noise_D = sigma_a2 + torch.diagonal(cov_S(X_a, X_a))
+        mu_D, cov_D = gp_posterior(kernel, X_a, y_a - mu_S(X_a), noise_D)
+        y_cs = y_s + mu_D(X_s)
+        noise_cs = sigma_src2 + torch.diagonal(cov_D(X_s, X_s))
+    X = torch.cat([X_s, X_a])
+    return gp_posterior(kernel, X, torch.cat([y_cs, y_a]), torch.cat([noise_cs, sigma_a2]))
