@@ -185,8 +185,8 @@ class GroupedNoise(Noise):
         target_group: int,
     ) -> None:
         super().__init__()
-        self.register_buffer("group", group)
-        self.register_buffer("fixed", fixed)
+        self.register_buffer("group", group, persistent=False)
+        self.register_buffer("fixed", fixed, persistent=False)
         self.learned = torch.nn.ModuleList([m if m is not None else torch.nn.Identity() for m in learned])
         self.is_learned = [m is not None for m in learned]
         self.target_group = target_group
@@ -277,9 +277,11 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
         Y = ((train_Y - offset) / scale).squeeze(-1)
         Yvar = torch.full_like(Y, float("nan")) if train_Yvar is None else (train_Yvar / scale**2).squeeze(-1)
         self._learns_noise = train_Yvar is None
-        self.register_buffer("target_X", train_X)
-        self.register_buffer("target_Y", Y)
-        self.register_buffer("target_Yvar", Yvar)
+        # data, not state: moved by .to(), left out of state_dict (so hyperparameters
+        # load into a model built on other data, as with SingleTaskGP)
+        self.register_buffer("target_X", train_X, persistent=False)
+        self.register_buffer("target_Y", Y, persistent=False)
+        self.register_buffer("target_Yvar", Yvar, persistent=False)
 
     def _store_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         self.target_X, self.target_Y, self.target_Yvar = X, Y, Yvar

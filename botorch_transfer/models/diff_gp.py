@@ -112,11 +112,11 @@ class DiffGP(SourceConditionedGP):
         ExactGP.__init__(
             self, train_inputs=X_s, train_targets=Y_s, likelihood=GroupedNoiseGaussianLikelihood(noise)
         )
-        self.register_buffer("source_X", X_s)
-        self.register_buffer("source_Y", Y_s)
-        self.register_buffer("source_known_noise", known_source_noise)
+        self.register_buffer("source_X", X_s, persistent=False)
+        self.register_buffer("source_Y", Y_s, persistent=False)
+        self.register_buffer("source_known_noise", known_source_noise, persistent=False)
         # points whose sigma'^2 is learned (no Yvar) get the learned source level
-        self.register_buffer("source_noise_learned", torch.isnan(Yvar_s))
+        self.register_buffer("source_noise_learned", torch.isnan(Yvar_s), persistent=False)
         self.mean_module = mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
         self.covar_module = (
             covar_module if covar_module is not None else default_transfer_kernel(train_X.shape[-1], batch_shape)

@@ -113,10 +113,10 @@ class EnvGP(SourceConditionedGP):
         ExactGP.__init__(
             self, train_inputs=X_s, train_targets=Y_s, likelihood=GroupedNoiseGaussianLikelihood(noise)
         )
-        self.register_buffer("source_X", X_s)
-        self.register_buffer("source_Y", Y_s)
-        self.register_buffer("source_fixed_noise", fixed_s)
-        self.register_buffer("source_task", task)
+        self.register_buffer("source_X", X_s, persistent=False)
+        self.register_buffer("source_Y", Y_s, persistent=False)
+        self.register_buffer("source_fixed_noise", fixed_s, persistent=False)
+        self.register_buffer("source_task", task, persistent=False)
         self.mean_module = mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
         self.covar_module = (
             covar_module if covar_module is not None else default_transfer_kernel(train_X.shape[-1], batch_shape)

@@ -258,34 +258,6 @@ def test_low_rank_source_is_close_to_exact_and_cheaper():
 # ------------------------------------------------------------ BoTorch contract
 
 
-@pytest.mark.parametrize(
-    "dtype, mode, transforms, batch",
-    list(itertools.product([torch.float32, F64], ["diagonal", "full"], [False, True], [(), (2,)])),
-)
-def test_shapes_dtypes_devices_transforms(device, dtype, mode, transforms, batch):
-    source = make_source(dtype=dtype, device=device)
-    X, Y = make_target(dtype=dtype, device=device, batch=batch)
-    options = dict(input_transform=Normalize(2), outcome_transform=Standardize(m=1)) if transforms else {}
-    model = DeltaBOModel(X, Y, source=source, residual_covariance=mode, **options)
-    assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
-    for test_shape in [(3, 2), (4, 3, 2), (2, 4, 3, 2)] if not batch else [(3, 2), (4, 1, 3, 2)]:
-        X_test = torch.rand(*test_shape, dtype=dtype, device=device)
-        post = model.posterior(X_test)
-        out_batch = torch.broadcast_shapes(torch.Size(test_shape[:-2]), model.batch_shape)
-        assert post.mean.shape == out_batch + torch.Size([test_shape[-2], 1])
-        assert post.mean.dtype == dtype and post.mean.device.type == device.type
-        assert post.distribution.covariance_matrix.shape == out_batch + torch.Size([test_shape[-2]] * 2)
-        assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
-    # condition_on_observations / fantasize keep the contract
-    X_new = torch.rand(*batch, 2, 2, dtype=dtype, device=device)
-    cond = model.condition_on_observations(X_new, f(X_new))
-    assert cond.num_train == model.num_train + 2
-    fantasy = model.fantasize(torch.rand(*batch, 1, 2, dtype=dtype, device=device), SobolQMCNormalSampler(torch.Size([3])))
-    assert fantasy.batch_shape == torch.Size([3, *batch])
-    fantasy_post = fantasy.posterior(torch.rand(5, 1, *batch, 1, 2, dtype=dtype, device=device))
-    assert fantasy_post.mean.shape == torch.Size([5, 3, *batch, 1, 1])
-
-
 def test_batched_training_data_fits_one_model_per_batch():
     X, Y = make_target(batch=(2,), n=10)
     model = DeltaBOModel(X, Y, source=make_source())
@@ -361,27 +333,6 @@ def test_fit_touches_only_delta_kernel_and_target_noise():
     assert model.delta_covar_module.outputscale.item() != before
     for k, v in model.source_posterior.state_dict().items():
         torch.testing.assert_close(v, frozen[k], rtol=0, atol=0)
-
-
-def test_state_dict_round_trip_and_pickle():
-    source = make_source()
-    X, Y = make_target()
-    model = DeltaBOModel(X, Y, source=source, outcome_transform=Standardize(1), input_transform=Normalize(2))
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    clone = DeltaBOModel(X, Y, source=source, outcome_transform=Standardize(1), input_transform=Normalize(2))
-    clone.load_state_dict(model.state_dict())
-    X_test = torch.rand(4, 3, 2, dtype=F64)
-    torch.testing.assert_close(clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
-    restored = pickle.loads(pickle.dumps(model))
-    torch.testing.assert_close(restored.posterior(X_test).variance, model.posterior(X_test).variance, rtol=1e-12, atol=1e-12)
-
-
-def test_to_moves_frozen_source(device):
-    model = make_model(make_source(), *make_target())
-    moved = model.to(device=device, dtype=torch.float32)
-    assert moved.source_posterior.feature_map.device.type == device.type
-    assert moved.source_posterior.feature_map.dtype == torch.float32
-    assert moved.posterior(torch.rand(2, 2, device=device)).mean.dtype == torch.float32
 
 
 @pytest.mark.parametrize("mode", ["diagonal", "full"])

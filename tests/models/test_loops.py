@@ -1,5 +1,5 @@
-r"""End-to-end BoTorch loops with DeltaBOModel: every acquisition function a user
-would reach for, through unchanged BoTorch optimizers."""
+r"""End-to-end BoTorch loops with every transfer model: each acquisition function a
+user would reach for, through unchanged BoTorch optimizers."""
 
 import pytest
 import torch
@@ -17,7 +17,7 @@ from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer import DeltaBOModel, beta_t
+from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, TaskData, beta_t
 
 F64 = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
@@ -36,12 +36,28 @@ F_MAX = f(torch.tensor([[0.3206, 0.0]], dtype=F64)).item()  # sin(5x)+0.3x peaks
 
 
 @pytest.fixture(scope="module")
-def source_model():
+def source_data():
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(60, 2, generator=gen, dtype=F64)
-    gp = SingleTaskGP(X, g(X), torch.full((60, 1), NOISE, dtype=F64))
+    return TaskData(X, g(X), torch.full((60, 1), NOISE, dtype=F64))
+
+
+@pytest.fixture(scope="module")
+def source_model(source_data):
+    gp = SingleTaskGP(source_data.X, source_data.Y, source_data.Yvar)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
     return gp
+
+
+MODELS = ["deltabo", "envgp", "diffgp"]
+
+
+def build(kind, X, Y, source_data, source_model):
+    Yvar = torch.full_like(Y, NOISE)
+    if kind == "deltabo":  # the fitted source model is used as is
+        return DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar)
+    cls = EnvGP if kind == "envgp" else DiffGP
+    return cls(X, Y, source=source_data, train_Yvar=Yvar)
 
 
 def acquisition(name, model, X, Y):
@@ -62,12 +78,12 @@ def acquisition(name, model, X, Y):
     raise ValueError(name)
 
 
-def run_loop(source_model, name, n_init, iterations=10):
+def run_loop(kind, source_data, source_model, name, n_init, iterations=10):
     gen = torch.Generator().manual_seed(1)
     X = torch.rand(n_init, 2, generator=gen, dtype=F64)
     Y = f(X)
     for _ in range(iterations):
-        model = DeltaBOModel(X, Y, source=source_model, train_Yvar=torch.full_like(Y, NOISE))
+        model = build(kind, X, Y, source_data, source_model)
         if model.num_train >= 2:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = acquisition(name, model, X, Y)
@@ -80,22 +96,25 @@ def run_loop(source_model, name, n_init, iterations=10):
     return X, Y
 
 
+@pytest.mark.parametrize("kind", MODELS)
 @pytest.mark.parametrize("name", ["logei", "pi", "qlognei", "qucb", "qkg", "qmes"])
-def test_bo_loop_with_acquisition(source_model, name):
-    run_loop(source_model, name, n_init=3)
+def test_bo_loop_with_acquisition(kind, source_data, source_model, name):
+    run_loop(kind, source_data, source_model, name, n_init=3)
 
 
-def test_ucb_loop_from_zero_target_points_finds_optimum(source_model):
-    # T=0: the first query comes from the source posterior alone (the transfer).
-    X, Y = run_loop(source_model, "ucb", n_init=0)
+@pytest.mark.parametrize("kind", MODELS)
+def test_ucb_loop_from_zero_target_points_finds_optimum(kind, source_data, source_model):
+    # T=0: the first query comes from the source data alone (the transfer).
+    X, Y = run_loop(kind, source_data, source_model, "ucb", n_init=0)
     assert F_MAX - Y.max() < 0.05
 
 
-def test_discrete_loop_q2_on_grid(source_model):
+@pytest.mark.parametrize("kind", MODELS)
+def test_discrete_loop_q2_on_grid(kind, source_data, source_model):
     grid = torch.stack(torch.meshgrid(*[torch.linspace(0, 1, 25, dtype=F64)] * 2, indexing="ij"), -1).reshape(-1, 2)
     X, Y = grid[[0, 300]], f(grid[[0, 300]])
     for t in range(1, 11):
-        model = DeltaBOModel(X, Y, source=source_model, train_Yvar=torch.full_like(Y, NOISE))
+        model = build(kind, X, Y, source_data, source_model)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = qUpperConfidenceBound(model, beta=beta_t(t, domain_size=grid.shape[0], rho=0.1))
         candidates, _ = optimize_acqf_discrete(acqf, q=2, choices=grid)
