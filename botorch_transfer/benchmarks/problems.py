@@ -131,8 +131,26 @@ def _bohachevsky() -> TransferProblem:
     )
 
 
-def _gaussian_bumps(shift: float = 1.0) -> TransferProblem:
-    dim, mu = 2, 0.0
+def gaussian_bumps(
+    shift: float = 1.0, n_source: int = 400, noise: float = 0.01, n_init: int = 2, iterations: int = 30
+) -> TransferProblem:
+    r"""Shilton et al. Sec. 4 / DeltaBO Sec. 6.3: ``f = exp(-|x - mu 1|^2 / 2)``,
+    ``f' = exp(-|x - mu' 1|^2 / 2)`` with ``mu' = mu + s / sqrt(d)``, d=2.
+
+    The papers state an SE kernel of lengthscale 0.1 but not the domain. We read the
+    lengthscale as relative to the domain: on ``[-5, 5]^2`` with ``mu = 0`` the kernels
+    have lengthscale 1.0 (0.1 of the width), matching the bumps' own width 1, and the
+    source bump moves away from the target's as ``s`` grows to 2 ("very dissimilar").
+    Noise variance 0.01 for both tasks, difference amplitude ``tau^2 = 0.3^2`` (App. C.2).
+
+    Args:
+        shift: The shift factor ``s``.
+        n_source: Number of source points (400 in DeltaBO Fig. 1c, 20 in Shilton Fig. 2).
+        noise: Noise variance of source and target (0.01 in both papers).
+        n_init: Initial target points.
+        iterations: Default BO iterations.
+    """
+    dim, mu, lengthscale = 2, 0.0, 1.0
     mu_source = mu + shift / math.sqrt(dim)
 
     def bump(center: float) -> Callable[[Tensor], Tensor]:
@@ -140,25 +158,26 @@ def _gaussian_bumps(shift: float = 1.0) -> TransferProblem:
 
     return TransferProblem(
         name="gaussian-bumps",
-        # The papers leave the domain unstated; [-2, 2]^2 holds both bumps for s <= 2.
-        bounds=torch.tensor([[-2.0, -2.0], [2.0, 2.0]], dtype=torch.float64),
+        bounds=torch.tensor([[-5.0, -5.0], [5.0, 5.0]], dtype=torch.float64),
         target=bump(mu),
         source=bump(mu_source),
-        n_source=400,
-        source_noise=0.01,
-        target_noise=0.01,
+        n_source=n_source,
+        source_noise=noise,
+        target_noise=noise,
         kernels={
-            "source": lambda d: fixed_kernel("rbf", 0.1, 1.0, d),
-            "target": lambda d: fixed_kernel("rbf", 0.1, 1.0, d),
-            "delta": lambda d: fixed_kernel("rbf", 0.1, 0.09, d),
+            "source": lambda d: fixed_kernel("rbf", lengthscale, 1.0, d),
+            "target": lambda d: fixed_kernel("rbf", lengthscale, 1.0, d),
+            "delta": lambda d: fixed_kernel("rbf", lengthscale, 0.09, d),
         },
-        description=f"Shilton et al. Sec. 4 / DeltaBO Sec. 6.3: Gaussian bumps, d=2, shift s={shift}, N=400",
+        n_init=n_init,
+        iterations=iterations,
+        description=f"Shilton et al. Sec. 4 / DeltaBO Sec. 6.3: Gaussian bumps on [-5,5]^2, shift s={shift}, N={n_source}",
     )
 
 
 PROBLEMS: dict[str, Callable[[], TransferProblem]] = {
     "bohachevsky": _bohachevsky,
-    "gaussian-bumps": _gaussian_bumps,
+    "gaussian-bumps": gaussian_bumps,
 }
 
 

@@ -12,12 +12,15 @@ from pathlib import Path
 import torch
 from botorch.acquisition import LogExpectedImprovement, UpperConfidenceBound
 from botorch.models import SingleTaskGP
+from botorch.fit import fit_gpytorch_mll
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
-from botorch_transfer.models import DeltaBOModel
+from botorch_transfer.data import TaskData
+from botorch_transfer.models import DeltaBOModel, DiffGP, EnvGP
 from botorch_transfer.models.source_posterior import GPSourcePosterior
 
 
@@ -36,13 +39,36 @@ def _maximize(problem: TransferProblem, acqf) -> Tensor:
     return candidate.detach()
 
 
-def _policy(method: str, problem: TransferProblem, source_posterior) -> Callable[[Tensor, Tensor, torch.Generator], Tensor]:
+def _policy(
+    method: str, problem: TransferProblem, source_task: TaskData, source_posterior
+) -> Callable[[Tensor, Tensor, torch.Generator], Tensor]:
     noise = problem.target_noise
 
-    def deltabo(X, Y, gen):
+    def deltabo(X, Y, gen, residual_covariance="diagonal"):
         model = DeltaBOModel(
             X, Y, source=source_posterior, train_Yvar=torch.full_like(Y, noise),
             delta_covar_module=problem.kernels["delta"](problem.dim),
+            residual_covariance=residual_covariance,
+        )
+        return _maximize(problem, UpperConfidenceBound(model, beta=problem.beta))
+
+    def deltabo_full(X, Y, gen):
+        return deltabo(X, Y, gen, residual_covariance="full")
+
+    def env_gp(X, Y, gen):
+        # the paper's fixed kernel; the stretched source noise is learned
+        model = EnvGP(
+            X, Y, source=source_task, train_Yvar=torch.full_like(Y, noise),
+            covar_module=problem.kernels["target"](problem.dim), mean_module=ZeroMean(),
+        )
+        if X.shape[0] > 0:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        return _maximize(problem, UpperConfidenceBound(model, beta=problem.beta))
+
+    def diff_gp(X, Y, gen):
+        model = DiffGP(
+            X, Y, source=source_task, train_Yvar=torch.full_like(Y, noise),
+            covar_module=problem.kernels["target"](problem.dim), mean_module=ZeroMean(),
         )
         return _maximize(problem, UpperConfidenceBound(model, beta=problem.beta))
 
@@ -55,23 +81,28 @@ def _policy(method: str, problem: TransferProblem, source_posterior) -> Callable
     def random(X, Y, gen):
         return problem.sample(1, gen)
 
-    policies = {"deltabo": deltabo, "gp-ucb": gp_ucb, "gp-ei": gp_ei, "random": random}
+    policies = {
+        "deltabo": deltabo, "deltabo-full": deltabo_full, "envgp": env_gp, "diffgp": diff_gp,
+        "gp-ucb": gp_ucb, "gp-ei": gp_ei, "random": random,
+    }
     if method not in policies:
         raise ValueError(f"Unknown method {method!r}; choose from {sorted(policies)}.")
     return policies[method]
 
 
-METHODS = ("deltabo", "gp-ucb", "gp-ei", "random")
+METHODS = ("deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "random")
 
 
-def run_experiment(problem_name: str, method: str, seed: int, iterations: int | None = None) -> dict:
+def run_experiment(
+    problem_name: str | TransferProblem, method: str, seed: int, iterations: int | None = None
+) -> dict:
     r"""Run ``iterations`` BO steps of ``method`` on ``problem_name`` with ``seed``.
 
     The source data, the initial target points and all observation noise depend on
     ``seed`` only (not on the method), so methods are compared on the same draws.
 
     Args:
-        problem_name: A registered problem name.
+        problem_name: A registered problem name, or a ``TransferProblem``.
         method: One of ``METHODS``.
         seed: Random seed.
         iterations: Number of BO iterations (the problem's default if ``None``).
@@ -81,7 +112,8 @@ def run_experiment(problem_name: str, method: str, seed: int, iterations: int | 
         instantaneous and cumulative regret, timings and settings.
     """
     torch.set_num_threads(1)
-    problem = make_problem(problem_name)
+    problem = make_problem(problem_name) if isinstance(problem_name, str) else problem_name
+    problem_name = problem.name
     T = problem.iterations if iterations is None else iterations
     gen = torch.Generator().manual_seed(seed)
     X_s = problem.sample(problem.n_source, gen)
@@ -94,13 +126,14 @@ def run_experiment(problem_name: str, method: str, seed: int, iterations: int | 
 
     start = time.perf_counter()
     source_posterior = None
-    if method == "deltabo":
+    if method.startswith("deltabo"):
         source_posterior = GPSourcePosterior(
             X_s, Y_s, torch.full((X_s.shape[0],), problem.source_noise, dtype=torch.float64),
             problem.kernels["source"](problem.dim),
         )
     setup_s = time.perf_counter() - start
-    policy = _policy(method, problem, source_posterior)
+    source_task = TaskData(X_s, Y_s, torch.full_like(Y_s, problem.source_noise))
+    policy = _policy(method, problem, source_task, source_posterior)
     f_star = problem.optimum()
 
     queries, observations, values, times = [], [], [], []

@@ -22,7 +22,7 @@ def test_bohachevsky_pair_matches_paper():
 
 def test_gaussian_bumps_shift():
     p = make_problem("gaussian-bumps")
-    assert p.target(torch.zeros(1, 2, dtype=torch.float64)).item() == pytest.approx(1.0)
+    assert p.target(torch.zeros(1, 2, dtype=torch.float64)).item() == pytest.approx(1.0)  # mu = 0
     shifted = torch.full((1, 2), 1 / math.sqrt(2), dtype=torch.float64)  # s = 1
     assert p.source(shifted).item() == pytest.approx(1.0)
     assert p.optimum() == pytest.approx(1.0, abs=1e-3)

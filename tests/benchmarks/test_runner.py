@@ -7,7 +7,7 @@ from botorch_transfer.benchmarks.report import summary_table
 from botorch_transfer.benchmarks.runner import load_results, run_experiment, safe_run_experiment
 
 
-@pytest.mark.parametrize("method", ["deltabo", "gp-ucb", "gp-ei", "random"])
+@pytest.mark.parametrize("method", ["deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "random"])
 def test_run_experiment_records_a_full_trace(method):
     record = run_experiment("bohachevsky", method, seed=0, iterations=3)
     assert len(record["queries"]) == len(record["regret"]) == len(record["iteration_s"]) == 3
