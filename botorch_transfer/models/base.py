@@ -42,6 +42,7 @@ from gpytorch.likelihoods.noise_models import HomoskedasticNoise, Noise
 from gpytorch.models import ExactGP
 from linear_operator.operators import DenseLinearOperator, DiagLinearOperator
 from torch import Tensor
+from torch.nn import Module
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.source_posterior import SourcePosterior, outcome_affine
@@ -282,6 +283,25 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
         self.register_buffer("target_X", train_X, persistent=False)
         self.register_buffer("target_Y", Y, persistent=False)
         self.register_buffer("target_Yvar", Yvar, persistent=False)
+
+    def _finish_init(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None,
+        scale: Tensor,
+        offset: Tensor,
+        input_transform: Module | None,
+        outcome_transform: Module | None,
+    ) -> None:
+        r"""Attach the transforms, store the target data and build the training data."""
+        if outcome_transform is not None:
+            self.outcome_transform = outcome_transform
+        if input_transform is not None:
+            self.input_transform = input_transform
+        self._init_target_data(train_X, train_Y, train_Yvar, scale, offset)
+        self.to(train_X)
+        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
 
     def _store_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         self.target_X, self.target_Y, self.target_Yvar = X, Y, Yvar

@@ -219,13 +219,7 @@ class DeltaBOModel(SourceConditionedGP):
             else default_transfer_kernel(train_X.shape[-1], batch_shape=batch_shape)
         )
         self.residual_covariance = residual_covariance
-        if outcome_transform is not None:
-            self.outcome_transform = outcome_transform
-        if input_transform is not None:
-            self.input_transform = input_transform
-        self._init_target_data(train_X, train_Y, train_Yvar, scale, offset)
-        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
-        self.to(train_X)
+        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
 
     def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         r"""Residuals ``Y - mu_g,N(X)`` with noise ``[sigma^2_g,N(X)] + Yvar`` (Alg. 1, l. 4-5)."""

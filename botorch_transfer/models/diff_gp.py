@@ -121,15 +121,13 @@ class DiffGP(SourceConditionedGP):
         self.covar_module = (
             covar_module if covar_module is not None else default_transfer_kernel(train_X.shape[-1], batch_shape)
         )
-        if outcome_transform is not None:
-            self.outcome_transform = outcome_transform
         if input_transform is not None:
-            self.input_transform = input_transform
-            with torch.no_grad():  # learn a data-dependent transform once, on pooled inputs
-                self.transform_inputs(torch.cat([X_s, train_X.reshape(-1, train_X.shape[-1])]))
-        self._init_target_data(train_X, train_Y, train_Yvar, scale, offset)
-        self.to(train_X)
-        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
+            # learn a data-dependent transform (e.g. Normalize) on the pooled inputs
+            # before the first correction evaluates the kernel on transformed inputs
+            input_transform.train()
+            with torch.no_grad():
+                input_transform(torch.cat([X_s, train_X.reshape(-1, train_X.shape[-1])]))
+        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
 
     # -------------------------------------------------------------- correction
     def _transform_eval(self, X: Tensor) -> Tensor:

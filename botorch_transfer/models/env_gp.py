@@ -121,13 +121,7 @@ class EnvGP(SourceConditionedGP):
         self.covar_module = (
             covar_module if covar_module is not None else default_transfer_kernel(train_X.shape[-1], batch_shape)
         )
-        if outcome_transform is not None:
-            self.outcome_transform = outcome_transform
-        if input_transform is not None:
-            self.input_transform = input_transform
-        self._init_target_data(train_X, train_Y, train_Yvar, scale, offset)
-        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
-        self.to(train_X)
+        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
 
     def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         r"""Pool ``[source; target]`` with per-point noise ``[sigma_s^2; sigma_a^2]``."""
