@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from botorch.acquisition import LogExpectedImprovement, UpperConfidenceBound
+from botorch.acquisition import LogExpectedImprovement, ProbabilityOfImprovement, UpperConfidenceBound
 from botorch.models import SingleTaskGP
 from botorch.fit import fit_gpytorch_mll
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from botorch.sampling.pathwise import draw_matheron_paths
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.means import ZeroMean
 from torch import Tensor
@@ -78,19 +79,31 @@ def _policy(
     def gp_ei(X, Y, gen):
         return _maximize(problem, LogExpectedImprovement(_target_gp(problem, X, Y), best_f=Y.max()))
 
+    def gp_pi(X, Y, gen):
+        return _maximize(problem, ProbabilityOfImprovement(_target_gp(problem, X, Y), best_f=Y.max()))
+
+    def gp_ts(X, Y, gen):
+        # one posterior sample path (pathwise/Matheron), maximized over the grid or
+        # over 4096 uniform candidates of a continuous domain
+        path = draw_matheron_paths(_target_gp(problem, X, Y), sample_shape=torch.Size([1]))
+        candidates = problem.grid if problem.grid is not None else problem.sample(4096, gen)
+        with torch.no_grad():
+            values = path(candidates).reshape(-1)
+        return candidates[values.argmax()].unsqueeze(0)
+
     def random(X, Y, gen):
         return problem.sample(1, gen)
 
     policies = {
         "deltabo": deltabo, "deltabo-full": deltabo_full, "envgp": env_gp, "diffgp": diff_gp,
-        "gp-ucb": gp_ucb, "gp-ei": gp_ei, "random": random,
+        "gp-ucb": gp_ucb, "gp-ei": gp_ei, "gp-pi": gp_pi, "gp-ts": gp_ts, "random": random,
     }
     if method not in policies:
         raise ValueError(f"Unknown method {method!r}; choose from {sorted(policies)}.")
     return policies[method]
 
 
-METHODS = ("deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "random")
+METHODS = ("deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "gp-pi", "gp-ts", "random")
 
 
 def run_experiment(
@@ -112,7 +125,7 @@ def run_experiment(
         instantaneous and cumulative regret, timings and settings.
     """
     torch.set_num_threads(1)
-    problem = make_problem(problem_name) if isinstance(problem_name, str) else problem_name
+    problem = make_problem(problem_name, seed) if isinstance(problem_name, str) else problem_name
     problem_name = problem.name
     T = problem.iterations if iterations is None else iterations
     gen = torch.Generator().manual_seed(seed)

@@ -32,3 +32,14 @@ def test_unknown_problem():
     with pytest.raises(ValueError, match="Unknown problem 'nope'"):
         make_problem("nope")
     assert set(PROBLEMS) >= {"bohachevsky", "gaussian-bumps"}
+
+
+def test_assumption_gp_draws_a_pair_per_seed():
+    a, a_again, b = make_problem("assumption-gp", seed=0), make_problem("assumption-gp", seed=0), make_problem("assumption-gp", seed=1)
+    grid = a.grid[::97]
+    torch.testing.assert_close(a.target(grid), a_again.target(grid))  # reproducible
+    assert not torch.allclose(a.target(grid), b.target(grid))  # a new draw per seed
+    delta = a.target(a.grid) - a.source(a.grid)
+    # delta ~ GP(0, 0.8 SE(1.0)): sample variance over the grid of the order of tau^2
+    assert 0.05 < delta.var().item() < 4 * 0.8
+    assert a.grid.shape == (14400, 2) and a.source_noise == 0.1 and a.target_noise == 0.01

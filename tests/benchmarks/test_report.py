@@ -1,0 +1,29 @@
+import math
+
+import numpy as np
+import pytest
+
+from botorch_transfer.benchmarks.report import mean_ci, plot_regret, summary_table
+
+
+def test_mean_ci_by_hand():
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    mean, ci = mean_ci(values)
+    assert mean.tolist() == pytest.approx([3.0, 5.0])
+    sd = [2.0, math.sqrt(((2 - 5) ** 2 + (4 - 5) ** 2 + (9 - 5) ** 2) / 2)]  # ddof=1
+    assert ci.tolist() == pytest.approx([1.96 * s / math.sqrt(3) for s in sd])
+    _, ci_one = mean_ci(values[:1])
+    assert ci_one.tolist() == [0.0, 0.0]  # a single run has no interval
+
+
+def test_summary_and_plot(tmp_path):
+    records = [
+        {"problem": "p", "method": m, "seed": s, "cumulative_regret": [1.0 * s, 2.0 * s + k], "iteration_s": [0.1, 0.3], "optimum_is_exact": True}
+        for k, m in enumerate(["a", "b"]) for s in range(1, 4)
+    ]
+    records.append({"problem": "p", "method": "a", "seed": 9, "error": "boom"})
+    table = summary_table(records)
+    # method a: final R_T = 2, 4, 6 -> mean 4, CI 1.96 * 2 / sqrt(3); time 0.2 s/iteration
+    assert f"{4.0:>14.3f} +- {1.96 * 2 / math.sqrt(3):<7.3f}" in table
+    assert "1 run(s) failed" in table and "0.200" in table
+    assert plot_regret(records, tmp_path / "r.png").stat().st_size > 0
