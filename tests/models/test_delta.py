@@ -1,5 +1,3 @@
-import itertools
-import pickle
 
 import pytest
 import torch
