@@ -19,7 +19,11 @@ from tqdm.auto import tqdm
 
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
-from botorch_transfer.benchmarks.runner import METHODS, load_results, safe_run_experiment
+from botorch_transfer.benchmarks.runner import (
+    METHODS,
+    load_results,
+    safe_run_experiment,
+)
 
 RESULTS = "results.jsonl"
 

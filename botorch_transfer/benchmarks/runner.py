@@ -10,13 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from botorch.acquisition import LogExpectedImprovement, ProbabilityOfImprovement, UpperConfidenceBound
-from botorch.models import SingleTaskGP
+from botorch.acquisition import (
+    LogExpectedImprovement,
+    ProbabilityOfImprovement,
+    UpperConfidenceBound,
+)
 from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from botorch.sampling.pathwise import draw_matheron_paths
-from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.means import ZeroMean
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.benchmarks.problems import TransferProblem, make_problem

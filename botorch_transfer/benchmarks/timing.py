@@ -83,7 +83,10 @@ def run_config(method: str, dim: int, n_source: int, iterations: int, seed: int,
     r"""Time BO iterations of one method in this (fresh) process."""
     from botorch.models import SingleTaskGP
 
-    from botorch_transfer.models.source_posterior import GPSourcePosterior, source_posterior_from_model
+    from botorch_transfer.models.source_posterior import (
+        GPSourcePosterior,
+        source_posterior_from_model,
+    )
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(2)

@@ -17,6 +17,8 @@ noise is built from one or several related source tasks. Concretely it shares:
   noise is the target noise, and ``construct_inputs``.
 
 Subclasses implement ``_set_target_data`` and, where needed, ``_source_terms``.
+:class:`PooledTransferGP` adds what the pooled-data models (Env-GP, Diff-GP) share:
+one mean and kernel over ``[source; target]`` and per-point :class:`GroupedNoise`.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.models.utils.assorted import gpt_posterior_settings
+from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods.gaussian_likelihood import _GaussianLikelihoodBase
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise, Noise
+from gpytorch.means import ConstantMean, Mean
 from gpytorch.models import ExactGP
 from linear_operator.operators import DenseLinearOperator, DiagLinearOperator
 from torch import Tensor
@@ -159,6 +164,26 @@ def fit_shared_outcome_affine(
     outcome_transform.eval()
     scale, offset = outcome_affine(outcome_transform)
     return scale.to(train_Y), offset.to(train_Y)
+
+
+def default_transfer_kernel(
+    dim: int, batch_shape: torch.Size | None = None
+) -> ScaleKernel:
+    r"""A scaled RBF kernel with BoTorch's dimension-scaled lengthscale prior.
+
+    The outputscale is the amplitude (``tau^2`` for a difference kernel).
+
+    Args:
+        dim: Input dimension (one lengthscale per dimension).
+        batch_shape: Batch shape of the hyperparameters.
+
+    Returns:
+        ``ScaleKernel(RBFKernel(ard_num_dims=dim))`` with BoTorch's priors.
+    """
+    return ScaleKernel(
+        get_covar_module_with_dim_scaled_prior(ard_num_dims=dim, batch_shape=batch_shape),
+        batch_shape=batch_shape,
+    )
 
 
 class GroupedNoise(Noise):
@@ -535,3 +560,71 @@ def learned_noise(
         noise_constraint=GreaterThan(MIN_INFERRED_NOISE_LEVEL, transform=None, initial_value=initial_value),
         batch_shape=batch_shape,
     )
+
+
+class PooledTransferGP(SourceConditionedGP):
+    r"""A source-conditioned GP over pooled ``[source; target]`` data: one prior mean,
+    one kernel, and per-point :class:`GroupedNoise` (the Env-GP/Diff-GP family).
+
+    Subclasses call ``_init_pooled`` in their constructor and, in
+    ``_set_target_data``, ``_set_pooled_training_data`` with their source targets and
+    noise.
+    """
+
+    def _init_pooled(
+        self,
+        source_X: Tensor,
+        source_Y: Tensor,
+        noise: GroupedNoise,
+        mean_module: Mean | None,
+        covar_module: Module | None,
+        batch_shape: torch.Size,
+    ) -> None:
+        ExactGP.__init__(
+            self, train_inputs=source_X, train_targets=source_Y,
+            likelihood=GroupedNoiseGaussianLikelihood(noise),
+        )
+        self.register_buffer("source_X", source_X, persistent=False)
+        self.register_buffer("source_Y", source_Y, persistent=False)
+        self.mean_module = mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
+        self.covar_module = (
+            covar_module
+            if covar_module is not None
+            else default_transfer_kernel(source_X.shape[-1], batch_shape=batch_shape)
+        )
+
+    def _set_pooled_training_data(
+        self, source_targets: Tensor, source_fixed_noise: Tensor, source_group: Tensor
+    ) -> None:
+        r"""Pool ``[source; target]`` inputs, targets and per-point noise.
+
+        Args:
+            source_targets: ``batch x N`` targets of the source points.
+            source_fixed_noise: ``batch x N`` fixed noise of the source points.
+            source_group: ``N`` noise groups of the source points (-1: fixed only).
+        """
+        X, Y, Yvar = self.target_X, self.target_Y, self.target_Yvar
+        batch = torch.broadcast_shapes(X.shape[:-2], source_targets.shape[:-1], source_fixed_noise.shape[:-1])
+        n_source, n_target = self.source_X.shape[0], Y.shape[-1]
+        inputs = torch.cat(
+            [self.source_X.expand(*batch, *self.source_X.shape), X.expand(*batch, *X.shape[-2:])], dim=-2
+        )
+        targets = torch.cat([source_targets.expand(*batch, n_source), Y.expand(*batch, n_target)], dim=-1)
+        target_fixed = torch.zeros_like(Y) if self.learns_target_noise else Yvar
+        noise = self.likelihood.noise_covar
+        noise.fixed = torch.cat(
+            [source_fixed_noise.expand(*batch, n_source), target_fixed.expand(*batch, n_target)], dim=-1
+        )
+        noise.group = torch.cat(
+            [source_group, torch.full((n_target,), noise.target_group, dtype=torch.long, device=Y.device)]
+        )
+        self._set_raw_train_inputs(inputs, targets)
+
+    def target_noise(self) -> Tensor:
+        r"""The target noise ``sigma_a^2`` at new points (model units)."""
+        return self.likelihood.noise_covar.target_noise()
+
+    def forward(self, x: Tensor) -> MultivariateNormal:
+        if self.training:
+            x = self.transform_inputs(x)
+        return MultivariateNormal(self.mean_module(x), self.covar_module(x))

@@ -34,13 +34,12 @@ from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.models.utils.gpytorch_modules import (
     MIN_INFERRED_NOISE_LEVEL,
-    get_covar_module_with_dim_scaled_prior,
 )
 from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from gpytorch.constraints import GreaterThan
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
@@ -52,6 +51,7 @@ from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import (
     SourceConditionedGP,
     as_source_list,
+    default_transfer_kernel,
     fit_shared_outcome_affine,
     validate_training_data,
 )
@@ -65,26 +65,6 @@ from botorch_transfer.models.source_posterior import (
 SourceLike = TaskData | Model | SourcePosterior
 
 RESIDUAL_COVARIANCES = ("diagonal", "full")
-
-
-def default_transfer_kernel(
-    dim: int, batch_shape: torch.Size | None = None
-) -> ScaleKernel:
-    r"""A scaled RBF kernel with BoTorch's dimension-scaled lengthscale prior.
-
-    The outputscale is the amplitude (``tau^2`` for a difference kernel).
-
-    Args:
-        dim: Input dimension (one lengthscale per dimension).
-        batch_shape: Batch shape of the hyperparameters.
-
-    Returns:
-        ``ScaleKernel(RBFKernel(ard_num_dims=dim))`` with BoTorch's priors.
-    """
-    return ScaleKernel(
-        get_covar_module_with_dim_scaled_prior(ard_num_dims=dim, batch_shape=batch_shape),
-        batch_shape=batch_shape,
-    )
 
 
 class DeltaBOModel(SourceConditionedGP):

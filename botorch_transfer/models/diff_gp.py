@@ -29,30 +29,26 @@ from collections.abc import Sequence
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
-from gpytorch.means import ConstantMean, Mean
-from gpytorch.models import ExactGP
+from gpytorch.means import Mean
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import (
     GroupedNoise,
-    GroupedNoiseGaussianLikelihood,
-    SourceConditionedGP,
+    PooledTransferGP,
     as_source_list,
     fit_shared_outcome_affine,
     learned_noise,
     pool_source_tasks,
     validate_training_data,
 )
-from botorch_transfer.models.delta import default_transfer_kernel
 
 SOURCE, TARGET = 0, 1
 
 
-class DiffGP(SourceConditionedGP):
+class DiffGP(PooledTransferGP):
     r"""Difference-modelling transfer GP with bias-corrected source data.
 
     Args:
@@ -109,18 +105,10 @@ class DiffGP(SourceConditionedGP):
             ],
             target_group=TARGET,
         )
-        ExactGP.__init__(
-            self, train_inputs=X_s, train_targets=Y_s, likelihood=GroupedNoiseGaussianLikelihood(noise)
-        )
-        self.register_buffer("source_X", X_s, persistent=False)
-        self.register_buffer("source_Y", Y_s, persistent=False)
+        self._init_pooled(X_s, Y_s, noise, mean_module, covar_module, batch_shape)
         self.register_buffer("source_known_noise", known_source_noise, persistent=False)
         # points whose sigma'^2 is learned (no Yvar) get the learned source level
         self.register_buffer("source_noise_learned", torch.isnan(Yvar_s), persistent=False)
-        self.mean_module = mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
-        self.covar_module = (
-            covar_module if covar_module is not None else default_transfer_kernel(train_X.shape[-1], batch_shape)
-        )
         if input_transform is not None:
             # learn a data-dependent transform (e.g. Normalize) on the pooled inputs
             # before the first correction evaluates the kernel on transformed inputs
@@ -198,22 +186,10 @@ class DiffGP(SourceConditionedGP):
     def _refresh_correction(self) -> None:
         with torch.no_grad():
             y_cs, var_D = self.corrected_source()
-        X, Y, Yvar = self.target_X, self.target_Y, self.target_Yvar
-        batch = torch.broadcast_shapes(X.shape[:-2], y_cs.shape[:-1])
-        n_source = self.source_X.shape[0]
-        inputs = torch.cat([self.source_X.expand(*batch, *self.source_X.shape), X.expand(*batch, *X.shape[-2:])], dim=-2)
-        targets = torch.cat([y_cs.expand(*batch, n_source), Y.expand(*batch, Y.shape[-1])], dim=-1)
         # source: sigma'^2 (known part fixed, unknown part learned) + sigma^2_D(x_s)
-        source_fixed = self.source_known_noise + var_D
-        target_fixed = torch.zeros_like(Y) if self.learns_target_noise else Yvar
-        noise = self.likelihood.noise_covar
-        noise.fixed = torch.cat([source_fixed.expand(*batch, n_source), target_fixed.expand(*batch, Y.shape[-1])], dim=-1)
-        noise.group = torch.cat([
-            torch.where(self.source_noise_learned, SOURCE, -1),  # -1: no learned level
-            torch.full(Y.shape[-1:], TARGET, dtype=torch.long, device=Y.device),
-        ])
+        group = torch.where(self.source_noise_learned, SOURCE, -1)  # -1: no learned level
         self._hyperparameter_state = self._hyperparameters()
-        self._set_raw_train_inputs(inputs, targets)
+        self._set_pooled_training_data(y_cs, self.source_known_noise + var_D, group)
 
     def _hyperparameters(self) -> Tensor:
         return torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
@@ -228,13 +204,3 @@ class DiffGP(SourceConditionedGP):
             if current.shape != state.shape or not torch.equal(current, state):
                 self._refresh_correction()
         return result
-
-    # ------------------------------------------------------------------ model
-    def target_noise(self) -> Tensor:
-        r"""The target noise ``sigma_a^2`` at new points (model units)."""
-        return self.likelihood.noise_covar.target_noise()
-
-    def forward(self, x: Tensor) -> MultivariateNormal:
-        if self.training:
-            x = self.transform_inputs(x)
-        return MultivariateNormal(self.mean_module(x), self.covar_module(x))

@@ -20,27 +20,23 @@ from collections.abc import Sequence
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
-from gpytorch.means import ConstantMean, Mean
-from gpytorch.models import ExactGP
+from gpytorch.means import Mean
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import (
     GroupedNoise,
-    GroupedNoiseGaussianLikelihood,
-    SourceConditionedGP,
+    PooledTransferGP,
     as_source_list,
     fit_shared_outcome_affine,
     learned_noise,
     pool_source_tasks,
     validate_training_data,
 )
-from botorch_transfer.models.delta import default_transfer_kernel
 
 
-class EnvGP(SourceConditionedGP):
+class EnvGP(PooledTransferGP):
     r"""Envelope-stretching transfer GP over pooled source and target data.
 
     Each source task ``k`` gets a noise level ``sigma_s,k^2``: learned by
@@ -107,40 +103,13 @@ class EnvGP(SourceConditionedGP):
             for _ in range(n_tasks)
         ]
         learned.append(learned_noise(batch_shape) if train_Yvar is None else None)
-        noise = GroupedNoise(
-            group=task, fixed=fixed_s, learned=learned, target_group=n_tasks
-        )
-        ExactGP.__init__(
-            self, train_inputs=X_s, train_targets=Y_s, likelihood=GroupedNoiseGaussianLikelihood(noise)
-        )
-        self.register_buffer("source_X", X_s, persistent=False)
-        self.register_buffer("source_Y", Y_s, persistent=False)
+        noise = GroupedNoise(group=task, fixed=fixed_s, learned=learned, target_group=n_tasks)
+        self._init_pooled(X_s, Y_s, noise, mean_module, covar_module, batch_shape)
         self.register_buffer("source_fixed_noise", fixed_s, persistent=False)
         self.register_buffer("source_task", task, persistent=False)
-        self.mean_module = mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
-        self.covar_module = (
-            covar_module if covar_module is not None else default_transfer_kernel(train_X.shape[-1], batch_shape)
-        )
         self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
 
     def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         r"""Pool ``[source; target]`` with per-point noise ``[sigma_s^2; sigma_a^2]``."""
         self._store_target_data(X, Y, Yvar)
-        batch = X.shape[:-2]
-        n_source = self.source_X.shape[0]
-        inputs = torch.cat([self.source_X.expand(*batch, *self.source_X.shape), X], dim=-2)
-        targets = torch.cat([self.source_Y.expand(*batch, n_source), Y], dim=-1)
-        target_fixed = torch.zeros_like(Y) if self.learns_target_noise else Yvar
-        noise = self.likelihood.noise_covar
-        noise.fixed = torch.cat([self.source_fixed_noise.expand(*batch, n_source), target_fixed], dim=-1)
-        noise.group = torch.cat([self.source_task, torch.full(Y.shape[-1:], noise.target_group, dtype=torch.long, device=Y.device)])
-        self._set_raw_train_inputs(inputs, targets)
-
-    def target_noise(self) -> Tensor:
-        r"""The target noise ``sigma_a^2`` at new points (model units)."""
-        return self.likelihood.noise_covar.target_noise()
-
-    def forward(self, x: Tensor) -> MultivariateNormal:
-        if self.training:
-            x = self.transform_inputs(x)
-        return MultivariateNormal(self.mean_module(x), self.covar_module(x))
+        self._set_pooled_training_data(self.source_Y, self.source_fixed_noise, self.source_task)

@@ -3,9 +3,14 @@ import json
 import pytest
 
 from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.report import summary_table
 from botorch_transfer.benchmarks.problems import PROBLEMS
-from botorch_transfer.benchmarks.runner import METHODS, load_results, run_experiment, safe_run_experiment
+from botorch_transfer.benchmarks.report import summary_table
+from botorch_transfer.benchmarks.runner import (
+    METHODS,
+    load_results,
+    run_experiment,
+    safe_run_experiment,
+)
 
 
 @pytest.mark.parametrize("problem", sorted(PROBLEMS))

@@ -1,10 +1,10 @@
 
 import pytest
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import ModelListGP, SingleTaskGP
 from botorch.models.transforms import Log, Normalize, Standardize
-from botorch.exceptions.errors import UnsupportedError
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.datasets import SupervisedDataset

@@ -2,7 +2,11 @@ import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 
-from botorch_transfer.models.source_posterior import GPSourcePosterior, SumSourcePosterior, pivoted_cholesky
+from botorch_transfer.models.source_posterior import (
+    GPSourcePosterior,
+    SumSourcePosterior,
+    pivoted_cholesky,
+)
 from tests.models.reference import DirectRBFKernel, gp_posterior, rbf
 
 F64 = torch.float64
