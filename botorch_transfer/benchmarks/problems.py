@@ -56,6 +56,10 @@ class TransferProblem:
         n_init: Random initial target points shared by all methods.
         iterations: Default number of BO iterations ``T``.
         beta: Fixed UCB exploration weight (the papers' experiments use a constant).
+        optimum_known: ``False`` for problems (HPO) whose optimum is unknown: their
+            regret is measured against the best value any run found.
+        noisy_observations: Add Gaussian noise of the stated variances to the
+            observations (synthetic problems); ``False`` observes the objective as is.
         description: One-line summary with the source of the settings.
     """
 
@@ -71,6 +75,8 @@ class TransferProblem:
     n_init: int = 2
     iterations: int = 30
     beta: float = 0.3
+    optimum_known: bool = True
+    noisy_observations: bool = True
     description: str = ""
     _grid: Tensor | None = field(default=None, repr=False)
 
@@ -88,8 +94,11 @@ class TransferProblem:
             self._grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, self.dim)
         return self._grid
 
-    def optimum(self) -> float:
-        r"""Max of the target: exact on the grid; a dense-sample estimate otherwise."""
+    def optimum(self) -> float | None:
+        r"""Max of the target: exact on the grid; a dense-sample estimate otherwise;
+        ``None`` when unknown (``optimum_known=False``)."""
+        if not self.optimum_known:
+            return None
         if self.grid is not None:
             return float(self.target(self.grid).max())
         gen = torch.Generator().manual_seed(0)
@@ -222,10 +231,24 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
     )
 
 
+def _breast_cancer_gboost() -> TransferProblem:
+    from botorch_transfer.benchmarks.hpo import breast_cancer
+
+    return breast_cancer("gboost")
+
+
+def _breast_cancer_mlp() -> TransferProblem:
+    from botorch_transfer.benchmarks.hpo import breast_cancer
+
+    return breast_cancer("mlp")
+
+
 PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     "bohachevsky": _bohachevsky,
     "gaussian-bumps": gaussian_bumps,
     "assumption-gp": assumption_gp,
+    "breast-cancer-gboost": _breast_cancer_gboost,
+    "breast-cancer-mlp": _breast_cancer_mlp,
 }
 
 

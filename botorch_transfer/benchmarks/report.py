@@ -8,9 +8,29 @@ from pathlib import Path
 import numpy as np
 
 
+def _optimum_unknown(record: dict) -> bool:
+    return "error" not in record and "optimum" in record and record["optimum"] is None
+
+
+def with_regret(records: list[dict]) -> list[dict]:
+    r"""Fill in the regret of runs whose problem optimum is unknown (HPO problems),
+    against the best value any run of that problem found."""
+    best: dict[str, float] = {}
+    for r in records:
+        if _optimum_unknown(r):
+            best[r["problem"]] = max(best.get(r["problem"], -np.inf), max(r["values"]))
+    out = []
+    for r in records:
+        if _optimum_unknown(r):
+            regret = [best[r["problem"]] - v for v in r["values"]]
+            r = {**r, "regret": regret, "cumulative_regret": np.cumsum(regret).tolist(), "optimum_is_best_found": True}
+        out.append(r)
+    return out
+
+
 def _group(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in records:
+    for r in with_regret(records):
         if "error" not in r:
             groups[(r["problem"], r["method"])].append(r)
     return groups
@@ -38,9 +58,14 @@ def summary_table(records: list[dict]) -> str:
     failures = [r for r in records if "error" in r]
     if failures:
         lines.append(f"\n{len(failures)} run(s) failed; see their 'error' field in the results file.")
-    inexact = sorted({r["problem"] for r in records if not r.get("optimum_is_exact", True)})
+    unknown = sorted({r["problem"] for r in records if _optimum_unknown(r)})
+    inexact = sorted(
+        {r["problem"] for r in records if "error" not in r and not r.get("optimum_is_exact", True)} - set(unknown)
+    )
     if inexact:
         lines.append(f"Regret on {', '.join(inexact)} is against a dense-sample estimate of the optimum.")
+    if unknown:
+        lines.append(f"Regret on {', '.join(unknown)} is against the best value any run found (optimum unknown).")
     return "\n".join(lines)
 
 

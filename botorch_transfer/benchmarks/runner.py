@@ -133,11 +133,17 @@ def run_experiment(
     problem_name = problem.name
     T = problem.iterations if iterations is None else iterations
     gen = torch.Generator().manual_seed(seed)
-    X_s = problem.sample(problem.n_source, gen)
-    Y_s = problem.source(X_s) + math.sqrt(problem.source_noise) * torch.randn(X_s.shape[0], 1, generator=gen, dtype=torch.float64)
-    X = problem.sample(problem.n_init, gen)
-    Y = problem.target(X) + math.sqrt(problem.target_noise) * torch.randn(X.shape[0], 1, generator=gen, dtype=torch.float64)
     noise_gen = torch.Generator().manual_seed(seed + 10_000)
+
+    def observe(f_x: Tensor, noise: float, generator: torch.Generator) -> Tensor:
+        if not problem.noisy_observations:
+            return f_x
+        return f_x + math.sqrt(noise) * torch.randn(f_x.shape, generator=generator, dtype=torch.float64)
+
+    X_s = problem.sample(problem.n_source, gen)
+    Y_s = observe(problem.source(X_s), problem.source_noise, gen)
+    X = problem.sample(problem.n_init, gen)
+    Y = observe(problem.target(X), problem.target_noise, gen)
     policy_gen = torch.Generator().manual_seed(seed + 20_000)
     torch.manual_seed(seed)
 
@@ -159,13 +165,14 @@ def run_experiment(
         x = policy(X, Y, policy_gen)
         times.append(time.perf_counter() - start)
         f_x = problem.target(x)
-        y = f_x + math.sqrt(problem.target_noise) * torch.randn(1, 1, generator=noise_gen, dtype=torch.float64)
+        y = observe(f_x, problem.target_noise, noise_gen)
         X, Y = torch.cat([X, x]), torch.cat([Y, y])
         queries.append(x.squeeze(0).tolist())
         observations.append(float(y))
         values.append(float(f_x))
-    regret = [f_star - v for v in values]
-    cumulative = torch.tensor(regret).cumsum(0).tolist()
+    # unknown optimum (HPO): regret is computed at report time from the best value any run found
+    regret = None if f_star is None else [f_star - v for v in values]
+    cumulative = None if regret is None else torch.tensor(regret).cumsum(0).tolist()
     return {
         "problem": problem_name,
         "method": method,
@@ -177,7 +184,7 @@ def run_experiment(
         "regret": regret,
         "cumulative_regret": cumulative,
         "optimum": f_star,
-        "optimum_is_exact": problem.grid is not None,
+        "optimum_is_exact": problem.grid is not None and f_star is not None,
         "setup_s": setup_s,
         "iteration_s": times,
         "settings": {
