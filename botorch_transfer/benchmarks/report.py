@@ -45,15 +45,18 @@ def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def summary_table(records: list[dict]) -> str:
     r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration."""
-    lines = [f"{'problem':<16} {'method':<10} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"]
+    groups = _group(records)
+    pw = max([len("problem")] + [len(p) for p, _ in groups])
+    mw = max([len("method")] + [len(m) for _, m in groups])
+    lines = [f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"]
     lines.append("-" * len(lines[0]))
-    for (problem, method), runs in sorted(_group(records).items()):
+    for (problem, method), runs in sorted(groups.items()):
         T = min(len(r["cumulative_regret"]) for r in runs)
         final = np.array([r["cumulative_regret"][T - 1] for r in runs])[:, None]
         mean, ci = mean_ci(final)
         per_iter = np.mean([np.mean(r["iteration_s"]) for r in runs])
         lines.append(
-            f"{problem:<16} {method:<10} {len(runs):>4} {mean[0]:>14.3f} +- {ci[0]:<7.3f} {mean[0] / T:>8.3f} {per_iter:>8.3f}"
+            f"{problem:<{pw}} {method:<{mw}} {len(runs):>4} {mean[0]:>14.3f} +- {ci[0]:<7.3f} {mean[0] / T:>8.3f} {per_iter:>8.3f}"
         )
     failures = [r for r in records if "error" in r]
     if failures:
