@@ -12,7 +12,9 @@ import argparse
 import json
 import multiprocessing
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -35,6 +37,23 @@ def _load(out: Path) -> list[dict]:
     return records
 
 
+@contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[Executor]:
+    r"""A local process pool, or a dask.distributed cluster's executor."""
+    if args.dask_scheduler is None:
+        with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            yield pool
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError as e:
+        raise SystemExit(
+            "`--dask-scheduler` needs dask.distributed: pip install 'botorch_transfer[dask]'"
+        ) from e
+    with Client(args.dask_scheduler) as client:
+        yield client.get_executor()
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     for p in args.problems:
         make_problem(p)  # fail fast on unknown names
@@ -53,8 +72,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if results.exists() and results.stat().st_size and not results.read_bytes().endswith(b"\n"):
         with open(results, "a") as fh:  # end an interrupted line so new records stay intact
             fh.write("\n")
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool, open(args.out / RESULTS, "a") as fh:
+    with _executor(args) as pool, open(args.out / RESULTS, "a") as fh:
         futures = [pool.submit(safe_run_experiment, p, m, s, args.iterations) for p, m, s in todo]
         for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
             record = future.result()
@@ -91,6 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     run.add_argument("--iterations", type=int, default=None, help="BO iterations T (default: the problem's)")
     run.add_argument("--workers", type=int, default=2, help="local worker processes")
+    run.add_argument(
+        "--dask-scheduler", default=None, metavar="ADDRESS",
+        help="run on a dask.distributed cluster (e.g. tcp://host:8786) instead of local processes",
+    )
     run.set_defaults(func=cmd_run)
     for name, func in (("summarize", cmd_summarize), ("plot", cmd_plot)):
         p = sub.add_parser(name)

@@ -61,3 +61,13 @@ def test_cli_runs_resumes_and_reports(tmp_path, capsys):
     assert len(records) == 6 and corrupt == 1
     table = summary_table(records)
     assert "deltabo" in table and "random" in table and "R_T" in table
+
+
+def test_cli_runs_on_a_dask_cluster(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "2", "--problems", "bohachevsky",
+              "--methods", "random", "--dask-scheduler", cluster.scheduler_address])
+    records, corrupt = load_results(tmp_path / "results.jsonl")
+    assert sorted(r["seed"] for r in records) == [0, 1] and corrupt == 0
+    assert records[0] == {**records[0], **run_experiment("bohachevsky", "random", records[0]["seed"], 2), "iteration_s": records[0]["iteration_s"], "setup_s": records[0]["setup_s"]}
