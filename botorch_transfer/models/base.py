@@ -264,8 +264,8 @@ class GroupedNoiseGaussianLikelihood(_GaussianLikelihoodBase):
 class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
     r"""Base class of exact GPs conditioned on source tasks (see the module docs).
 
-    Subclasses call ``_init_target_data`` at the end of their constructor and
-    implement:
+    Subclasses call ``ExactGP.__init__`` (placeholder training data), set their
+    modules, call ``_finish_init`` at the end of their constructor, and implement:
 
     - ``_set_target_data(X, Y, Yvar)``: (re)build the GP's training inputs, targets
       and likelihood noise from target data (``X`` raw, ``Y`` in model units,
