@@ -81,6 +81,8 @@ def plot_regret(records: list[dict], path: Path) -> Path:
 
     groups = _group(records)
     problems = sorted({p for p, _ in groups})
+    # one color per method across all panels
+    colors = {m: f"C{i % 10}" for i, m in enumerate(sorted({m for _, m in groups}))}
     fig, axes = plt.subplots(2, len(problems), figsize=(5 * len(problems), 7), squeeze=False)
     for col, problem in enumerate(problems):
         for method in sorted({m for p, m in groups if p == problem}):
@@ -91,8 +93,8 @@ def plot_regret(records: list[dict], path: Path) -> Path:
             for row, values in enumerate((cum, cum / t)):
                 mean, ci = mean_ci(values)
                 ax = axes[row, col]
-                ax.plot(t, mean, label=f"{method} (n={len(runs)})")
-                ax.fill_between(t, mean - ci, mean + ci, alpha=0.2)
+                ax.plot(t, mean, color=colors[method], label=f"{method} (n={len(runs)})")
+                ax.fill_between(t, mean - ci, mean + ci, color=colors[method], alpha=0.2)
         axes[0, col].set_title(problem)
         axes[0, col].set_ylabel("cumulative regret $R_t$")
         axes[1, col].set_ylabel("average regret $R_t / t$")
