@@ -328,7 +328,10 @@ class GPSourcePosterior(SourcePosterior):
 
     def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
         prior = self._prior_covariance(X1, X2)
-        return prior - self._features(X1) @ self._features(X2).transpose(-1, -2)
+        features1 = self._features(X1)
+        # the joint covariance of X1 with itself (every posterior call) needs one pass
+        features2 = features1 if X2 is X1 else self._features(X2)
+        return prior - features1 @ features2.transpose(-1, -2)
 
     def _variance(self, X: Tensor) -> Tensor:
         X_flat, shape = _flatten(X)
