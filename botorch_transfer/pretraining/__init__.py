@@ -1,0 +1,21 @@
+r"""Pre-training GP priors over many related tasks (HyperBO)."""
+
+from botorch_transfer.pretraining.objectives import (
+    EKLGroup,
+    MatchingInputGroup,
+    ekl_objective,
+    matching_input_groups,
+    nll_objective,
+)
+from botorch_transfer.pretraining.prior import PretrainedPrior
+from botorch_transfer.pretraining.pretrain import pretrain_prior
+
+__all__ = [
+    "EKLGroup",
+    "MatchingInputGroup",
+    "PretrainedPrior",
+    "ekl_objective",
+    "matching_input_groups",
+    "nll_objective",
+    "pretrain_prior",
+]

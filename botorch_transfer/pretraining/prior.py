@@ -1,0 +1,266 @@
+r"""The pre-trained GP prior of HyperBO (Wang et al., Sec. 7.2): its structure,
+evaluation in the user's units, and saving/loading.
+
+A :class:`PretrainedPrior` is a GP prior ``GP(mu, k o sigma^2)`` over one input
+space: a mean function, a kernel and a homoscedastic noise variance. Its default
+structure is the paper's H-NLL model: a 2-hidden-layer tanh MLP ``phi`` (32, 32),
+mean ``mu(x) = W phi(x) + b`` (a linear head) and kernel
+``k(x, x') = s^2 Matern52_ARD(phi(x), phi(x'))`` on the MLP's last hidden features,
+with softplus-constrained signal variance, lengthscales and noise (GPyTorch's
+default ``Positive``/``GreaterThan`` constraints use softplus).
+
+Two fixed affine maps make one set of network weights work for any units: inputs
+are mapped to the unit cube with the bounds of the pre-training data, and the
+network's outputs are scaled by the mean and standard deviation of all
+pre-training outcomes, so ``mean`` / ``covariance`` / ``noise`` are always in the
+user's units.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from gpytorch.constraints import GreaterThan
+from gpytorch.kernels import Kernel, MaternKernel, ScaleKernel
+from gpytorch.means import ConstantMean, Mean, ZeroMean
+from gpytorch.module import Module
+from torch import Tensor, nn
+
+MEANS = ("mlp", "constant", "zero")
+KERNELS = ("matern52_on_features", "matern52")
+#: Smallest noise variance of the prior, relative to the outcome variance.
+MIN_NOISE = 1e-6
+
+
+class InputFeatures(nn.Module):
+    r"""``x -> phi((x - lower) / range)``: the unit-cube map, then an optional MLP.
+
+    Shared by the prior's mean and kernel (the paper's kernel acts on the mean
+    network's last hidden layer).
+    """
+
+    def __init__(self, lower: Tensor, range_: Tensor, hidden: tuple[int, ...] | None) -> None:
+        super().__init__()
+        self.register_buffer("lower", lower.clone())
+        self.register_buffer("range", range_.clone())
+        d = lower.shape[-1]
+        if hidden:
+            layers: list[nn.Module] = []
+            width = d
+            for h in hidden:
+                layers += [nn.Linear(width, h), nn.Tanh()]
+                width = h
+            self.mlp: nn.Module | None = nn.Sequential(*layers)
+            self.out_dim = width
+        else:
+            self.mlp = None
+            self.out_dim = d
+
+    def forward(self, X: Tensor) -> Tensor:
+        Z = (X - self.lower) / self.range
+        return Z if self.mlp is None else self.mlp(Z)
+
+
+class PretrainedMean(Mean):
+    r"""``mu(x) = offset + scale * m(phi(x))`` with ``m`` linear, constant or zero."""
+
+    def __init__(self, features: InputFeatures, kind: str, offset: Tensor, scale: Tensor) -> None:
+        super().__init__()
+        self.features = features
+        self.kind = kind
+        self.register_buffer("offset", offset.clone())
+        self.register_buffer("scale", scale.clone())
+        if kind == "mlp":
+            self.head: nn.Module = nn.Linear(features.out_dim, 1)
+        elif kind == "constant":
+            self.head = ConstantMean()
+        else:
+            self.head = ZeroMean()
+
+    def forward(self, X: Tensor) -> Tensor:
+        if self.kind == "mlp":
+            m = self.head(self.features(X)).squeeze(-1)
+        else:
+            m = self.head(X)
+        return self.offset + self.scale * m
+
+
+class PretrainedKernel(Kernel):
+    r"""``k(x, x') = scale^2 * s^2 * Matern52_ARD(phi(x), phi(x'))``."""
+
+    has_lengthscale = False
+
+    def __init__(self, features: InputFeatures, on_features: bool, scale: Tensor) -> None:
+        super().__init__()
+        self.features = features
+        self.on_features = on_features
+        self.register_buffer("scale", scale.clone())
+        dims = features.out_dim if on_features else features.lower.shape[-1]
+        self.base_kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=dims))
+
+    def _inputs(self, X: Tensor) -> Tensor:
+        if self.on_features:
+            return self.features(X)
+        return (X - self.features.lower) / self.features.range
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any):
+        K = self.base_kernel.forward(self._inputs(x1), self._inputs(x2), diag=diag)
+        return K * self.scale.pow(2)
+
+
+class PretrainedPrior(Module):
+    r"""A GP prior learned from related tasks (HyperBO): mean, kernel and noise.
+
+    Build one with :func:`~botorch_transfer.pretraining.pretrain_prior`; use it with
+    :class:`~botorch_transfer.models.PretrainedPriorGP`. All evaluations are in the
+    units of the pre-training data.
+
+    Args:
+        input_lower: ``d`` lower input bounds of the unit-cube map.
+        input_upper: ``d`` upper input bounds.
+        output_offset: Mean of the pre-training outcomes (scalar tensor).
+        output_scale: Standard deviation of the pre-training outcomes (scalar tensor).
+        mean: ``"mlp"`` (paper default), ``"constant"`` or ``"zero"``.
+        kernel: ``"matern52_on_features"`` (paper default: ARD Matern-5/2 on the
+            MLP's last hidden features) or ``"matern52"`` (ARD on the inputs).
+        hidden: Hidden layer widths of the MLP (used when ``mean="mlp"`` or the
+            kernel acts on features).
+
+    Example:
+        >>> prior = PretrainedPrior(torch.zeros(2), torch.ones(2), torch.tensor(0.), torch.tensor(1.))
+        >>> prior.covariance(torch.rand(5, 2)).shape
+        torch.Size([5, 5])
+    """
+
+    def __init__(
+        self,
+        input_lower: Tensor,
+        input_upper: Tensor,
+        output_offset: Tensor,
+        output_scale: Tensor,
+        mean: str = "mlp",
+        kernel: str = "matern52_on_features",
+        hidden: tuple[int, ...] = (32, 32),
+    ) -> None:
+        super().__init__()
+        if mean not in MEANS:
+            raise ValueError(f"`mean` must be one of {MEANS}, got {mean!r}.")
+        if kernel not in KERNELS:
+            raise ValueError(f"`kernel` must be one of {KERNELS}, got {kernel!r}.")
+        hidden = tuple(int(h) for h in hidden)
+        if any(h < 1 for h in hidden):
+            raise ValueError(f"`hidden` must contain positive layer widths, got {hidden}.")
+        if input_lower.shape != input_upper.shape or input_lower.dim() != 1:
+            raise ValueError(
+                "`input_lower` and `input_upper` must be 1-D tensors of length d, got shapes "
+                f"{tuple(input_lower.shape)} and {tuple(input_upper.shape)}."
+            )
+        if not (output_scale > 0):
+            raise ValueError(f"`output_scale` must be positive, got {float(output_scale)}.")
+        needs_features = mean == "mlp" or kernel == "matern52_on_features"
+        self.config = {"mean": mean, "kernel": kernel, "hidden": list(hidden), "dim": input_lower.shape[-1]}
+        # a constant input dimension gets range 1 (its unit-cube coordinate is then 0)
+        range_ = torch.where(input_upper > input_lower, input_upper - input_lower, torch.ones_like(input_lower))
+        self.features = InputFeatures(input_lower, range_, hidden if needs_features else None)
+        self.mean_module = PretrainedMean(self.features, mean, output_offset, output_scale)
+        self.covar_module = PretrainedKernel(self.features, kernel == "matern52_on_features", output_scale)
+        # noise in units of the outcome variance; softplus-constrained
+        self.register_parameter("raw_noise", nn.Parameter(torch.zeros((), dtype=input_lower.dtype)))
+        self.register_constraint("raw_noise", GreaterThan(MIN_NOISE))
+        self.noise_relative = torch.tensor(0.1, dtype=input_lower.dtype)
+        self.to(input_lower)
+        self.training_history: list[dict[str, float]] = []
+
+    # --- noise -----------------------------------------------------------------------
+    @property
+    def noise_relative(self) -> Tensor:
+        r"""Noise variance in units of the pre-training outcome variance."""
+        return self.raw_noise_constraint.transform(self.raw_noise)
+
+    @noise_relative.setter
+    def noise_relative(self, value: Tensor) -> None:
+        value = torch.as_tensor(value, dtype=self.raw_noise.dtype, device=self.raw_noise.device)
+        self.initialize(raw_noise=self.raw_noise_constraint.inverse_transform(value))
+
+    @property
+    def noise(self) -> Tensor:
+        r"""Observation noise variance in the user's units."""
+        return self.noise_relative * self.mean_module.scale.pow(2)
+
+    # --- evaluation ------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return int(self.config["dim"])
+
+    def _check(self, X: Tensor, name: str) -> None:
+        if X.dim() < 2 or X.shape[-1] != self.dim:
+            raise ValueError(
+                f"`{name}` must have shape batch_shape x n x {self.dim} (the prior's input "
+                f"dimension), got {tuple(X.shape)}."
+            )
+
+    def mean(self, X: Tensor) -> Tensor:
+        r"""Prior mean ``mu(X)`` (shape ``batch x n``)."""
+        self._check(X, "X")
+        return self.mean_module(X)
+
+    def covariance(self, X1: Tensor, X2: Tensor | None = None, observation_noise: bool = False) -> Tensor:
+        r"""Dense prior covariance ``k(X1, X2)``; with ``observation_noise`` (and
+        ``X2=None``) the noisy-observation covariance ``k o sigma^2`` of the paper."""
+        self._check(X1, "X1")
+        if X2 is not None:
+            self._check(X2, "X2")
+        K = self.covar_module(X1, X1 if X2 is None else X2).to_dense()
+        if observation_noise:
+            if X2 is not None:
+                raise ValueError("`observation_noise=True` needs `X2=None` (noise is on the diagonal).")
+            K = K + self.noise * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+        return K
+
+    # --- persistence -----------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        r"""Save the prior (structure and weights) to ``path`` (one ``torch.save`` file)."""
+        torch.save(
+            {
+                "format": "PretrainedPrior",
+                "version": 1,
+                "config": dict(self.config),
+                "state": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+                "training_history": list(self.training_history),
+            },
+            path,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, map_location: str | torch.device | None = None) -> PretrainedPrior:
+        r"""Load a prior written by :meth:`save`.
+
+        Args:
+            path: The file.
+            map_location: Device to load onto (as in ``torch.load``).
+
+        Returns:
+            The prior, in eval mode.
+        """
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != "PretrainedPrior":
+            raise ValueError(f"{path} is not a file written by PretrainedPrior.save().")
+        config, state = blob["config"], blob["state"]
+        lower = state["features.lower"]
+        upper = lower + state["features.range"]
+        prior = cls(
+            lower, upper, state["mean_module.offset"], state["mean_module.scale"],
+            mean=config["mean"], kernel=config["kernel"], hidden=tuple(config["hidden"]),
+        )
+        prior.load_state_dict(state)
+        prior.config.update(config)
+        prior.training_history = list(blob.get("training_history", []))
+        if map_location is not None:
+            prior.to(map_location)
+        return prior.eval()
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config.items())
+
