@@ -1,0 +1,117 @@
+r"""Plain numpy float64 references for the HyperBO prior, written from the paper
+(Wang et al., Sec. 7.2 model; eqs. 4, 6, 7, 14, 17, 18) and the prior's weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+
+def _np(t):
+    return t.detach().cpu().double().numpy()
+
+
+def prior_parts(prior):
+    r"""The prior's parameters as numpy arrays (read from its modules)."""
+    s = {k: _np(v) for k, v in prior.state_dict().items()}
+    base = prior.covar_module.base_kernel
+    parts = {
+        "lower": s["features.lower"],
+        "range": s["features.range"],
+        "offset": float(s["mean_module.offset"]),
+        "scale": float(s["mean_module.scale"]),
+        "outputscale": float(_np(base.outputscale)),
+        "lengthscale": _np(base.base_kernel.lengthscale).reshape(-1),
+        "noise": float(_np(prior.noise)),
+        "layers": [],
+        "mean": prior.config["mean"],
+        "kernel": prior.config["kernel"],
+    }
+    if prior.features.mlp is not None:
+        linears = [m for m in prior.features.mlp if hasattr(m, "weight")]
+        parts["layers"] = [(_np(m.weight), _np(m.bias)) for m in linears]
+    if parts["mean"] == "mlp":
+        parts["head"] = (_np(prior.mean_module.head.weight), _np(prior.mean_module.head.bias))
+    elif parts["mean"] == "constant":
+        parts["constant"] = float(_np(prior.mean_module.head.constant))
+    return parts
+
+
+def features(p, X):
+    Z = (X - p["lower"]) / p["range"]
+    H = Z
+    for W, b in p["layers"]:
+        H = np.tanh(H @ W.T + b)
+    return Z, H
+
+
+def mean(p, X):
+    Z, H = features(p, X)
+    if p["mean"] == "mlp":
+        W, b = p["head"]
+        m = (H @ W.T + b)[:, 0]
+    elif p["mean"] == "constant":
+        m = np.full(X.shape[0], p["constant"])
+    else:
+        m = np.zeros(X.shape[0])
+    return p["offset"] + p["scale"] * m
+
+
+def kernel(p, X1, X2):
+    Z1, H1 = features(p, X1)
+    Z2, H2 = features(p, X2)
+    A, B = (H1, H2) if p["kernel"] == "matern52_on_features" else (Z1, Z2)
+    diff = (A[:, None, :] - B[None, :, :]) / p["lengthscale"]
+    r = np.sqrt((diff**2).sum(-1))
+    matern = (1 + np.sqrt(5) * r + 5.0 / 3.0 * r**2) * np.exp(-np.sqrt(5) * r)
+    return p["scale"] ** 2 * p["outputscale"] * matern
+
+
+def task_nll(p, X, y, yvar=None):
+    r"""Eq. 14 (negated): one task's negative log marginal likelihood."""
+    Sigma = kernel(p, X, X) + p["noise"] * np.eye(len(y))
+    if yvar is not None:
+        Sigma = Sigma + np.diag(yvar)
+    r = y - mean(p, X)
+    sign, logdet = np.linalg.slogdet(Sigma)
+    assert sign > 0
+    return 0.5 * (r @ np.linalg.solve(Sigma, r) + logdet + len(y) * np.log(2 * np.pi))
+
+
+def gaussian_kl(m0, S0, m1, S1):
+    r"""Eq. 7: KL(N(m0, S0) || N(m1, S1)) for non-degenerate Gaussians."""
+    k = len(m0)
+    S1_inv = np.linalg.inv(S1)
+    d = m1 - m0
+    return 0.5 * (
+        np.trace(S1_inv @ S0) + d @ S1_inv @ d + np.linalg.slogdet(S1)[1] - np.linalg.slogdet(S0)[1] - k
+    )
+
+
+def ekl(p, X, Y):
+    r"""Eqs. 4 and 6: EKL of a matching-input group (``Y`` is ``M x N``).
+
+    Rank-deficient empirical covariances are handled by restricting both Gaussians to
+    an orthonormal basis of the empirical covariance's range (``scipy.linalg.orth``
+    of the centered data) and using eq. 7 there: by the invariance argument below
+    eq. 6 this equals eq. 6 for any valid factor ``A``.
+    """
+    N = Y.shape[1]
+    mu_t = Y.mean(1)
+    C = Y - mu_t[:, None]
+    S_t = C @ C.T / N
+    U = scipy.linalg.orth(C)
+    mu = mean(p, X)
+    S = kernel(p, X, X) + p["noise"] * np.eye(len(mu))
+    return gaussian_kl(U.T @ mu_t, U.T @ S_t @ U, U.T @ mu, U.T @ S @ U)
+
+
+def posterior(p, X_train, y, X_test, yvar=None):
+    r"""Eqs. 17-18: the GP posterior mean and covariance with the prior ``p``."""
+    noise = p["noise"] * np.ones(len(y)) if yvar is None else yvar
+    K = kernel(p, X_train, X_train) + np.diag(noise)
+    Ks = kernel(p, X_test, X_train)
+    Kss = kernel(p, X_test, X_test)
+    m = mean(p, X_test) + Ks @ np.linalg.solve(K, y - mean(p, X_train))
+    S = Kss - Ks @ np.linalg.solve(K, Ks.T)
+    return m, S
