@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from botorch_transfer.benchmarks.meta import META_METHODS, META_PROBLEMS
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
 from botorch_transfer.benchmarks.runner import (
@@ -54,19 +55,26 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor]:
         yield client.get_executor()
 
 
+def _methods_for(problem: str) -> tuple[str, ...]:
+    r"""Source/target problems take ``METHODS``; meta-learning problems ``META_METHODS``."""
+    return META_METHODS if problem in META_PROBLEMS else METHODS
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     for p in args.problems:
-        make_problem(p)  # fail fast on unknown names
+        if p not in META_PROBLEMS:
+            make_problem(p)  # fail fast on unknown names
     for m in args.methods:
-        if m not in METHODS:
-            raise SystemExit(f"Unknown method {m!r}; choose from {list(METHODS)}.")
+        if m not in METHODS and m not in META_METHODS:
+            raise SystemExit(f"Unknown method {m!r}; choose from {sorted(set(METHODS) | set(META_METHODS))}.")
+    pairs = [(p, m) for p in args.problems for m in args.methods if m in _methods_for(p)]
+    skipped = [f"{m} on {p}" for p in args.problems for m in args.methods if m not in _methods_for(p)]
+    if skipped:
+        print(f"skipping combinations that do not apply: {', '.join(skipped)}")
     args.out.mkdir(parents=True, exist_ok=True)
     done = {(r["problem"], r["method"], r["seed"]) for r in _load(args.out) if "error" not in r}
-    todo = [
-        (p, m, s) for p in args.problems for m in args.methods for s in range(args.seeds)
-        if (p, m, s) not in done
-    ]
-    if len(todo) < len(args.problems) * len(args.methods) * args.seeds:
+    todo = [(p, m, s) for p, m in pairs for s in range(args.seeds) if (p, m, s) not in done]
+    if len(todo) < len(pairs) * args.seeds:
         print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
     results = args.out / RESULTS
     if results.exists() and results.stat().st_size and not results.read_bytes().endswith(b"\n"):
@@ -98,6 +106,10 @@ def cmd_list(args: argparse.Namespace) -> None:
     for name in PROBLEMS:
         print(f"  {name:<16} {make_problem(name).description}")
     print("methods:\n  " + "\n  ".join(METHODS))
+    print("meta-learning problems (leave-tasks-out; need their data, see `benchmarks.meta`):")
+    for name, factory in META_PROBLEMS.items():
+        print(f"  {name:<16} {(factory.__doc__ or '').strip().splitlines()[0]}")
+    print("meta-learning methods:\n  " + "\n  ".join(META_METHODS))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -43,9 +43,49 @@ def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values.mean(axis=0), 1.96 * sd / np.sqrt(n)
 
 
+def _is_simple_regret(record: dict) -> bool:
+    return record.get("metric") == "simple_regret"
+
+
+def simple_regret_table(records: list[dict], checkpoints: tuple[int, ...] | None = None) -> str:
+    r"""Meta-learning problems: simple regret after t iterations (mean +- 95% CI over
+    seeds, each seed's value the mean over its test tasks), pre-training and
+    per-iteration wall time. Default checkpoints: 10, 25, 50 (those reached) and
+    the last iteration."""
+    groups = _group([r for r in records if _is_simple_regret(r)])
+    if not groups:
+        return ""
+    if checkpoints is None:
+        T = min(len(r["simple_regret"]) - 1 for runs in groups.values() for r in runs)
+        checkpoints = tuple(sorted({t for t in (10, 25, 50) if t <= T} | {T}))
+    pw = max([len("problem")] + [len(p) for p, _ in groups])
+    mw = max([len("method")] + [len(m) for _, m in groups])
+    head = f"{'problem':<{pw}} {'method':<{mw}} {'seeds':>5}"
+    head += "".join(f" {f'r@{t} (+- CI)':>18}" for t in checkpoints) + f" {'pretrain s':>10} {'s/iter':>7}"
+    lines = [head, "-" * len(head)]
+    for (problem, method), runs in sorted(groups.items()):
+        line = f"{problem:<{pw}} {method:<{mw}} {len(runs):>5}"
+        for t in checkpoints:
+            values = [r["simple_regret"][t] for r in runs if len(r["simple_regret"]) > t]
+            if len(values) < len(runs):
+                line += f" {'-':>18}"
+                continue
+            mean, ci = mean_ci(np.array(values)[:, None])
+            line += f" {mean[0]:>9.4f} +- {ci[0]:<6.4f}"
+        line += f" {np.mean([r['pretrain_s'] for r in runs]):>10.1f}"
+        line += f" {np.mean([np.mean(r['iteration_s']) for r in runs]):>7.3f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def summary_table(records: list[dict]) -> str:
-    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration."""
+    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration;
+    meta-learning problems get :func:`simple_regret_table` below it."""
+    meta = simple_regret_table(records)
+    records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
+    if not groups and meta:
+        return meta
     pw = max([len("problem")] + [len(p) for p, _ in groups])
     mw = max([len("method")] + [len(m) for _, m in groups])
     lines = [f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"]
@@ -69,6 +109,8 @@ def summary_table(records: list[dict]) -> str:
         lines.append(f"Regret on {', '.join(inexact)} is against a dense-sample estimate of the optimum.")
     if unknown:
         lines.append(f"Regret on {', '.join(unknown)} is against the best value any run found (optimum unknown).")
+    if meta:
+        lines += ["", "Meta-learning problems (simple regret r@t after t iterations, vs. the best of the candidate pool):", meta]
     return "\n".join(lines)
 
 
@@ -85,6 +127,10 @@ def plot_regret(records: list[dict], path: Path) -> Path:
     colors = {m: f"C{i % 10}" for i, m in enumerate(sorted({m for _, m in groups}))}
     fig, axes = plt.subplots(2, len(problems), figsize=(5 * len(problems), 7), squeeze=False)
     for col, problem in enumerate(problems):
+        if all(_is_simple_regret(r) for m in {m for p, m in groups if p == problem} for r in groups[(problem, m)]):
+            _plot_simple_regret(axes[:, col], {m: runs for (p, m), runs in groups.items() if p == problem}, colors)
+            axes[0, col].set_title(problem)
+            continue
         for method in sorted({m for p, m in groups if p == problem}):
             runs = groups[(problem, method)]
             T = min(len(r["cumulative_regret"]) for r in runs)
@@ -105,3 +151,19 @@ def plot_regret(records: list[dict], path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _plot_simple_regret(axes, runs_by_method: dict[str, list[dict]], colors: dict[str, str]) -> None:
+    for method, runs in sorted(runs_by_method.items()):
+        T = min(len(r["simple_regret"]) for r in runs)
+        values = np.array([r["simple_regret"][:T] for r in runs])
+        mean, ci = mean_ci(values)
+        t = np.arange(T)
+        for ax in axes:
+            ax.plot(t, mean, color=colors[method], label=f"{method} (n={len(runs)})")
+            ax.fill_between(t, np.maximum(mean - ci, 1e-12), mean + ci, color=colors[method], alpha=0.2)
+    axes[0].set_ylabel("simple regret (mean over test tasks)")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("simple regret (log scale)")
+    axes[1].set_xlabel("iteration $t$")
+    axes[0].legend(fontsize=8)

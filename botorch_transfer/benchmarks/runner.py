@@ -199,8 +199,13 @@ def run_experiment(
 
 
 def safe_run_experiment(problem_name: str, method: str, seed: int, iterations: int | None = None) -> dict:
-    r"""``run_experiment``, but a failure is returned as a record with its error."""
+    r"""``run_experiment`` (or, for a meta-learning problem, ``run_meta_experiment``),
+    but a failure is returned as a record with its error."""
+    from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
+
     try:
+        if problem_name in META_PROBLEMS:
+            return run_meta_experiment(problem_name, method, seed, iterations)
         return run_experiment(problem_name, method, seed, iterations)
     except Exception as e:  # a failed run is recorded; the sweep goes on
         return {
