@@ -1,0 +1,87 @@
+r"""The package's models through Ax's Client (skipped when Ax is not installed)."""
+
+import pytest
+import torch
+
+pytest.importorskip("ax")
+
+from ax.api.client import Client  # noqa: E402
+from ax.api.configs import RangeParameterConfig  # noqa: E402
+from botorch.fit import fit_gpytorch_mll  # noqa: E402
+from botorch.models.transforms import Normalize, Standardize  # noqa: E402
+from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
+
+from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, PretrainedPriorGP, TaskData, pretrain_prior  # noqa: E402
+from botorch_transfer.ax import transfer_generation_strategy  # noqa: E402
+
+F64 = torch.float64
+BOUNDS = torch.tensor([[0.0, -1.0], [1.0, 2.0]], dtype=F64)
+
+
+def g(X):
+    return torch.sin(6 * X[..., :1]) + X[..., 1:2]
+
+
+def f(X):
+    return g(X) + 0.3 * X[..., :1]
+
+
+def run_client(model_class, model_options, trials=5, init=2):
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[
+        RangeParameterConfig(name="x0", parameter_type="float", bounds=(0.0, 1.0)),
+        RangeParameterConfig(name="x1", parameter_type="float", bounds=(-1.0, 2.0)),
+    ])
+    client.configure_optimization(objective="y")
+    client.set_generation_strategy(transfer_generation_strategy(model_class, model_options, initialization_trials=init, seed=0))
+    for _ in range(trials):
+        for index, params in client.get_next_trials(max_trials=1).items():
+            x = torch.tensor([[params["x0"], params["x1"]]], dtype=F64)
+            client.complete_trial(index, raw_data={"y": float(f(x))})
+    return client
+
+
+def observed(client):
+    df = client.summarize()
+    X = torch.tensor(df[["x0", "x1"]].values, dtype=F64)
+    return X, torch.tensor(df["y"].values, dtype=F64).unsqueeze(-1)
+
+
+@pytest.mark.parametrize("model_class", [DeltaBOModel, EnvGP, DiffGP])
+def test_source_conditioned_model_in_an_ax_client_loop(model_class):
+    gen = torch.Generator().manual_seed(0)
+    X_src = torch.rand(30, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    source = TaskData(X_src, g(X_src))
+    client = run_client(model_class, {"source": source})
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is model_class
+    # the model Ax fitted (on the first four trials) equals one built and fitted by hand
+    X, Y = observed(client)
+    n = model.target_X.shape[-2]
+    assert n == 4
+    by_hand = model_class(X[:n], Y[:n], source=source, input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    X_test = torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    a, b = model.posterior(X_test), by_hand.posterior(X_test)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-6)
+    # and Ax's predictions (in the user's units) are the model's
+    prediction = client.predict([{"x0": float(X_test[0, 0]), "x1": float(X_test[0, 1])}])[0]["y"]
+    assert prediction[0] == pytest.approx(b.mean[0, 0].item(), rel=1e-5)
+
+
+def test_pretrained_prior_gp_in_an_ax_client_loop():
+    gen = torch.Generator().manual_seed(1)
+    tasks = []
+    for i in range(6):
+        X = torch.rand(15, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+        tasks.append(TaskData(X, f(X) + 0.1 * i))
+    prior = pretrain_prior(tasks, num_steps=30, hidden=(8, 8), progress=False)
+    client = run_client(PretrainedPriorGP, {"prior": prior}, trials=3, init=1)
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is PretrainedPriorGP and not hasattr(model, "outcome_transform")
+    X, Y = observed(client)
+    n = model.train_inputs[0].shape[-2]
+    by_hand = PretrainedPriorGP(X[:n], Y[:n], prior, input_transform=Normalize(2, bounds=BOUNDS))
+    X_test = torch.rand(4, 2, generator=gen, dtype=F64)
+    torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)
