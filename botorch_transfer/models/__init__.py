@@ -3,6 +3,11 @@ r"""Transfer-learning models for BoTorch."""
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
+from botorch_transfer.models.randomized_nn import (
+    LogPowerSchedule,
+    RandomizedNNEnsemble,
+    randomized_nn_thompson_candidate,
+)
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     ModelSourcePosterior,
@@ -16,8 +21,11 @@ __all__ = [
     "DiffGP",
     "EnvGP",
     "GPSourcePosterior",
+    "LogPowerSchedule",
     "ModelSourcePosterior",
+    "RandomizedNNEnsemble",
     "SourcePosterior",
     "SumSourcePosterior",
+    "randomized_nn_thompson_candidate",
     "source_posterior_from_model",
 ]
