@@ -165,10 +165,10 @@ class RandomizedNNEnsemble(EnsembleModel):
         weight_scale: Weight scale of the later layers.
         bias_scale: Scale of all biases.
         optimizer: ``"adam"`` (default; per-coordinate, so members are trained exactly
-            as if separately) or ``"lbfgs"`` (full batch, strong Wolfe; for small or
-            convex problems trained to high precision).
+            as if separately) or ``"lbfgs"`` (full batch, SciPy's L-BFGS-B on all
+            members at once; for small or convex problems trained to high precision).
         num_steps: Adam steps, or the L-BFGS iteration budget.
-        lr: Adam learning rate (default ``3e-2``) or L-BFGS step size (default 1).
+        lr: Adam learning rate (default ``3e-2``; not used by L-BFGS).
         seed: Seed of the parameter draws and anchors; ``None`` draws one from
             torch's global generator. Draws are made on the CPU in float64 and then
             moved, so a seed gives the same members on every device and dtype.
@@ -400,21 +400,29 @@ class RandomizedNNEnsemble(EnsembleModel):
                     self._objective(theta).sum().backward()
                     opt.step()
             else:
-                f64 = theta.dtype == torch.float64
-                opt = torch.optim.LBFGS(
-                    [theta], lr=1.0 if self.lr is None else self.lr, max_iter=self.num_steps,
-                    history_size=50, tolerance_grad=1e-12 if f64 else 1e-7,
-                    tolerance_change=1e-16 if f64 else 1e-9, line_search_fn="strong_wolfe",
-                )
-
-                def closure() -> Tensor:
-                    opt.zero_grad(set_to_none=True)
-                    value = self._objective(theta).sum()
-                    value.backward()
-                    return value
-
-                opt.step(closure)
+                theta = self._train_lbfgs(theta)
         return theta.detach()
+
+    def _train_lbfgs(self, theta: Tensor) -> Tensor:
+        r"""Full-batch L-BFGS (SciPy's L-BFGS-B, in float64 on the CPU; the objective and
+        its gradient are evaluated on the model's device). SciPy's line search keeps
+        converging on ill-conditioned problems (small ``lambda_t``) where torch's
+        L-BFGS stalls at gradients of about 1e-7."""
+        from scipy.optimize import minimize
+
+        shape, like = theta.shape, theta.detach()
+
+        def value_and_grad(x):
+            th = torch.from_numpy(x).reshape(shape).to(like).requires_grad_(True)
+            value = self._objective(th).sum()
+            (grad,) = torch.autograd.grad(value, th)
+            return value.item(), grad.reshape(-1).double().cpu().numpy()
+
+        result = minimize(
+            value_and_grad, like.double().cpu().reshape(-1).numpy(), jac=True, method="L-BFGS-B",
+            options={"maxiter": self.num_steps, "maxcor": 50, "gtol": 1e-12, "ftol": 0.0},
+        )
+        return torch.from_numpy(result.x).reshape(shape).to(like)
 
     # --------------------------------------------------------------- BoTorch API
     def member_outputs(self, X: Tensor, raw: bool = False) -> Tensor:
@@ -434,6 +442,11 @@ class RandomizedNNEnsemble(EnsembleModel):
             out = torch.sigmoid(out)
         out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
         return out.unsqueeze(-1)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        r"""Empty: one training set (the members are the ensemble dimension, not a batch)."""
+        return torch.Size([])
 
     def forward(self, X: Tensor) -> Tensor:
         r"""Members' predictions, ``batch x s x q x 1`` (model units; class
