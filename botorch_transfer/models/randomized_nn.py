@@ -333,10 +333,12 @@ class RandomizedNNEnsemble(EnsembleModel):
             # u_t(y) = 1[y >= tau_t], tau_t the empirical (1 - gamma)-quantile (Sec. 2.3)
             tau = torch.quantile(train_Y.squeeze(-1), 1.0 - self.gamma)
             y = (train_Y.squeeze(-1) >= tau).to(train_Y)
-            self.register_buffer("tau", tau.detach().clone())
+        else:
+            tau = None
+        self.register_buffer("tau", None if tau is None else tau.detach().clone())
         self.register_buffer("train_targets", y.detach().clone())
         self.register_buffer("train_X_model", X_model.detach().clone())
-        self.register_buffer("parameters_", self._train())
+        self.register_buffer("trained_parameters", self._train())
         self.eval()
 
     # ----------------------------------------------------------------- network
@@ -437,7 +439,7 @@ class RandomizedNNEnsemble(EnsembleModel):
             ``batch x s x q x 1`` outputs.
         """
         batch, q = X.shape[:-2], X.shape[-2]
-        out = self._net(self.parameters_, X.reshape(-1, X.shape[-1]))  # s x (batch*q)
+        out = self._net(self.trained_parameters, X.reshape(-1, X.shape[-1]))  # s x (batch*q)
         if self.loss == "cross_entropy" and not raw:
             out = torch.sigmoid(out)
         out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
@@ -462,7 +464,7 @@ class RandomizedNNEnsemble(EnsembleModel):
 
     def objective(self) -> Tensor:
         r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
-        return self._objective(self.parameters_)
+        return self._objective(self.trained_parameters)
 
 
 class _MemberOutput(AcquisitionFunction):

@@ -65,7 +65,7 @@ def test_parameter_regularizer_equals_ridge_to_prior(device, lam):
     Phi, theta0 = design(model, X), model.initial_parameters
     A = Phi.T @ Phi + lam_t * torch.eye(Phi.shape[-1], dtype=F64, device=device)
     expected = torch.linalg.solve(A, (Phi.T @ Y + lam_t * theta0.T)).T  # s x P
-    torch.testing.assert_close(model.parameters_, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(model.trained_parameters, expected, atol=1e-6, rtol=0)
     X_test = torch.rand(7, 2, dtype=F64, device=device)
     values = model.posterior(X_test).values  # s x q x 1
     torch.testing.assert_close(values.squeeze(-1), expected @ design(model, X_test).T, atol=1e-6, rtol=0)
@@ -79,7 +79,7 @@ def test_function_regularizer_equals_closed_form(device):
     Phi, Phi_Z, theta0 = design(model, X), design(model, torch.cat([X, anchors])), model.initial_parameters
     M = Phi_Z.T @ Phi_Z
     expected = torch.linalg.solve(Phi.T @ Phi + 0.5 * M, Phi.T @ Y + 0.5 * M @ theta0.T).T
-    torch.testing.assert_close(model.parameters_, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(model.trained_parameters, expected, atol=1e-6, rtol=0)
 
 
 def test_transforms_give_ridge_solution_in_user_units():
@@ -112,7 +112,7 @@ def test_cross_entropy_equals_newton_solution():
     assert torch.equal(model.train_targets, u) and u.sum() == 6
     # Newton's method on (lam/2)||theta - theta0||^2 + sum CE(sigmoid(Phi theta), u), per member
     Phi = design(model, X)
-    for theta0, theta_model in zip(model.initial_parameters, model.parameters_):
+    for theta0, theta_model in zip(model.initial_parameters, model.trained_parameters):
         theta = theta0.clone()
         for _ in range(50):
             p = torch.sigmoid(Phi @ theta)
@@ -122,7 +122,7 @@ def test_cross_entropy_equals_newton_solution():
         torch.testing.assert_close(theta_model, theta, atol=1e-6, rtol=0)
     # the posterior is the class probability P(y >= tau | x), the learned acquisition
     X_test = torch.rand(5, 2, dtype=F64)
-    expected = torch.sigmoid(design(model, X_test) @ model.parameters_.T).T
+    expected = torch.sigmoid(design(model, X_test) @ model.trained_parameters.T).T
     torch.testing.assert_close(model.posterior(X_test).values.squeeze(-1), expected, atol=1e-12, rtol=0)
 
 
@@ -142,7 +142,7 @@ def test_lambda_schedule():
 def test_without_data_members_are_prior_draws(device):
     X, Y = data(n=0, device=device)
     model = linear_model(X, Y, num_members=4000, seed=0)
-    assert torch.equal(model.parameters_, model.initial_parameters)  # theta_0 minimizes eq. 10
+    assert torch.equal(model.trained_parameters, model.initial_parameters)  # theta_0 minimizes eq. 10
     X_test = torch.rand(6, 2, dtype=F64, device=device)
     values = model.posterior(X_test).values.squeeze(-1)
     # prior: theta ~ N(0, I) so Var g(x) = |design(x)|^2
