@@ -24,7 +24,8 @@ initialization (exploration) while, near the data, it fits the observations.
   initial function with weight ``lambda_t``); it is not the paper's norm but an
   often-used practical surrogate for it.
 - ``lambda_t = c * log(t + e)^q`` with ``t`` the number of observations and ``q > 1``
-  (Lemma 4.3 / Theorem 4.2 need ``lambda_t`` in ``omega(log t)``, e.g. ``log^q t``).
+  (the lemma of Sec. 4.3 and Theorem 4.2 need ``lambda_t`` in ``omega(log t)``,
+  e.g. ``log^q t``).
 - The pointwise loss: ``loss="squared"`` is eq. 3 on the observations (``z_i = y_i``,
   approximate Thompson sampling, Sec. 4.3); ``loss="cross_entropy"`` is eq. 2 on the
   LFBO labels ``z_i = u_t(y_i) = 1[y_i >= tau_t]`` with ``tau_t`` the empirical
