@@ -6,8 +6,11 @@ from botorch_transfer.models import (
     DeltaBOModel,
     DiffGP,
     EnvGP,
+    LogPowerSchedule,
     PretrainedPriorGP,
+    RandomizedNNEnsemble,
     hyperbo_probability_of_improvement,
+    randomized_nn_thompson_candidate,
 )
 from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
 
@@ -17,11 +20,14 @@ __all__ = [
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",
+    "LogPowerSchedule",
     "PretrainedPrior",
     "PretrainedPriorGP",
+    "RandomizedNNEnsemble",
     "TaskData",
     "beta_t",
     "hyperbo_probability_of_improvement",
     "pretrain_prior",
+    "randomized_nn_thompson_candidate",
     "__version__",
 ]

@@ -17,6 +17,7 @@ from botorch.acquisition import (
 )
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from botorch.sampling.pathwise import draw_matheron_paths
 from gpytorch.means import ZeroMean
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
 from botorch_transfer.data import TaskData
-from botorch_transfer.models import DeltaBOModel, DiffGP, EnvGP
+from botorch_transfer.models import DeltaBOModel, DiffGP, EnvGP, randomized_nn_thompson_candidate
 from botorch_transfer.models.source_posterior import GPSourcePosterior
 
 
@@ -95,19 +96,36 @@ def _policy(
             values = path(candidates).reshape(-1)
         return candidates[values.argmax()].unsqueeze(0)
 
+    def randomized_nn(X, Y, gen, loss="squared"):
+        # the paper's randomized policy (eq. 8 + eq. 10): one freshly initialized,
+        # regularized MLP trained per step, maximized over the grid or the box
+        domain = {"choices": problem.grid} if problem.grid is not None else {"bounds": problem.bounds}
+        return randomized_nn_thompson_candidate(
+            X, Y, **domain, loss=loss, seed=int(torch.randint(2**31, (1,), generator=gen)),
+            input_transform=Normalize(problem.dim, bounds=problem.bounds),
+            outcome_transform=Standardize(m=1) if loss == "squared" else None,
+        )
+
+    def randomized_nn_lfbo(X, Y, gen):
+        return randomized_nn(X, Y, gen, loss="cross_entropy")
+
     def random(X, Y, gen):
         return problem.sample(1, gen)
 
     policies = {
         "deltabo": deltabo, "deltabo-full": deltabo_full, "envgp": env_gp, "diffgp": diff_gp,
-        "gp-ucb": gp_ucb, "gp-ei": gp_ei, "gp-pi": gp_pi, "gp-ts": gp_ts, "random": random,
+        "gp-ucb": gp_ucb, "gp-ei": gp_ei, "gp-pi": gp_pi, "gp-ts": gp_ts,
+        "rnn-ts": randomized_nn, "rnn-lfbo": randomized_nn_lfbo, "random": random,
     }
     if method not in policies:
         raise ValueError(f"Unknown method {method!r}; choose from {sorted(policies)}.")
     return policies[method]
 
 
-METHODS = ("deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "gp-pi", "gp-ts", "random")
+METHODS = (
+    "deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "gp-pi", "gp-ts",
+    "rnn-ts", "rnn-lfbo", "random",
+)
 
 
 def run_experiment(

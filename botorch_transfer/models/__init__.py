@@ -4,6 +4,11 @@ from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
 from botorch_transfer.models.pretrained import PretrainedPriorGP, hyperbo_probability_of_improvement
+from botorch_transfer.models.randomized_nn import (
+    LogPowerSchedule,
+    RandomizedNNEnsemble,
+    randomized_nn_thompson_candidate,
+)
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     ModelSourcePosterior,
@@ -17,10 +22,13 @@ __all__ = [
     "DiffGP",
     "EnvGP",
     "GPSourcePosterior",
+    "LogPowerSchedule",
     "ModelSourcePosterior",
     "PretrainedPriorGP",
+    "RandomizedNNEnsemble",
     "SourcePosterior",
     "SumSourcePosterior",
     "hyperbo_probability_of_improvement",
+    "randomized_nn_thompson_candidate",
     "source_posterior_from_model",
 ]

@@ -1,0 +1,545 @@
+r"""Randomized regularized neural networks: approximate Thompson sampling without a GP.
+
+Implements the randomized policy of Oliveira, *Kernel-based guarantees for nonlinear
+parametric models in Bayesian optimization* (2026), Sec. 4.1, eq. 10. Each ensemble
+member is an MLP ``g_theta`` whose parameters start from a fresh draw
+``theta_0 ~ Pi_0`` and are trained to minimize
+
+    (lambda_t / 2) * ||g_theta - g_theta_0||^2_G + sum_i loss(g_theta(x_i), z_i)     (eq. 10)
+
+so that, away from the data, a trained member stays close to its random
+initialization (exploration) while, near the data, it fits the observations.
+
+- ``Pi_0`` (Sec. 4.1, A2): a standard Gaussian over *whitened* parameters. Layer
+  ``l`` computes ``(s_l / sqrt(fan_in)) W h + s_b b`` with all entries of ``W`` and
+  ``b`` drawn ``N(0, 1)`` (the NTK parameterization), so the scales live in the
+  forward pass and ``theta`` itself is isotropic.
+- The regularizer (eq. 10-11). The paper's norm is the model-induced RKHS distance
+  ``rho(theta, theta_0) = ||k_Theta(., theta) - k_Theta(., theta_0)||`` (eq. 11).
+  With the linear parameter kernel ``k_Theta(theta, theta') = theta . theta'`` (Sec. 3)
+  this is exactly ``||theta - theta_0||_2``, the default
+  ``regularizer="parameter"``. ``regularizer="function"`` instead uses the empirical
+  function-space distance ``sum_{z in Z} (g_theta(z) - g_theta_0(z))^2`` over the
+  training inputs and a set of anchor points ``Z`` (pseudo-observations of the
+  initial function with weight ``lambda_t``); it is not the paper's norm but an
+  often-used practical surrogate for it.
+- ``lambda_t = c * log(t + e)^q`` with ``t`` the number of observations and ``q > 1``
+  (the lemma of Sec. 4.3 and Theorem 4.2 need ``lambda_t`` in ``omega(log t)``,
+  e.g. ``log^q t``).
+- The pointwise loss: ``loss="squared"`` is eq. 3 on the observations (``z_i = y_i``,
+  approximate Thompson sampling, Sec. 4.3); ``loss="cross_entropy"`` is eq. 2 on the
+  LFBO labels ``z_i = u_t(y_i) = 1[y_i >= tau_t]`` with ``tau_t`` the empirical
+  ``(1 - gamma)``-quantile of the observations (Sec. 2.3, BORE). The network outputs
+  the logit; the posterior reports the class probability, the learned acquisition.
+- The policy (eq. 8): the next point maximizes a freshly trained member, see
+  :func:`randomized_nn_thompson_candidate`.
+
+All members are trained at once on batched weights (one ``num_members x P``
+parameter tensor, batched matrix products), deterministically given ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.models.ensemble import EnsembleModel
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.optim import optimize_acqf
+from torch import Tensor
+
+from botorch_transfer.models.base import validate_training_data
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "tanh": torch.tanh,
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "softplus": torch.nn.functional.softplus,
+    "gelu": torch.nn.functional.gelu,
+    "silu": torch.nn.functional.silu,
+    "sin": torch.sin,
+}
+LOSSES = ("squared", "cross_entropy")
+REGULARIZERS = ("parameter", "function")
+OPTIMIZERS = ("adam", "lbfgs")
+
+
+class LogPowerSchedule:
+    r"""The regularization schedule ``lambda_t = c * log(t + e)^q`` (Theorem 4.2).
+
+    Theorem 4.2 asks for ``lambda_t ~ log^q t`` with ``q > 1``; the ``+ e`` keeps
+    ``lambda_0 = c > 0`` when there is no data yet.
+
+    Args:
+        c: Scale, ``lambda_0 = c``. It plays the part of a noise-to-prior variance
+            ratio (eq. 10 with eq. 3 is the MAP problem of a Gaussian prior of
+            precision ``lambda_t`` around ``theta_0`` and unit noise variance): with
+            standardized outcomes, the default ``1e-3`` fits the data closely.
+        q: Exponent, ``> 1`` for the guarantee of Theorem 4.2 (any ``q > 0`` accepted).
+
+    Example:
+        >>> schedule = LogPowerSchedule(c=1e-3, q=1.5)
+        >>> schedule(0)  # lambda_0 = c
+        0.001
+    """
+
+    def __init__(self, c: float = 1e-3, q: float = 1.5) -> None:
+        if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
+            raise ValueError(f"`c` must be a positive finite number, got {c!r}.")
+        if not (isinstance(q, (int, float)) and math.isfinite(q) and q > 0):
+            raise ValueError(f"`q` must be a positive finite number, got {q!r}.")
+        self.c, self.q = float(c), float(q)
+
+    def __call__(self, t: int) -> float:
+        return self.c * math.log(t + math.e) ** self.q
+
+    def __repr__(self) -> str:
+        return f"LogPowerSchedule(c={self.c}, q={self.q})"
+
+
+def _lambda_value(schedule: float | Callable[[int], float] | None, t: int) -> float:
+    if schedule is None:
+        schedule = LogPowerSchedule()
+    value = schedule(t) if callable(schedule) else schedule
+    if isinstance(value, Tensor):
+        value = value.item()
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(
+            f"`lambda_schedule` must be a positive number or a callable t -> positive "
+            f"number; it gave {value!r} at t={t}."
+        )
+    return float(value)
+
+
+class RandomizedNNEnsemble(EnsembleModel):
+    r"""An ensemble of independently randomized, regularized MLPs (eq. 10).
+
+    Member ``j`` draws ``theta_0^(j) ~ N(0, I)`` (whitened parameters, see the module
+    docstring) and is trained on
+
+        (lambda_t / 2) R(theta, theta_0^(j)) + sum_{i <= t} loss(g_theta(x_i), z_i),
+
+    with ``R = ||theta - theta_0||^2`` (``regularizer="parameter"``, eq. 10-11 under the
+    linear parameter kernel) or ``R = sum_{z in Z} (g_theta(z) - g_theta_0(z))^2``
+    over the training inputs and anchors ``Z`` (``regularizer="function"``). The
+    members are independent approximate posterior draws; ``posterior`` returns an
+    ``EnsemblePosterior`` over them (qUCB, qLogEI, ... through ``IndexSampler``).
+
+    Layer ``l`` of a member computes ``a((s_l / sqrt(fan_in)) W_l h + bias_scale * b_l)``
+    with ``s_1 = input_scale`` and ``s_l = weight_scale`` afterwards (no activation
+    on the linear output layer). ``hidden=()`` gives a model that is linear in its
+    parameters, on the inputs or on the fixed features of ``feature_map``.
+
+    The model is trained at construction. Training data must be ``n x d`` (no batch
+    of training sets); ``posterior`` accepts ``batch x q x d`` and ``q x d``.
+
+    Args:
+        train_X: ``n x d`` training inputs (``n = 0`` is allowed: untrained draws).
+        train_Y: ``n x 1`` observations.
+        train_Yvar: Must be ``None`` (eq. 10 has no per-point noise); accepted for
+            signature compatibility with the package's models.
+        num_members: Ensemble size ``s``.
+        hidden: Hidden layer widths; ``()`` for a model linear in its parameters.
+        activation: One of ``"tanh"`` (default; the analysis of Sec. 3 wants smooth
+            activations), ``"relu"``, ``"sigmoid"``, ``"softplus"``, ``"gelu"``,
+            ``"silu"``, ``"sin"``.
+        loss: ``"squared"`` (eq. 3, regression on ``y``) or ``"cross_entropy"`` (eq. 2,
+            LFBO classifier on ``1[y >= tau_t]``).
+        regularizer: ``"parameter"`` (default, the paper's eq. 10-11) or ``"function"``.
+        lambda_schedule: ``lambda_t`` as a positive number, a callable ``t -> lambda_t``
+            (``t`` = number of observations) or ``None`` for ``LogPowerSchedule()``.
+        gamma: LFBO only: the fraction of observations labelled positive;
+            ``tau_t`` is the empirical ``(1 - gamma)``-quantile of ``train_Y``.
+        anchors: ``regularizer="function"`` only: ``k x d`` anchor points in the
+            user's input space. Default: ``num_anchors`` uniform points of the unit
+            cube of the *model's* input space (the domain, if ``input_transform`` is
+            ``Normalize(d, bounds=bounds)``).
+        num_anchors: Number of default anchors.
+        feature_map: Optional fixed map ``... x d -> ... x F`` applied to the
+            (transformed) inputs before the network.
+        input_scale: Weight scale ``s_1`` of the first layer (an inverse lengthscale
+            in the model's input units).
+        weight_scale: Weight scale of the later layers.
+        bias_scale: Scale of all biases.
+        optimizer: ``"adam"`` (default; per-coordinate, so members are trained exactly
+            as if separately) or ``"lbfgs"`` (full batch, SciPy's L-BFGS-B on all
+            members at once; for small or convex problems trained to high precision).
+        num_steps: Adam steps, or the L-BFGS iteration budget.
+        lr: Adam learning rate (default ``3e-2``; not used by L-BFGS).
+        seed: Seed of the parameter draws and anchors; ``None`` draws one from
+            torch's global generator. Draws are made on the CPU in float64 and then
+            moved, so a seed gives the same members on every device and dtype.
+        input_transform: E.g. ``Normalize(d, bounds=bounds)``, applied as
+            ``SingleTaskGP`` applies it.
+        outcome_transform: E.g. ``Standardize(m=1)`` (squared loss only); predictions
+            come back in the user's units.
+
+    Example:
+        >>> from botorch.acquisition import qUpperConfidenceBound
+        >>> from botorch.models.transforms import Normalize, Standardize
+        >>> X = torch.rand(10, 2, dtype=torch.float64)
+        >>> Y = (X - 0.5).pow(2).sum(-1, keepdim=True).neg()
+        >>> model = RandomizedNNEnsemble(
+        ...     X, Y, num_members=8, seed=0,
+        ...     input_transform=Normalize(2), outcome_transform=Standardize(m=1),
+        ... )
+        >>> model.posterior(torch.rand(4, 3, 2, dtype=torch.float64)).values.shape
+        torch.Size([4, 8, 3, 1])
+        >>> acqf = qUpperConfidenceBound(model, beta=2.0)
+    """
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        num_members: int = 16,
+        hidden: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+        loss: str = "squared",
+        regularizer: str = "parameter",
+        lambda_schedule: float | Callable[[int], float] | None = None,
+        gamma: float = 0.25,
+        anchors: Tensor | None = None,
+        num_anchors: int = 64,
+        feature_map: Callable[[Tensor], Tensor] | None = None,
+        input_scale: float = 3.0,
+        weight_scale: float = 1.0,
+        bias_scale: float = 1.0,
+        optimizer: str = "adam",
+        num_steps: int = 500,
+        lr: float | None = None,
+        seed: int | None = None,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+    ) -> None:
+        super().__init__()
+        validate_training_data(train_X, train_Y, None)
+        if train_X.dim() != 2:
+            raise ValueError(
+                "`train_X` must have shape n x d (batches of training sets are not "
+                f"supported), got {tuple(train_X.shape)}."
+            )
+        if train_X.shape[-1] < 1:
+            raise ValueError("`train_X` must have at least one input dimension (d >= 1).")
+        if train_Yvar is not None:
+            raise ValueError(
+                "`train_Yvar` must be None: the loss of eq. 10 has no per-point noise; "
+                "noise enters through `lambda_schedule`."
+            )
+        if isinstance(num_members, bool) or not isinstance(num_members, int) or num_members < 1:
+            raise ValueError(f"`num_members` must be a positive integer, got {num_members!r}.")
+        hidden = tuple(hidden)
+        if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in hidden):
+            raise ValueError(f"`hidden` must be a sequence of positive integers, got {hidden!r}.")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"Unknown `activation` {activation!r}; choose from {sorted(ACTIVATIONS)}.")
+        if loss not in LOSSES:
+            raise ValueError(f"Unknown `loss` {loss!r}; choose from {list(LOSSES)}.")
+        if regularizer not in REGULARIZERS:
+            raise ValueError(f"Unknown `regularizer` {regularizer!r}; choose from {list(REGULARIZERS)}.")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"Unknown `optimizer` {optimizer!r}; choose from {list(OPTIMIZERS)}.")
+        if loss == "cross_entropy" and not (isinstance(gamma, (int, float)) and 0 < gamma < 1):
+            raise ValueError(f"`gamma` must lie in the open interval (0, 1), got {gamma!r}.")
+        for name, value in (("input_scale", input_scale), ("weight_scale", weight_scale),
+                            ("bias_scale", bias_scale), ("lr", 1.0 if lr is None else lr)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"`{name}` must be a non-negative finite number, got {value!r}.")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
+            raise ValueError(f"`num_steps` must be a positive integer, got {num_steps!r}.")
+        if isinstance(num_anchors, bool) or not isinstance(num_anchors, int) or num_anchors < 0:
+            raise ValueError(f"`num_anchors` must be a non-negative integer, got {num_anchors!r}.")
+        if loss == "cross_entropy" and outcome_transform is not None:
+            raise ValueError(
+                "`outcome_transform` is not used with loss='cross_entropy': the model "
+                "predicts P(y >= tau_t), not y (and the labels are invariant to any "
+                "increasing transform of y)."
+            )
+        n, d = train_X.shape
+        self._num_outputs = 1
+        self.num_members, self.hidden, self.activation = num_members, hidden, activation
+        self.loss, self.regularizer, self.gamma = loss, regularizer, float(gamma)
+        self.lambda_schedule, self.feature_map = lambda_schedule, feature_map
+        self.input_scale, self.weight_scale, self.bias_scale = input_scale, weight_scale, bias_scale
+        self.optimizer, self.num_steps, self.lr = optimizer, num_steps, lr
+        if seed is None:
+            seed = int(torch.randint(2**62, (1,)).item())
+        self.seed = seed
+        self.lambda_t = _lambda_value(lambda_schedule, n)
+
+        # Transforms are fitted on the training data exactly as SingleTaskGP does.
+        if input_transform is not None:
+            self.input_transform = input_transform.to(train_X)
+        if outcome_transform is not None:
+            if n == 0:
+                raise ValueError("`outcome_transform` cannot be fitted without observations (n = 0).")
+            outcome_transform = outcome_transform.to(train_X)
+            outcome_transform.train()
+            train_Y_model, _ = outcome_transform(train_Y, X=train_X)
+            outcome_transform.eval()
+            self.outcome_transform = outcome_transform
+        else:
+            train_Y_model = train_Y
+        if input_transform is not None and n == 0:
+            self.input_transform.eval()  # no data to learn bounds from: use the given ones
+        with torch.no_grad():
+            X_model = self.transform_inputs(train_X)
+        # the transformed training inputs are kept in `train_X_model` (below)
+        self._has_transformed_inputs = True
+        self.eval()  # the input transform is fitted; anchors and predictions use it as is
+        self.register_buffer("train_X", train_X.detach().clone())
+        self.register_buffer("train_Y", train_Y.detach().clone())
+
+        # Layer layout of the flat whitened parameter vector theta (one row per member).
+        in_dim = self._features(torch.zeros(1, d, dtype=train_X.dtype, device=train_X.device)).shape[-1]
+        widths = (in_dim, *hidden, 1)
+        self._layout = [(widths[i + 1], widths[i]) for i in range(len(widths) - 1)]
+        num_params = sum(o * i + o for o, i in self._layout)
+        # theta_0 ~ Pi_0 = N(0, I), drawn on the CPU in float64 so a seed means the same
+        # members everywhere; the member's training is then deterministic.
+        gen = torch.Generator().manual_seed(seed)
+        theta0 = torch.randn(num_members, num_params, generator=gen, dtype=torch.float64)
+        self.register_buffer("initial_parameters", theta0.to(train_X))
+
+        if regularizer == "function":
+            if anchors is None:
+                anchors_model = torch.rand(num_anchors, d, generator=gen, dtype=torch.float64).to(train_X)
+            else:
+                if not isinstance(anchors, Tensor) or anchors.dim() != 2 or anchors.shape[-1] != d:
+                    raise ValueError(f"`anchors` must be a k x d tensor with d={d}, got {getattr(anchors, 'shape', anchors)}.")
+                if not torch.isfinite(anchors).all():
+                    raise ValueError("`anchors` contains NaN or infinite values.")
+                with torch.no_grad():
+                    anchors_model = self.transform_inputs(anchors.to(train_X))
+            reg_points = torch.cat([X_model, anchors_model], dim=0)
+            if reg_points.shape[0] == 0:
+                raise ValueError("regularizer='function' needs training data or anchors; both are empty.")
+            with torch.no_grad():
+                g0 = self._net(self.initial_parameters, reg_points)
+        else:
+            if anchors is not None:
+                raise ValueError("`anchors` are only used with regularizer='function'.")
+            reg_points, g0 = None, None
+        # Z (model input space) and g_theta_0(Z) of the function-space regularizer
+        self.register_buffer("regularization_points", reg_points)
+        self.register_buffer("initial_outputs", g0)
+
+        y = train_Y_model.squeeze(-1)
+        if loss == "cross_entropy" and n > 0:
+            # u_t(y) = 1[y >= tau_t], tau_t the empirical (1 - gamma)-quantile (Sec. 2.3)
+            tau = torch.quantile(train_Y.squeeze(-1), 1.0 - self.gamma)
+            y = (train_Y.squeeze(-1) >= tau).to(train_Y)
+        else:
+            tau = None
+        self.register_buffer("tau", None if tau is None else tau.detach().clone())
+        self.register_buffer("train_targets", y.detach().clone())
+        self.register_buffer("train_X_model", X_model.detach().clone())
+        self.register_buffer("trained_parameters", self._train())
+        self.eval()
+
+    # ----------------------------------------------------------------- network
+    def _features(self, X: Tensor) -> Tensor:
+        return X if self.feature_map is None else self.feature_map(X)
+
+    def _net(self, theta: Tensor, X: Tensor) -> Tensor:
+        r"""The raw output (regression value or logit) of every member.
+
+        Args:
+            theta: ``s x P`` whitened parameters.
+            X: ``N x d`` inputs in the model's input space.
+
+        Returns:
+            ``s x N`` outputs.
+        """
+        act = ACTIVATIONS[self.activation]
+        h = self._features(X).unsqueeze(0).expand(theta.shape[0], -1, -1)
+        offset, last = 0, len(self._layout) - 1
+        for layer, (fan_out, fan_in) in enumerate(self._layout):
+            W = theta[:, offset : offset + fan_out * fan_in].reshape(-1, fan_out, fan_in)
+            offset += fan_out * fan_in
+            b = theta[:, offset : offset + fan_out]
+            offset += fan_out
+            scale = (self.input_scale if layer == 0 else self.weight_scale) / math.sqrt(fan_in)
+            # batched over members: s x N x fan_in @ s x fan_in x fan_out
+            h = torch.baddbmm((self.bias_scale * b).unsqueeze(-2), h, W.transpose(-1, -2), alpha=scale)
+            if layer < last:
+                h = act(h)
+        return h.squeeze(-1)
+
+    def _objective(self, theta: Tensor) -> Tensor:
+        r"""Eq. 10 for every member: ``s`` values (the members' problems are separable)."""
+        if self.regularizer == "parameter":
+            reg = (theta - self.initial_parameters).pow(2).sum(-1)
+        else:
+            reg = (self._net(theta, self.regularization_points) - self.initial_outputs).pow(2).sum(-1)
+        total = 0.5 * self.lambda_t * reg
+        if self.train_X_model.shape[0] > 0:
+            out = self._net(theta, self.train_X_model)
+            z = self.train_targets
+            if self.loss == "squared":
+                data = 0.5 * (out - z).pow(2)  # eq. 3
+            else:  # eq. 2, with g the logit of the class probability
+                data = torch.nn.functional.binary_cross_entropy_with_logits(out, z.expand_as(out), reduction="none")
+            total = total + data.sum(-1)
+        return total
+
+    def _train(self) -> Tensor:
+        theta0 = self.initial_parameters
+        if self.train_X_model.shape[0] == 0:
+            return theta0.clone()  # with no data, theta_0 minimizes eq. 10 exactly
+        theta = theta0.clone().requires_grad_(True)
+        with torch.enable_grad():
+            if self.optimizer == "adam":
+                # Adam is per-coordinate: on the summed objective each member follows
+                # exactly the path it would follow if trained alone.
+                opt = torch.optim.Adam([theta], lr=3e-2 if self.lr is None else self.lr)
+                for _ in range(self.num_steps):
+                    opt.zero_grad(set_to_none=True)
+                    self._objective(theta).sum().backward()
+                    opt.step()
+            else:
+                theta = self._train_lbfgs(theta)
+        return theta.detach()
+
+    def _train_lbfgs(self, theta: Tensor) -> Tensor:
+        r"""Full-batch L-BFGS (SciPy's L-BFGS-B, in float64 on the CPU; the objective and
+        its gradient are evaluated on the model's device). SciPy's line search keeps
+        converging on ill-conditioned problems (small ``lambda_t``) where torch's
+        L-BFGS stalls at gradients of about 1e-7."""
+        from scipy.optimize import minimize
+
+        shape, like = theta.shape, theta.detach()
+
+        def value_and_grad(x):
+            th = torch.from_numpy(x).reshape(shape).to(like).requires_grad_(True)
+            value = self._objective(th).sum()
+            (grad,) = torch.autograd.grad(value, th)
+            return value.item(), grad.reshape(-1).double().cpu().numpy()
+
+        result = minimize(
+            value_and_grad, like.double().cpu().reshape(-1).numpy(), jac=True, method="L-BFGS-B",
+            options={"maxiter": self.num_steps, "maxcor": 50, "gtol": 1e-12, "ftol": 0.0},
+        )
+        return torch.from_numpy(result.x).reshape(shape).to(like)
+
+    # --------------------------------------------------------------- BoTorch API
+    def member_outputs(self, X: Tensor, raw: bool = False) -> Tensor:
+        r"""The members' outputs at (already transformed) inputs ``X``.
+
+        Args:
+            X: ``batch x q x d`` inputs in the model's input space.
+            raw: Return the networks' raw outputs (logits for ``"cross_entropy"``)
+                instead of the predictions in model units.
+
+        Returns:
+            ``batch x s x q x 1`` outputs.
+        """
+        batch, q = X.shape[:-2], X.shape[-2]
+        out = self._net(self.trained_parameters, X.reshape(-1, X.shape[-1]))  # s x (batch*q)
+        if self.loss == "cross_entropy" and not raw:
+            out = torch.sigmoid(out)
+        out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
+        return out.unsqueeze(-1)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        r"""Empty: one training set (the members are the ensemble dimension, not a batch)."""
+        return torch.Size([])
+
+    def forward(self, X: Tensor) -> Tensor:
+        r"""Members' predictions, ``batch x s x q x 1`` (model units; class
+        probabilities for ``loss="cross_entropy"``)."""
+        if X.dim() < 2:
+            raise ValueError(f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}.")
+        if X.shape[-1] != self.train_X.shape[-1]:
+            raise ValueError(
+                f"`X` has input dimension {X.shape[-1]} but the model was trained on "
+                f"d={self.train_X.shape[-1]}."
+            )
+        return self.member_outputs(X)
+
+    def objective(self) -> Tensor:
+        r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
+        return self._objective(self.trained_parameters)
+
+
+class _MemberOutput(AcquisitionFunction):
+    r"""The raw output of one trained member (eq. 8's acquisition ``g_t``)."""
+
+    def __init__(self, model: RandomizedNNEnsemble, member: int = 0) -> None:
+        super().__init__(model=model)
+        self.member = member
+
+    def forward(self, X: Tensor) -> Tensor:
+        X = self.model.transform_inputs(X)
+        return self.model.member_outputs(X, raw=True)[..., self.member, :, 0].sum(-1)
+
+
+def randomized_nn_thompson_candidate(
+    train_X: Tensor,
+    train_Y: Tensor,
+    bounds: Tensor | None = None,
+    choices: Tensor | None = None,
+    num_restarts: int = 5,
+    raw_samples: int = 256,
+    max_batch_size: int = 4096,
+    **model_kwargs: Any,
+) -> Tensor:
+    r"""One step of the randomized policy (eq. 8 with eq. 10): train one fresh member
+    on the data and return its maximizer.
+
+    With ``loss="squared"`` this is approximate Thompson sampling (Sec. 4.3); with
+    ``loss="cross_entropy"`` it is the randomized LFBO policy (Sec. 4.4). The member
+    is maximized on its raw output (the logit for LFBO: same maximizer as the class
+    probability, but without vanishing gradients).
+
+    Args:
+        train_X: ``n x d`` inputs.
+        train_Y: ``n x 1`` observations.
+        bounds: ``2 x d`` box of a continuous domain (maximized with ``optimize_acqf``).
+        choices: ``N x d`` candidates of a finite domain (maximized by enumeration).
+            Exactly one of ``bounds`` and ``choices``.
+        num_restarts: ``optimize_acqf`` restarts (continuous domains).
+        raw_samples: ``optimize_acqf`` raw samples (continuous domains).
+        max_batch_size: Candidates evaluated at once (finite domains).
+        **model_kwargs: Passed to :class:`RandomizedNNEnsemble` (``num_members`` is
+            fixed to 1). Pass ``seed`` for a reproducible step; when no
+            ``input_transform`` is given and ``bounds`` is, ``Normalize(d, bounds)``
+            is used.
+
+    Returns:
+        The ``1 x d`` candidate.
+
+    Example:
+        >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+        >>> X = torch.rand(5, 2, dtype=torch.float64)
+        >>> Y = X.sum(-1, keepdim=True)
+        >>> x_next = randomized_nn_thompson_candidate(X, Y, bounds=bounds, seed=0)
+    """
+    from botorch.models.transforms import Normalize
+
+    if (bounds is None) == (choices is None):
+        raise ValueError("Pass exactly one of `bounds` (continuous domain) and `choices` (finite domain).")
+    d = train_X.shape[-1]
+    if bounds is not None and (not isinstance(bounds, Tensor) or bounds.shape != (2, d)):
+        raise ValueError(f"`bounds` must be a 2 x d tensor with d={d}, got {getattr(bounds, 'shape', bounds)}.")
+    if choices is not None and (not isinstance(choices, Tensor) or choices.dim() != 2 or choices.shape[-1] != d or choices.shape[0] == 0):
+        raise ValueError(f"`choices` must be a non-empty N x d tensor with d={d}, got {getattr(choices, 'shape', choices)}.")
+    if "num_members" in model_kwargs:
+        raise ValueError("`num_members` is fixed to 1: one fresh member per step.")
+    if model_kwargs.get("input_transform") is None:
+        box = bounds if bounds is not None else torch.stack([choices.min(0).values, choices.max(0).values])
+        model_kwargs["input_transform"] = Normalize(d, bounds=box.to(train_X))
+    model = RandomizedNNEnsemble(train_X, train_Y, num_members=1, **model_kwargs)
+    acqf = _MemberOutput(model)
+    if choices is not None:
+        with torch.no_grad():
+            values = torch.cat([acqf(c.unsqueeze(-2)) for c in choices.split(max_batch_size)])
+        return choices[values.argmax()].unsqueeze(0).clone()
+    candidate, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=num_restarts, raw_samples=raw_samples)
+    return candidate.detach()
