@@ -763,9 +763,10 @@ class ClusterPriorMean(Mean):
     def __init__(self, prior: ClusterMetaPrior, weights: Tensor, output_scale: Tensor, output_offset: Tensor) -> None:
         super().__init__()
         self.prior = prior
-        self.register_buffer("weights", weights)
-        self.register_buffer("output_scale", output_scale)
-        self.register_buffer("output_offset", output_offset)
+        # constructor data (like training data), not state: left out of state_dict
+        self.register_buffer("weights", weights, persistent=False)
+        self.register_buffer("output_scale", output_scale, persistent=False)
+        self.register_buffer("output_offset", output_offset, persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         return (self.prior.mean(x, self.weights) - self.output_offset) / self.output_scale
@@ -789,8 +790,8 @@ class ClusterPriorKernel(Kernel):
     def __init__(self, prior: ClusterMetaPrior, weights: Tensor, output_scale: Tensor) -> None:
         super().__init__()
         self.prior = prior
-        self.register_buffer("weights", weights)
-        self.register_buffer("output_scale", output_scale)
+        self.register_buffer("weights", weights, persistent=False)
+        self.register_buffer("output_scale", output_scale, persistent=False)
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any) -> Tensor:
         return self.prior.covariance(x1, x2, self.weights, diag=diag) / self.output_scale.pow(2)
@@ -886,10 +887,18 @@ class ClusterMetaPriorGP(SourceConditionedGP):
             )
         ExactGP.__init__(self, train_inputs=train_X, train_targets=placeholder, likelihood=likelihood)
         self.prior = prior
-        self.register_buffer("weights", weights)
+        # the weights shape the training targets (y - mu_0(X)): constructor data like
+        # train_X, not state, so they are left out of state_dict
+        self.register_buffer("weights", weights, persistent=False)
         self.prior_mean = ClusterPriorMean(prior, weights, scale, offset)
         self.covar_module = ClusterPriorKernel(prior, weights, scale)
         self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to()/.double() etc.: GPyTorch's cached prediction strategy holds tensors of
+        # the old dtype/device; drop it so it is rebuilt
+        self.prediction_strategy = None
+        return super()._apply(fn, *args, **kwargs)
 
     def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         r"""Targets ``Y - mu_0(X)`` (model units) and the known noise, if any."""
