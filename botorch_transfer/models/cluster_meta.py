@@ -635,6 +635,7 @@ def build_cluster_prior(
     max_iter: int = 100,
     barycenter_tol: float = 1e-10,
     barycenter_max_iter: int = 500,
+    posteriors: MetaTaskPosteriors | None = None,
 ) -> ClusterMetaPrior:
     r"""Build the cm-BO meta prior from meta-tasks (Algorithm 1, Stages 1-2).
 
@@ -665,6 +666,9 @@ def build_cluster_prior(
         max_iter: k-means iteration cap.
         barycenter_tol: Convergence tolerance of the barycenter iteration.
         barycenter_max_iter: Iteration cap of the barycenter iteration.
+        posteriors: Stage-1 posteriors of these tasks to reuse (e.g. ``other_prior.posteriors``),
+            to try other clusterings, distances or prototypes without refitting the
+            meta-task GPs. Their ``bounds`` replace ``bounds``.
 
     Returns:
         The :class:`ClusterMetaPrior`.
@@ -690,6 +694,13 @@ def build_cluster_prior(
         )
     if not jitter >= 0:
         raise ValueError(f"`jitter` must be non-negative, got {jitter}.")
+    if posteriors is not None:
+        if not isinstance(posteriors, MetaTaskPosteriors) or posteriors.num_tasks != K or posteriors.X.shape[-1] != d:
+            raise ValueError(
+                f"`posteriors` must be the MetaTaskPosteriors of these {K} tasks (d={d})."
+            )
+        posteriors = posteriors.to(**opts)
+        bounds = posteriors.bounds
     if bounds is None:
         bounds = torch.stack([torch.zeros(d, **opts), torch.ones(d, **opts)])
     bounds = bounds.to(**opts)
@@ -704,7 +715,8 @@ def build_cluster_prior(
     index_points = index_points.to(**opts)
 
     # Stage 1: meta-task posteriors, discretized on V
-    posteriors = meta_task_posteriors(tasks, bounds)
+    if posteriors is None:
+        posteriors = meta_task_posteriors(tasks, bounds)
     with torch.no_grad():
         task_means = posteriors.means(index_points)
         task_covs = posteriors.covariances(index_points, index_points)

@@ -42,7 +42,7 @@ def same_partition(a, b):
 @pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
 def test_recovers_three_families(device, distance):
     means, covs, truth = three_families(device=device)
-    result = gaussian_kmeans(means, covs, n_clusters=3, distance=distance, seed=0)
+    result = gaussian_kmeans(means, covs, n_clusters=3, distance=distance, seed=0, n_init=3)
     assert same_partition(result.assignments, truth)
     assert result.converged and result.assignments.device.type == device.type
     # clusters are numbered by their first member
@@ -67,17 +67,17 @@ def test_deterministic_with_seed_and_restarts_pick_lowest_inertia():
     assert torch.equal(a.assignments, b.assignments) and a.inertia == b.inertia
     # the first restart of a multi-restart run is the single run with the same seed,
     # so keeping the best restart can only lower the inertia
-    for seed in range(4):
+    for seed in range(2):
         single = gaussian_kmeans(means, covs, 4, seed=seed, n_init=1).inertia
         assert gaussian_kmeans(means, covs, 4, seed=seed, n_init=5).inertia <= single
 
 
 def test_one_cluster_and_one_per_gaussian():
     means, covs, _ = three_families(per_family=(2, 2, 2))
-    one = gaussian_kmeans(means, covs, 1)
+    one = gaussian_kmeans(means, covs, 1, n_init=1)
     assert (one.assignments == 0).all()
     torch.testing.assert_close(one.center_means[0], means.mean(0))
-    each = gaussian_kmeans(means, covs, 6)
+    each = gaussian_kmeans(means, covs, 6, n_init=2)
     assert sorted(each.assignments.tolist()) == list(range(6)) and each.inertia == pytest.approx(0, abs=1e-8)
 
 

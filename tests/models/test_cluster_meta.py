@@ -77,8 +77,8 @@ def prior(meta):
 
 
 @pytest.fixture(scope="module")
-def bary_prior(meta):
-    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3, prototype="barycenter")
+def bary_prior(meta, prior):
+    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3, prototype="barycenter", posteriors=prior.posteriors)
 
 
 def same_partition(a, b):
@@ -154,9 +154,10 @@ def test_meta_task_posteriors_equal_botorch_gps(meta):
 
 
 @pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
-def test_clustering_recovers_three_families(meta, distance):
+def test_clustering_recovers_three_families(meta, prior, distance):
     tasks, truth = meta
-    prior = build_cluster_prior(tasks, n_clusters=3, distance=distance, n_index_points=24, n_init=3)
+    if distance != prior.distance:  # reuse the fitted meta-task GPs
+        prior = build_cluster_prior(tasks, n_clusters=3, distance=distance, n_index_points=24, n_init=3, posteriors=prior.posteriors)
     assert same_partition(prior.assignments, truth)
     assert prior.assignments.shape == (len(tasks),) and prior.n_clusters == 3
     for c, proto in enumerate(prior.prototypes):  # eq. 7 centers on V
@@ -165,9 +166,9 @@ def test_clustering_recovers_three_families(meta, distance):
         torch.testing.assert_close(proto.covariance, prior.task_covs[proto.members].mean(0))
 
 
-def test_automatic_number_of_clusters(meta):
+def test_automatic_number_of_clusters(meta, prior):
     tasks, truth = meta
-    prior = build_cluster_prior(tasks, n_clusters=None, n_clusters_range=(2, 4), n_index_points=24, n_init=3)
+    prior = build_cluster_prior(tasks, n_clusters=None, n_clusters_range=(2, 4), n_index_points=24, n_init=3, posteriors=prior.posteriors)
     assert prior.info["selection"]["candidates"] == [2, 3, 4]
     scores = prior.info["selection"]["scores"]
     assert prior.n_clusters == [2, 3, 4][max(range(3), key=lambda i: scores[i])]
@@ -426,6 +427,8 @@ def test_bad_inputs(meta, prior):
         build_cluster_prior(tasks[:2], prototype="median")
     with pytest.raises(ValueError, match="index_points"):
         build_cluster_prior(tasks[:2], index_points=torch.rand(10, 3, dtype=F64))
+    with pytest.raises(ValueError, match="posteriors"):
+        build_cluster_prior(tasks[:2], posteriors=prior.posteriors)
     X, Y = target_data()
     with pytest.raises(ValueError, match="weights.*one entry per cluster"):
         ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.5])
