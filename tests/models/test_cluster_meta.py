@@ -8,7 +8,13 @@ import pickle
 
 import pytest
 import torch
-from botorch.acquisition import UpperConfidenceBound, qLogNoisyExpectedImprovement, qUpperConfidenceBound
+from botorch.acquisition import (
+    UpperConfidenceBound,
+    qKnowledgeGradient,
+    qLogNoisyExpectedImprovement,
+    qMaxValueEntropy,
+    qUpperConfidenceBound,
+)
 from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
@@ -51,14 +57,14 @@ def family(c, X):
     return 1.0 - 2 * ((X - 0.7) ** 2).sum(-1, keepdim=True) * 3
 
 
-def make_tasks(per_family=4, n=12, seed=0):
+def make_tasks(per_family=4, n=14, seed=0):
     gen = torch.Generator().manual_seed(seed)
     tasks, truth = [], []
     for c in range(FAMILIES):
-        for _ in range(per_family):
-            X = torch.rand(n, D, generator=gen, dtype=F64)
+        for k in range(per_family):
+            X = torch.rand(n - 3 * (k % 2), D, generator=gen, dtype=F64)  # unequal sizes: padding
             amp = 1 + 0.05 * torch.randn(1, generator=gen, dtype=F64)
-            Y = amp * family(c, X) + 0.01 * torch.randn(n, 1, generator=gen, dtype=F64)
+            Y = amp * family(c, X) + 0.01 * torch.randn(X.shape[0], 1, generator=gen, dtype=F64)
             tasks.append(TaskData(X, Y, torch.full_like(Y, NOISE) if c == 1 else None, name=f"f{c}"))
             truth.append(c)
     # interleave families so that cluster numbering is not the input order
@@ -490,3 +496,16 @@ def test_bo_loop_barycenter_prototype_on_index_set(bary_prior, meta):
         X, Y = torch.cat([X, candidate]), torch.cat([Y, family(2, candidate)])
     assert history[-1] > history[0]
     assert Y.max() > Y[0]
+
+
+def test_fantasy_based_acquisitions(prior):
+    # qKG and qMES (with pending points) condition on fantasies of the target
+    X, Y = target_data()
+    model = ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.25, 0.25], train_Yvar=torch.full_like(Y, NOISE))
+    for acqf in (
+        qKnowledgeGradient(model, num_fantasies=4),
+        qMaxValueEntropy(model, candidate_set=torch.rand(64, D, dtype=F64), num_fantasies=4, X_pending=X[:1] + 0.01),
+    ):
+        candidate, value = optimize_acqf(acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=16)
+        assert candidate.shape == (1, D) and torch.isfinite(value).all()
+        assert ((candidate >= 0) & (candidate <= 1)).all()
