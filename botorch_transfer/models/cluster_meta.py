@@ -309,7 +309,8 @@ def check_weights(weights: Tensor | Sequence[float] | None, n_clusters: int, lik
     """
     if weights is None:
         return torch.full((n_clusters,), 1.0 / n_clusters, dtype=like.dtype, device=like.device)
-    w = torch.as_tensor(weights).to(like)
+    # Python floats straight to the target dtype (not through float32)
+    w = weights.to(like) if isinstance(weights, Tensor) else torch.tensor(weights, dtype=like.dtype, device=like.device)
     if w.shape != (n_clusters,):
         raise ValueError(
             f"`weights` must have one entry per cluster, shape ({n_clusters},), got "
