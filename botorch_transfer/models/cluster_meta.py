@@ -562,11 +562,16 @@ class ClusterMetaPrior(Module):
             distance: ``"wasserstein"`` or ``"jeffreys"`` (default: the prior's).
 
         Returns:
-            ``C`` distances (``W2`` or the Jeffreys divergence).
+            ``C`` distances (``W2`` or the Jeffreys divergence), computed in float64 and
+            returned in ``mean``'s dtype.
         """
         distance = check_distance(distance if distance is not None else self.distance)
         fn = wasserstein_distance if distance == "wasserstein" else jeffreys_divergence
-        return fn(mean, cov, self.prototype_means, self.prototype_covs)
+        # in float64: the discretized covariances are ill-conditioned (that is why they
+        # carry a jitter), too much so for float32 Cholesky factors / eigenvalues
+        f64 = dict(dtype=torch.float64)
+        d = fn(mean.to(**f64), cov.to(**f64), self.prototype_means.to(**f64), self.prototype_covs.to(**f64))
+        return d.to(mean.dtype)
 
     def add_jitter(self, cov: Tensor) -> Tensor:
         r"""``cov + jitter * mean(diag(cov)) * I`` (the documented discretization jitter)."""

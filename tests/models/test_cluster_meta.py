@@ -317,6 +317,11 @@ def test_shapes_dtypes_devices_transforms(prior, device, dtype, transforms, batc
         assert post.distribution.covariance_matrix.shape == out + torch.Size([shape[-2]] * 2)
         assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
         assert (model.posterior(X_test, observation_noise=True).variance > post.variance).all()
+    if not batch:
+        for distance in ("wasserstein", "jeffreys"):
+            weights = model.updated_weights(distance)
+            assert weights.dtype == dtype and torch.isfinite(weights).all()
+            assert torch.isclose(weights.sum(), torch.ones((), dtype=dtype, device=device))
     X_new = torch.rand(*batch, 2, D, dtype=dtype, device=device)
     assert model.condition_on_observations(X_new, family(0, X_new)).num_train == 8
     fantasy = model.fantasize(torch.rand(*batch, 1, D, dtype=dtype, device=device), SobolQMCNormalSampler(torch.Size([3])))
