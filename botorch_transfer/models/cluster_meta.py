@@ -712,7 +712,7 @@ def build_cluster_prior(
     if bounds.shape != (2, d) or not (bounds[1] > bounds[0]).all():
         raise ValueError(f"`bounds` must be 2 x d={d} with lower < upper, got {tuple(bounds.shape)}.")
     if index_points is None:
-        sobol = torch.quasirandom.SobolEngine(d, scramble=True, seed=seed).draw(n_index_points).to(**opts)
+        sobol = torch.quasirandom.SobolEngine(d, scramble=True, seed=seed).draw(n_index_points, dtype=torch.float64).to(**opts)
         index_points = bounds[0] + (bounds[1] - bounds[0]) * sobol
     if not isinstance(index_points, Tensor) or index_points.dim() != 2 or index_points.shape[-1] != d or index_points.shape[0] < 1:
         shape = tuple(index_points.shape) if isinstance(index_points, Tensor) else type(index_points).__name__
