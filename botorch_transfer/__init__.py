@@ -3,12 +3,15 @@ r"""botorch_transfer: Bayesian optimization with knowledge transfer for BoTorch.
 from botorch_transfer.acquisition import beta_t
 from botorch_transfer.data import TaskData
 from botorch_transfer.models import (
+    ClusterMetaPrior,
+    ClusterMetaPriorGP,
     DeltaBOModel,
     DiffGP,
     EnvGP,
     LogPowerSchedule,
     PretrainedPriorGP,
     RandomizedNNEnsemble,
+    build_cluster_prior,
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
@@ -17,6 +20,8 @@ from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClusterMetaPrior",
+    "ClusterMetaPriorGP",
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",
@@ -26,6 +31,7 @@ __all__ = [
     "RandomizedNNEnsemble",
     "TaskData",
     "beta_t",
+    "build_cluster_prior",
     "hyperbo_probability_of_improvement",
     "pretrain_prior",
     "randomized_nn_thompson_candidate",

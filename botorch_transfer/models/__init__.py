@@ -1,5 +1,11 @@
 r"""Transfer-learning models for BoTorch."""
 
+from botorch_transfer.models.cluster_meta import (
+    ClusterMetaPrior,
+    ClusterMetaPriorGP,
+    build_cluster_prior,
+    cluster_weights_from_distances,
+)
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
@@ -18,6 +24,10 @@ from botorch_transfer.models.source_posterior import (
 )
 
 __all__ = [
+    "ClusterMetaPrior",
+    "ClusterMetaPriorGP",
+    "build_cluster_prior",
+    "cluster_weights_from_distances",
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",

@@ -1,0 +1,317 @@
+r"""k-means over Gaussians and the cluster-quality criteria of the cm-BO paper.
+
+Each meta-task is a Gaussian ``N(m_j, S_j)`` (its GP posterior discretized on shared
+index points). :func:`gaussian_kmeans` clusters them with the 2-Wasserstein distance or
+the Jeffreys divergence; cluster centers are updated by eq. 7 (the mean of the
+members' means and the mean of their covariances). :func:`intra_cluster_entropy`
+(eq. 10), :func:`inter_cluster_separation` (eq. 11) and :func:`select_n_clusters`
+help choosing the number of clusters ``C``.
+
+The k-means *cost* of a point is ``W2^2`` for the Wasserstein distance and the
+Jeffreys divergence itself for Jeffreys (already a squared-distance-like quantity:
+for equal covariances it is a squared Mahalanobis distance). It is used for the
+k-means++ seeding probabilities and the inertia; assignments go to the nearest
+center either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from botorch_transfer.clustering.divergences import check_distance, pairwise_divergence
+
+
+class GaussianKMeansResult(NamedTuple):
+    r"""Result of :func:`gaussian_kmeans`.
+
+    Attributes:
+        assignments: ``k`` cluster index of each Gaussian (in input order), clusters
+            numbered ``0..C-1`` in order of their first member.
+        center_means: ``C x n`` center means (eq. 7).
+        center_covs: ``C x n x n`` center covariances (eq. 7).
+        inertia: Sum of the k-means costs of the members to their centers.
+        n_iter: Iterations of the best restart.
+        converged: Whether the best restart stopped because assignments stopped
+            changing (rather than at ``max_iter``).
+    """
+
+    assignments: Tensor
+    center_means: Tensor
+    center_covs: Tensor
+    inertia: float
+    n_iter: int
+    converged: bool
+
+
+def _check_set(means: Tensor, covs: Tensor) -> None:
+    if means.dim() != 2 or covs.dim() != 3 or covs.shape != means.shape[:1] + means.shape[-1:] * 2:
+        raise ValueError(
+            f"`means` must be k x n and `covs` k x n x n, got {tuple(means.shape)} and "
+            f"{tuple(covs.shape)}."
+        )
+
+
+def _cost(D: Tensor, distance: str) -> Tensor:
+    return D.pow(2) if distance == "wasserstein" else D
+
+
+def _centers(means: Tensor, covs: Tensor, labels: Tensor, C: int) -> tuple[Tensor, Tensor]:
+    r"""Eq. 7: ``m_C = mean of m_j``, ``S_C = mean of S_j`` over the members ``j``."""
+    onehot = torch.nn.functional.one_hot(labels, C).to(means)  # k x C
+    counts = onehot.sum(0)
+    mean_c = (onehot.T @ means) / counts.unsqueeze(-1)
+    cov_c = torch.einsum("kc,kij->cij", onehot, covs) / counts.reshape(C, 1, 1)
+    return mean_c, cov_c
+
+
+def _relabel(labels: Tensor, C: int) -> Tensor:
+    r"""Number clusters by their first member so that results are comparable."""
+    order = []
+    for lab in labels.tolist():
+        if lab not in order:
+            order.append(lab)
+    order += [c for c in range(C) if c not in order]
+    mapping = torch.empty(C, dtype=torch.long, device=labels.device)
+    mapping[torch.tensor(order, device=labels.device)] = torch.arange(C, device=labels.device)
+    return mapping[labels]
+
+
+def _seed_plus_plus(means, covs, C, distance, generator) -> Tensor:
+    r"""k-means++ seeding: the first center uniformly, each next one with probability
+    proportional to its cost to the nearest chosen center."""
+    k = means.shape[0]
+    first = torch.randint(k, (1,), generator=generator).item()
+    chosen = [first]
+    nearest = _cost(pairwise_divergence(means, covs, means[[first]], covs[[first]], distance), distance)[:, 0]
+    for _ in range(1, C):
+        probs = nearest.clamp_min(0).cpu()
+        probs[chosen] = 0
+        if probs.sum() <= 0:  # all remaining points coincide with chosen centers
+            probs = torch.ones(k, dtype=probs.dtype)
+            probs[chosen] = 0
+        nxt = torch.multinomial(probs, 1, generator=generator).item()
+        chosen.append(nxt)
+        cost = _cost(pairwise_divergence(means, covs, means[[nxt]], covs[[nxt]], distance), distance)[:, 0]
+        nearest = torch.minimum(nearest, cost)
+    return torch.tensor(chosen, device=means.device)
+
+
+def gaussian_kmeans(
+    means: Tensor,
+    covs: Tensor,
+    n_clusters: int,
+    distance: str = "wasserstein",
+    n_init: int = 10,
+    max_iter: int = 100,
+    seed: int = 0,
+) -> GaussianKMeansResult:
+    r"""k-means over Gaussians ``N(means[j], covs[j])`` (cm-BO Algorithm 1, line 9).
+
+    Lloyd iterations: assign each Gaussian to its nearest center (by ``distance``),
+    then recompute the centers by eq. 7. Seeding is k-means++ style; ``n_init``
+    restarts are run and the one with the smallest inertia is kept. A cluster that
+    becomes empty is re-seeded with the Gaussian farthest from its center. With the
+    same ``seed`` the result is deterministic.
+
+    Args:
+        means: ``k x n`` means.
+        covs: ``k x n x n`` covariances (positive definite for Jeffreys).
+        n_clusters: Number of clusters ``C`` (``1 <= C <= k``).
+        distance: ``"wasserstein"`` (2-Wasserstein, eq. 6) or ``"jeffreys"`` (eq. 4).
+        n_init: Number of restarts.
+        max_iter: Iteration cap per restart.
+        seed: Seed of the restarts' random seeding.
+
+    Returns:
+        A :class:`GaussianKMeansResult`.
+
+    Example:
+        >>> result = gaussian_kmeans(means, covs, n_clusters=3, distance="wasserstein")
+        >>> result.assignments  # cluster index of each Gaussian
+    """
+    _check_set(means, covs)
+    distance = check_distance(distance)
+    k = means.shape[0]
+    if k == 0:
+        raise ValueError("`means` must contain at least one Gaussian, got none.")
+    if not isinstance(n_clusters, int) or not 1 <= n_clusters <= k:
+        raise ValueError(
+            f"`n_clusters` must be an integer between 1 and the number of Gaussians ({k}), "
+            f"got {n_clusters!r}."
+        )
+    if n_init < 1 or max_iter < 1:
+        raise ValueError(f"`n_init` and `max_iter` must be at least 1, got {n_init}, {max_iter}.")
+    generator = torch.Generator().manual_seed(seed)
+    best = None
+    for _ in range(n_init):
+        seeds = _seed_plus_plus(means, covs, n_clusters, distance, generator)
+        center_means, center_covs = means[seeds].clone(), covs[seeds].clone()
+        labels, converged, it = None, False, 0
+        for it in range(1, max_iter + 1):
+            D = pairwise_divergence(means, covs, center_means, center_covs, distance)
+            new_labels = D.argmin(-1)
+            counts = torch.bincount(new_labels, minlength=n_clusters)
+            for c in (counts == 0).nonzero().flatten().tolist():  # re-seed empty clusters
+                far = D.gather(-1, new_labels.unsqueeze(-1)).squeeze(-1)
+                far[counts[new_labels] <= 1] = -1  # never empty another cluster
+                j = far.argmax().item()
+                counts[new_labels[j]] -= 1
+                new_labels[j] = c
+                counts[c] = 1
+            if labels is not None and torch.equal(new_labels, labels):
+                converged = True
+                break
+            labels = new_labels
+            center_means, center_covs = _centers(means, covs, labels, n_clusters)
+        D = pairwise_divergence(means, covs, center_means, center_covs, distance)
+        inertia = _cost(D.gather(-1, labels.unsqueeze(-1)), distance).sum().item()
+        if best is None or inertia < best[0] - 1e-12 * abs(best[0]):
+            best = (inertia, labels, center_means, center_covs, it, converged)
+    inertia, labels, center_means, center_covs, it, converged = best
+    relabeled = _relabel(labels, n_clusters)
+    perm = torch.empty(n_clusters, dtype=torch.long, device=labels.device)
+    perm[relabeled] = labels  # new index -> old index
+    return GaussianKMeansResult(
+        assignments=relabeled,
+        center_means=center_means[perm],
+        center_covs=center_covs[perm],
+        inertia=inertia,
+        n_iter=it,
+        converged=converged,
+    )
+
+
+def _check_labels(D: Tensor, assignments: Tensor) -> None:
+    if D.dim() != 2 or D.shape[0] != D.shape[1] or assignments.shape != D.shape[:1]:
+        raise ValueError(
+            f"`D` must be a k x k distance matrix and `assignments` have k entries, got "
+            f"{tuple(D.shape)} and {tuple(assignments.shape)}."
+        )
+
+
+def intra_cluster_entropy(D: Tensor, assignments: Tensor) -> float:
+    r"""Intra-cluster entropy (eq. 10): the mean over clusters of the members' mean
+    pairwise distance, ``1/C sum_i 2 sum_{j<k in C_i} D_jk / (|C_i| (|C_i| - 1))``.
+
+    A singleton cluster has no pairs (its term is 0/0) and is left out of the mean;
+    ``nan`` when every cluster is a singleton. Smaller is better.
+
+    Args:
+        D: ``k x k`` symmetric pairwise distance matrix (e.g. from
+            :func:`pairwise_divergence`).
+        assignments: ``k`` cluster indices.
+
+    Returns:
+        The criterion.
+    """
+    _check_labels(D, assignments)
+    terms = []
+    for c in assignments.unique().tolist():
+        idx = (assignments == c).nonzero().flatten()
+        size = idx.numel()
+        if size > 1:  # sum over ordered pairs = 2 x sum over unordered pairs
+            terms.append((D[idx][:, idx].sum() / (size * (size - 1))).item())
+    return sum(terms) / len(terms) if terms else float("nan")
+
+
+def inter_cluster_separation(D: Tensor, assignments: Tensor) -> float:
+    r"""Inter-cluster separation (eq. 11): the mean distance over pairs of Gaussians in
+    different clusters, ``sum_{i != j} sum_{k in C_i, l in C_j} D_kl / sum_{i != j} |C_i||C_j|``.
+
+    Larger is better. ``nan`` for a single cluster (there are no such pairs).
+
+    Args:
+        D: ``k x k`` symmetric pairwise distance matrix.
+        assignments: ``k`` cluster indices.
+
+    Returns:
+        The criterion.
+    """
+    _check_labels(D, assignments)
+    different = assignments.unsqueeze(0) != assignments.unsqueeze(1)
+    if not different.any():
+        return float("nan")
+    return (D[different].sum() / different.sum()).item()
+
+
+class ClusterCountSelection(NamedTuple):
+    r"""Result of :func:`select_n_clusters`.
+
+    Attributes:
+        n_clusters: The chosen ``C`` (largest score; the smallest ``C`` on ties).
+        candidates: The candidate values tried.
+        intra: Eq. 10 for each candidate.
+        inter: Eq. 11 for each candidate.
+        scores: ``inter / intra`` for each candidate (``inf`` where ``intra == 0``,
+            ``nan`` where undefined: one cluster, or only singletons).
+        results: The :class:`GaussianKMeansResult` of each candidate.
+    """
+
+    n_clusters: int
+    candidates: list[int]
+    intra: list[float]
+    inter: list[float]
+    scores: list[float]
+    results: list[GaussianKMeansResult]
+
+
+def select_n_clusters(
+    means: Tensor,
+    covs: Tensor,
+    candidates: Iterable[int] = range(2, 7),
+    distance: str = "wasserstein",
+    criterion_distance: str = "wasserstein",
+    pairwise: Tensor | None = None,
+    **kmeans_options,
+) -> ClusterCountSelection:
+    r"""Choose the number of clusters by the paper's criteria (eqs. 10-11).
+
+    For each candidate ``C`` runs :func:`gaussian_kmeans` and scores the clustering by
+    ``inter_cluster_separation / intra_cluster_entropy`` ("the larger interCS and the
+    smaller intraCE, the better", Sec. 4.1). The criteria use the 2-Wasserstein
+    distance as in the paper (``criterion_distance``); the pairwise matrix is computed
+    once for all candidates. A score is ``inf`` when every cluster has zero spread and
+    ``nan`` (never chosen) when a criterion is undefined; if all are, the smallest
+    candidate is returned.
+
+    Args:
+        means: ``k x n`` means.
+        covs: ``k x n x n`` covariances.
+        candidates: Values of ``C`` to try; those above ``k`` are dropped.
+        distance: Distance used by k-means.
+        criterion_distance: Distance used by eqs. 10-11.
+        pairwise: Optional precomputed ``k x k`` matrix for the criteria.
+        kmeans_options: Passed to :func:`gaussian_kmeans` (``n_init``, ``seed``, ...).
+
+    Returns:
+        A :class:`ClusterCountSelection`.
+
+    Example:
+        >>> selection = select_n_clusters(means, covs, candidates=range(2, 7))
+        >>> selection.n_clusters, selection.scores
+    """
+    _check_set(means, covs)
+    k = means.shape[0]
+    given = sorted(set(int(c) for c in candidates))
+    cands = [c for c in given if 1 <= c <= k]
+    if not cands:
+        raise ValueError(
+            f"No candidate number of clusters in {given} is between 1 and the number of "
+            f"Gaussians ({k})."
+        )
+    D = pairwise if pairwise is not None else pairwise_divergence(means, covs, distance=check_distance(criterion_distance, "criterion_distance"))
+    intra, inter, scores, results = [], [], [], []
+    for C in cands:
+        result = gaussian_kmeans(means, covs, C, distance=distance, **kmeans_options)
+        a, b = intra_cluster_entropy(D, result.assignments), inter_cluster_separation(D, result.assignments)
+        intra.append(a)
+        inter.append(b)
+        scores.append(float("nan") if a != a or b != b else (b / a if a > 0 else float("inf")))
+        results.append(result)
+    valid = [i for i, s in enumerate(scores) if s == s]
+    best = max(valid, key=lambda i: (scores[i], -cands[i])) if valid else 0
+    return ClusterCountSelection(cands[best], cands, intra, inter, scores, results)

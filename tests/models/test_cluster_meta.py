@@ -1,0 +1,516 @@
+r"""cm-BO: the meta prior (stages 1-2) and ClusterMetaPriorGP (stage 3) against a
+float64 reference written from Algorithm 1 line 15, Theorem 3.1 and eqs. 1-2."""
+
+import io
+import itertools
+import math
+import pickle
+
+import pytest
+import torch
+from botorch.acquisition import (
+    UpperConfidenceBound,
+    qKnowledgeGradient,
+    qLogNoisyExpectedImprovement,
+    qMaxValueEntropy,
+    qUpperConfidenceBound,
+)
+from botorch.exceptions.errors import UnsupportedError
+from botorch.fit import fit_gpytorch_mll
+from botorch.models.transforms import Normalize, Standardize
+from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from botorch.sampling import SobolQMCNormalSampler
+from botorch.sampling.pathwise import draw_matheron_paths
+from botorch.utils.datasets import SupervisedDataset
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_transfer import ClusterMetaPrior, ClusterMetaPriorGP, TaskData, build_cluster_prior
+from botorch_transfer.clustering import wasserstein_distance
+from botorch_transfer.models.cluster_meta import (
+    cluster_weights_from_distances,
+    fit_meta_task_gps,
+    meta_task_posteriors,
+)
+
+F64 = torch.float64
+D = 2
+NOISE = 1e-4
+FAMILIES = 3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # the machine's 2 cores are shared: oversubscribed BLAS threads make the many small
+    # GP fits 10x slower; restore the setting afterwards
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def family(c, X):
+    r"""Three visibly different response surfaces on [0, 1]^2."""
+    if c == 0:
+        return (torch.sin(6 * X[..., :1]) + torch.sin(6 * X[..., 1:])) / 2
+    if c == 1:
+        return X[..., :1] + X[..., 1:] - 1
+    return 1.0 - 2 * ((X - 0.7) ** 2).sum(-1, keepdim=True) * 3
+
+
+def make_tasks(per_family=4, n=14, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    tasks, truth = [], []
+    for c in range(FAMILIES):
+        for k in range(per_family):
+            X = torch.rand(n - 3 * (k % 2), D, generator=gen, dtype=F64)  # unequal sizes: padding
+            amp = 1 + 0.05 * torch.randn(1, generator=gen, dtype=F64)
+            Y = amp * family(c, X) + 0.01 * torch.randn(X.shape[0], 1, generator=gen, dtype=F64)
+            tasks.append(TaskData(X, Y, torch.full_like(Y, NOISE) if c == 1 else None, name=f"f{c}"))
+            truth.append(c)
+    # interleave families so that cluster numbering is not the input order
+    order = [i for k in range(per_family) for i in range(k, len(tasks), per_family)]
+    return [tasks[i] for i in order], torch.tensor([truth[i] for i in order])
+
+
+@pytest.fixture(scope="module")
+def meta():
+    return make_tasks()
+
+
+@pytest.fixture(scope="module")
+def prior(meta):
+    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3)
+
+
+@pytest.fixture(scope="module")
+def bary_prior(meta, prior):
+    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3, prototype="barycenter", posteriors=prior.posteriors)
+
+
+def same_partition(a, b):
+    return bool(((a.unsqueeze(0) == a.unsqueeze(1)) == (b.unsqueeze(0) == b.unsqueeze(1))).all())
+
+
+# ----------------------------------------------------------------------- reference
+def matern32x12(X1, X2, ls32, ls12, outputscale, bounds):
+    r"""``s^2 (1 + sqrt3 r) exp(-sqrt3 r) exp(-r')`` on inputs normalized by ``bounds``."""
+    Z1, Z2 = (X1 - bounds[0]) / (bounds[1] - bounds[0]), (X2 - bounds[0]) / (bounds[1] - bounds[0])
+    diff = Z1.unsqueeze(-2) - Z2.unsqueeze(-3)
+    r = (diff / ls32).pow(2).sum(-1).sqrt()
+    r12 = (diff / ls12).pow(2).sum(-1).sqrt()
+    return outputscale * (1 + math.sqrt(3) * r) * torch.exp(-math.sqrt(3) * r) * torch.exp(-r12)
+
+
+def task_posterior(post, j):
+    r"""Eqs. 1-2 for meta-task ``j`` from its stored data and hyperparameters (user units)."""
+    m = post.mask[j]
+    X, z, noise = post.X[j, m], post.Z_targets[j, m], post.noise[j, m]
+    k = lambda A, B: matern32x12(A, B, post.lengthscale_32[j], post.lengthscale_12[j], post.outputscale[j], post.bounds)  # noqa: E731
+    Kn = k(X, X) + torch.diag(noise)
+    c, a, s = post.constant[j], post.y_offset[j], post.y_scale[j]
+    alpha = torch.linalg.solve(Kn, z - c)
+    mean = lambda A: a + s * (c + k(A, X) @ alpha)  # noqa: E731
+    cov = lambda A, B: s**2 * (k(A, B) - k(A, X) @ torch.linalg.solve(Kn, k(X, B)))  # noqa: E731
+    return mean, cov
+
+
+def reference_prior(prior, weights):
+    r"""Alg. 1 line 15 with center prototypes: ``mu0 = sum_i w_i mean_{j in C_i} mu_j``,
+    ``k0 = sum_i w_i^2 mean_{j in C_i} k_j``."""
+    parts = [task_posterior(prior.posteriors, j) for j in range(prior.n_tasks)]
+    sizes = torch.bincount(prior.assignments)
+
+    def mean(A):
+        return sum(weights[c] / sizes[c] * parts[j][0](A) for j, c in enumerate(prior.assignments.tolist()))
+
+    def cov(A, B):
+        return sum(weights[c] ** 2 / sizes[c] * parts[j][1](A, B) for j, c in enumerate(prior.assignments.tolist()))
+
+    return mean, cov
+
+
+def gp_posterior(mean0, cov0, X, y, noise):
+    r"""Eqs. 1-2."""
+    Kn = cov0(X, X) + torch.diag(noise)
+    alpha = torch.linalg.solve(Kn, y - mean0(X))
+    return (
+        lambda A: mean0(A) + cov0(A, X) @ alpha,
+        lambda A, B: cov0(A, B) - cov0(A, X) @ torch.linalg.solve(Kn, cov0(X, B)),
+    )
+
+
+# ----------------------------------------------------------------------- stage 1-2
+def test_meta_task_posteriors_equal_botorch_gps(meta):
+    tasks = meta[0]
+    bounds = torch.tensor([[0.0] * D, [1.0] * D], dtype=F64)
+    fitted = fit_meta_task_gps(tasks, bounds)
+    post = meta_task_posteriors(tasks, bounds, fitted=fitted)
+    X = torch.rand(7, D, dtype=F64)
+    means, covs = post.means(X), post.covariances(X, X)
+    for idx, model in fitted:
+        p = model.posterior(X.unsqueeze(0).expand(len(idx), -1, -1))
+        # GPyTorch's Matern distances lose ~1e-8 relative precision (see reference.py)
+        torch.testing.assert_close(means[idx], p.mean.squeeze(-1), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(covs[idx], p.distribution.covariance_matrix, rtol=1e-5, atol=1e-7)
+    # and the bank is exactly eqs. 1-2 with its hyperparameters
+    for j in range(len(tasks)):
+        mean, cov = task_posterior(post, j)
+        torch.testing.assert_close(means[j], mean(X), rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(covs[j], cov(X, X), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
+def test_clustering_recovers_three_families(meta, prior, distance):
+    tasks, truth = meta
+    if distance != prior.distance:  # reuse the fitted meta-task GPs
+        prior = build_cluster_prior(tasks, n_clusters=3, distance=distance, n_index_points=24, n_init=3, posteriors=prior.posteriors)
+    assert same_partition(prior.assignments, truth)
+    assert prior.assignments.shape == (len(tasks),) and prior.n_clusters == 3
+    for c, proto in enumerate(prior.prototypes):  # eq. 7 centers on V
+        assert proto.members == (prior.assignments == c).nonzero().flatten().tolist()
+        torch.testing.assert_close(proto.mean, prior.task_means[proto.members].mean(0))
+        torch.testing.assert_close(proto.covariance, prior.task_covs[proto.members].mean(0))
+
+
+def test_automatic_number_of_clusters(meta, prior):
+    tasks, truth = meta
+    prior = build_cluster_prior(tasks, n_clusters=None, n_clusters_range=(2, 4), n_index_points=24, n_init=3, posteriors=prior.posteriors)
+    assert prior.info["selection"]["candidates"] == [2, 3, 4]
+    scores = prior.info["selection"]["scores"]
+    assert prior.n_clusters == [2, 3, 4][max(range(3), key=lambda i: scores[i])]
+
+
+def test_center_prototype_on_domain_matches_discretization(prior):
+    V = prior.index_points
+    eye = torch.eye(3, dtype=F64)
+    torch.testing.assert_close(prior.prototype_means_at(V), prior.prototype_means, rtol=1e-10, atol=1e-10)
+    for c in range(3):
+        cov = prior.covariance(V, V, eye[c])
+        jitter = prior.prototype_covs[c] - cov  # only the documented diagonal jitter
+        assert torch.allclose(jitter - torch.diag(torch.diagonal(jitter)), torch.zeros_like(jitter), atol=1e-10)
+        levels = [prior.jitter * torch.diagonal(prior.task_covs[j]).mean() / (1 + prior.jitter) for j in prior.prototypes[c].members]
+        torch.testing.assert_close(torch.diagonal(jitter), torch.stack(levels).mean().expand(V.shape[0]), rtol=1e-6, atol=1e-12)
+
+
+def test_barycenter_prototypes(meta, bary_prior):
+    from botorch_transfer.clustering import wasserstein_barycenter
+
+    assert bary_prior.prototype == "barycenter"
+    for proto in bary_prior.prototypes:
+        expected = wasserstein_barycenter(bary_prior.task_means[proto.members], bary_prior.task_covs[proto.members])
+        torch.testing.assert_close(proto.mean, expected.mean)
+        torch.testing.assert_close(proto.covariance, expected.covariance)
+
+
+# ----------------------------------------------------------------------- stage 3
+def target_data(n=6, c=0, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, D, generator=gen, dtype=F64)
+    return X, family(c, X)
+
+
+def test_prior_and_posterior_equal_reference(prior):
+    w = torch.tensor([0.5, 0.3, 0.2], dtype=F64)
+    X, Y = target_data()
+    Yvar = torch.full_like(Y, 1e-3)
+    model = ClusterMetaPriorGP(X, Y, prior, weights=w, train_Yvar=Yvar)
+    mean0, cov0 = reference_prior(model.prior, w)
+    X_test = torch.rand(4, 3, D, dtype=F64)
+    # the prior modules themselves
+    torch.testing.assert_close(model.prior_mean(X_test), torch.stack([mean0(x) for x in X_test]), rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(
+        model.covar_module(X_test).to_dense(), torch.stack([cov0(x, x) for x in X_test]), rtol=1e-8, atol=1e-10
+    )
+    # the posterior (eqs. 1-2), joint over the q points of every batch
+    mean, cov = gp_posterior(mean0, cov0, X, Y.squeeze(-1), Yvar.squeeze(-1))
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean.squeeze(-1), torch.stack([mean(x) for x in X_test]), rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix, torch.stack([cov(x, x) for x in X_test]), rtol=1e-7, atol=1e-10
+    )
+    noisy = model.posterior(X_test, observation_noise=True)
+    torch.testing.assert_close(noisy.variance - post.variance, torch.full_like(post.variance, 1e-3))
+    # no target data: the posterior is the prior
+    empty = ClusterMetaPriorGP(X[:0], Y[:0], prior, weights=w)
+    torch.testing.assert_close(empty.posterior(X_test).mean.squeeze(-1), torch.stack([mean0(x) for x in X_test]), rtol=1e-9, atol=1e-10)
+
+
+def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
+    V = bary_prior.index_points
+    w = torch.tensor([0.2, 0.5, 0.3], dtype=F64)
+    idx = torch.tensor([1, 5, 7, 11])
+    X, Y = V[idx], family(0, V[idx])
+    model = ClusterMetaPriorGP(X, Y, bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
+    m_bar = w @ bary_prior.prototype_means
+    S_bar = torch.einsum("c,cij->ij", w**2, bary_prior.prototype_covs)
+    K = S_bar[idx][:, idx] + 1e-3 * torch.eye(4, dtype=F64)
+    mean = m_bar + S_bar[:, idx] @ torch.linalg.solve(K, Y.squeeze(-1) - m_bar[idx])
+    cov = S_bar - S_bar[:, idx] @ torch.linalg.solve(K, S_bar[idx])
+    post = model.posterior(V)
+    torch.testing.assert_close(post.mean.squeeze(-1), mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(post.distribution.covariance_matrix, cov, rtol=1e-7, atol=1e-10)
+    with pytest.raises(ValueError, match="index points"):
+        model.posterior(torch.rand(3, D, dtype=F64))
+    with pytest.raises(ValueError, match="index points"):
+        ClusterMetaPriorGP(torch.rand(2, D, dtype=F64), torch.zeros(2, 1, dtype=F64), bary_prior)
+    # inputs that went through Normalize and back still match
+    bounds = torch.tensor([[-1.0, 0.0], [2.0, 3.0]], dtype=F64)
+    normed = ClusterMetaPriorGP(X, Y, bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3), input_transform=Normalize(D, bounds=bounds))
+    torch.testing.assert_close(normed.posterior(V).mean, post.mean, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
+def test_updated_weights_equal_algorithm_1(prior, distance):
+    w = torch.tensor([0.4, 0.4, 0.2], dtype=F64)
+    X, Y = target_data()
+    model = ClusterMetaPriorGP(X, Y, prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
+    V = prior.index_points
+    mean0, cov0 = reference_prior(model.prior, w)
+    mean, cov = gp_posterior(mean0, cov0, X, Y.squeeze(-1), torch.full((6,), 1e-3, dtype=F64))
+    S = cov(V, V)
+    S = S + prior.jitter * torch.diagonal(S).mean() * torch.eye(V.shape[0], dtype=F64)
+    if distance == "wasserstein":
+        d = torch.stack([wasserstein_distance(mean(V), S, m, C) for m, C in zip(prior.prototype_means, prior.prototype_covs)])
+    else:
+        from botorch_transfer.clustering import gaussian_kl
+
+        d = torch.stack([gaussian_kl(mean(V), S, m, C) + gaussian_kl(m, C, mean(V), S) for m, C in zip(prior.prototype_means, prior.prototype_covs)])
+    torch.testing.assert_close(model.prototype_distances(distance), d, rtol=1e-6, atol=1e-8)
+    e = torch.exp(1 - d / d.max())
+    torch.testing.assert_close(model.updated_weights(distance), e / e.sum(), rtol=1e-6, atol=1e-8)
+    assert cluster_weights_from_distances(torch.zeros(3, dtype=F64)).tolist() == [1 / 3] * 3
+
+
+@pytest.mark.parametrize("c", [0, 2])
+def test_weights_move_toward_the_right_cluster(prior, meta, c):
+    _, truth = meta
+    cluster = prior.assignments[truth == c][0].item()
+    gen = torch.Generator().manual_seed(c)
+    X = torch.rand(2, D, generator=gen, dtype=F64)
+    weights, history = None, []
+    for _ in range(5):
+        model = ClusterMetaPriorGP(X, family(c, X), prior, weights=weights, train_Yvar=torch.full((X.shape[0], 1), 1e-4, dtype=F64))
+        weights = model.updated_weights()
+        history.append(weights[cluster].item())
+        X = torch.cat([X, torch.rand(3, D, generator=gen, dtype=F64)])
+    assert weights.argmax().item() == cluster
+    assert history[-1] > 0.4 > 1 / 3  # at most e / (e + 2) = 0.576 with three clusters
+    assert history[-1] >= history[0]
+
+
+# ----------------------------------------------------------------------- contract
+@pytest.mark.parametrize(
+    "dtype, transforms, batch", list(itertools.product([torch.float32, F64], [False, True], [(), (2,)]))
+)
+def test_shapes_dtypes_devices_transforms(prior, device, dtype, transforms, batch):
+    X, Y = target_data()
+    X, Y = X.expand(*batch, -1, -1).to(device, dtype), Y.expand(*batch, -1, -1).to(device, dtype)
+    options = dict(input_transform=Normalize(D), outcome_transform=Standardize(m=1)) if transforms else {}
+    model = ClusterMetaPriorGP(X, Y, prior, **options)
+    assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
+    for shape in [(3, D), (4, 3, D), (2, 4, 3, D)] if not batch else [(3, D), (4, 1, 3, D)]:
+        X_test = torch.rand(*shape, dtype=dtype, device=device)
+        post = model.posterior(X_test)
+        out = torch.broadcast_shapes(torch.Size(shape[:-2]), model.batch_shape)
+        assert post.mean.shape == out + torch.Size([shape[-2], 1])
+        assert post.mean.dtype == dtype and post.mean.device.type == device.type
+        assert post.distribution.covariance_matrix.shape == out + torch.Size([shape[-2]] * 2)
+        assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
+        assert (model.posterior(X_test, observation_noise=True).variance > post.variance).all()
+    if not batch:
+        for distance in ("wasserstein", "jeffreys"):
+            weights = model.updated_weights(distance)
+            assert weights.dtype == dtype and torch.isfinite(weights).all()
+            assert torch.isclose(weights.sum(), torch.ones((), dtype=dtype, device=device))
+    X_new = torch.rand(*batch, 2, D, dtype=dtype, device=device)
+    assert model.condition_on_observations(X_new, family(0, X_new)).num_train == 8
+    fantasy = model.fantasize(torch.rand(*batch, 1, D, dtype=dtype, device=device), SobolQMCNormalSampler(torch.Size([3])))
+    assert fantasy.batch_shape == torch.Size([3, *batch])
+    assert fantasy.posterior(torch.rand(5, 1, *batch, 1, D, dtype=dtype, device=device)).mean.shape == torch.Size([5, 3, *batch, 1, 1])
+
+
+def test_transforms_do_not_change_the_posterior(prior):
+    # the prior fixes the scale: Standardize / Normalize only change units
+    X, Y = target_data()
+    Yvar = torch.full_like(Y, 1e-3)
+    plain = ClusterMetaPriorGP(X, Y, prior, train_Yvar=Yvar)
+    transformed = ClusterMetaPriorGP(X, Y, prior, train_Yvar=Yvar, input_transform=Normalize(D), outcome_transform=Standardize(m=1))
+    X_test = torch.rand(5, 2, D, dtype=F64)
+    torch.testing.assert_close(transformed.posterior(X_test).mean, plain.posterior(X_test).mean, rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(
+        transformed.posterior(X_test).distribution.covariance_matrix,
+        plain.posterior(X_test).distribution.covariance_matrix, rtol=1e-7, atol=1e-10,
+    )
+
+
+def test_fit_touches_only_the_target_noise(prior):
+    X, Y = target_data(n=8)
+    model = ClusterMetaPriorGP(X, Y, prior)
+    assert [name for name, _ in model.named_parameters()] == ["likelihood.noise_covar.raw_noise"]
+    before = {k: v.clone() for k, v in model.prior.posteriors.state().items()}
+    noise_before = model.likelihood.noise.item()
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert model.likelihood.noise.item() != noise_before
+    assert all(torch.equal(v, getattr(model.prior.posteriors, k)) for k, v in before.items())
+    assert all(not b.requires_grad for b in model.prior.buffers())
+    # the user's prior object is not shared with (or moved by) the model
+    model.to(torch.float32)
+    assert prior.index_points.dtype == F64
+
+
+def test_condition_on_observations_equals_rebuild(prior):
+    X, Y = target_data(n=9)
+    Yvar = torch.full_like(Y, 1e-3)
+    w = torch.tensor([0.2, 0.3, 0.5], dtype=F64)
+    model = ClusterMetaPriorGP(X[:6], Y[:6], prior, weights=w, train_Yvar=Yvar[:6])
+    cond = model.condition_on_observations(X[6:], Y[6:], noise=Yvar[6:])
+    direct = ClusterMetaPriorGP(X, Y, prior, weights=w, train_Yvar=Yvar)
+    X_test = torch.rand(3, 2, D, dtype=F64)
+    torch.testing.assert_close(cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(
+        cond.posterior(X_test).distribution.covariance_matrix,
+        direct.posterior(X_test).distribution.covariance_matrix, rtol=1e-8, atol=1e-10,
+    )
+    assert cond.prior is model.prior and model.num_train == 6
+
+
+def test_state_dict_pickle_and_to(prior, device):
+    X, Y = target_data()
+    model = ClusterMetaPriorGP(X, Y, prior, weights=[0.6, 0.2, 0.2])
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    # weights (and the prior) are constructor data, not state
+    assert not any("weights" in key or key.startswith("prior") for key in model.state_dict())
+    clone = ClusterMetaPriorGP(X, Y, prior, weights=[0.6, 0.2, 0.2])
+    clone.load_state_dict(model.state_dict())
+    X_test = torch.rand(4, 3, D, dtype=F64)
+    torch.testing.assert_close(clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
+    restored = pickle.loads(pickle.dumps(model))
+    torch.testing.assert_close(restored.posterior(X_test).variance, model.posterior(X_test).variance, rtol=1e-12, atol=1e-12)
+    moved = model.to(device=device, dtype=torch.float32)
+    post = moved.posterior(torch.rand(2, D, device=device))
+    assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
+    assert all(b.device.type == device.type for b in moved.buffers())
+
+
+@pytest.mark.parametrize("which", ["center", "barycenter"])
+def test_save_load_round_trip(prior, bary_prior, which, tmp_path):
+    p = prior if which == "center" else bary_prior
+    path = tmp_path / "prior.pt"
+    p.save(path)
+    payload = torch.load(path, weights_only=True)
+    assert payload["format"] == "ClusterMetaPrior" and payload["version"] == 1
+    loaded = ClusterMetaPrior.load(path, map_location="cpu")
+    assert torch.equal(loaded.assignments, p.assignments) and loaded.prototype == which
+    V = p.index_points
+    X, Y = V[:5], family(1, V[:5])
+    a, b = ClusterMetaPriorGP(X, Y, p, train_Yvar=torch.full_like(Y, 1e-3)), ClusterMetaPriorGP(X, Y, loaded, train_Yvar=torch.full_like(Y, 1e-3))
+    assert torch.equal(a.posterior(V).mean, b.posterior(V).mean)
+    assert torch.equal(a.posterior(V).distribution.covariance_matrix, b.posterior(V).distribution.covariance_matrix)
+    assert torch.equal(a.updated_weights(), b.updated_weights())
+    buffer = io.BytesIO()
+    torch.save({"format": "PretrainedPrior", "version": 1}, buffer)
+    buffer.seek(0)
+    with pytest.raises(ValueError, match="not a saved ClusterMetaPrior"):
+        ClusterMetaPrior.load(buffer)
+
+
+def test_construct_inputs_and_pathwise_refusal(prior):
+    X, Y = target_data()
+    inputs = ClusterMetaPriorGP.construct_inputs(SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"]), prior=prior)
+    model = ClusterMetaPriorGP(**inputs)
+    assert model.num_train == 6
+    with pytest.raises(UnsupportedError, match="ClusterMetaPriorGP"):
+        draw_matheron_paths(model, sample_shape=torch.Size([2]))
+
+
+def test_bad_inputs(meta, prior):
+    tasks, _ = meta
+    with pytest.raises(ValueError, match="`tasks`"):
+        build_cluster_prior([])
+    other = TaskData(torch.rand(5, 3, dtype=F64), torch.rand(5, 1, dtype=F64))
+    with pytest.raises(ValueError, match=r"tasks\[1\]"):
+        build_cluster_prior([tasks[0], other])
+    with pytest.raises(ValueError, match="n_clusters"):
+        build_cluster_prior(tasks[:2], n_clusters=3)
+    with pytest.raises(ValueError, match="distance"):
+        build_cluster_prior(tasks[:2], distance="kl")
+    with pytest.raises(ValueError, match="prototype"):
+        build_cluster_prior(tasks[:2], prototype="median")
+    with pytest.raises(ValueError, match="index_points"):
+        build_cluster_prior(tasks[:2], index_points=torch.rand(10, 3, dtype=F64))
+    with pytest.raises(ValueError, match="posteriors"):
+        build_cluster_prior(tasks[:2], posteriors=prior.posteriors)
+    X, Y = target_data()
+    with pytest.raises(ValueError, match="weights.*one entry per cluster"):
+        ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.5])
+    with pytest.raises(ValueError, match="non-negative"):
+        ClusterMetaPriorGP(X, Y, prior, weights=[1.2, -0.1, -0.1])
+    with pytest.raises(ValueError, match="sum to 1"):
+        ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match="train_X.*d=3"):
+        ClusterMetaPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior)
+    with pytest.raises(TypeError, match="prior"):
+        ClusterMetaPriorGP(X, Y, prior="not a prior")
+    with pytest.raises(ValueError, match="train_Y"):
+        ClusterMetaPriorGP(X, Y[:-1], prior)
+
+
+# ----------------------------------------------------------------------- BO loops
+BOUNDS = torch.tensor([[0.0] * D, [1.0] * D], dtype=F64)
+
+
+@pytest.mark.parametrize("acq", ["ucb", "qlognei"])
+def test_bo_loop_center_prototype_with_weight_updates(prior, meta, acq):
+    _, truth = meta
+    cluster = prior.assignments[truth == 0][0].item()
+    X = torch.tensor([[0.5, 0.5]], dtype=F64)
+    Y, weights, history = family(0, X), None, []
+    for _ in range(10):
+        model = ClusterMetaPriorGP(X, Y, prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
+        if acq == "ucb":
+            acqf = UpperConfidenceBound(model, beta=3.0)
+        else:
+            acqf = qLogNoisyExpectedImprovement(model, X_baseline=X)
+        candidate, value = optimize_acqf(acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=32)
+        assert candidate.shape == (1, D) and torch.isfinite(value).all()
+        weights = model.updated_weights()  # Alg. 1 lines 19-21
+        assert weights.shape == (3,) and torch.isclose(weights.sum(), torch.ones((), dtype=F64))
+        history.append(weights[cluster].item())
+        X, Y = torch.cat([X, candidate]), torch.cat([Y, family(0, candidate)])
+    # the initial prior mean (the average of the prototypes) is closest to another
+    # cluster; as family-0 data arrive, the family-0 cluster gains weight
+    assert history[-1] > history[0] + 0.05
+    assert Y.max() > Y[0]
+
+
+def test_bo_loop_barycenter_prototype_on_index_set(bary_prior, meta):
+    _, truth = meta
+    cluster = bary_prior.assignments[truth == 2][0].item()
+    V = bary_prior.index_points
+    X = V[:1]
+    Y, weights, history = family(2, X), None, []
+    for t in range(10):
+        model = ClusterMetaPriorGP(X, Y, bary_prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
+        # query each index point at most once (the prior variance is small, so UCB
+        # would otherwise keep re-querying its favourite point)
+        unseen = V[~(V.unsqueeze(1) == X).all(-1).any(-1)]
+        candidate, _ = optimize_acqf_discrete(qUpperConfidenceBound(model, beta=3.0), q=1, choices=unseen)
+        assert (V == candidate).all(-1).any()  # on the index set
+        weights = model.updated_weights()
+        history.append(weights[cluster].item())
+        X, Y = torch.cat([X, candidate]), torch.cat([Y, family(2, candidate)])
+    assert history[-1] > history[0]
+    assert Y.max() > Y[0]
+
+
+def test_fantasy_based_acquisitions(prior):
+    # qKG and qMES (with pending points) condition on fantasies of the target
+    X, Y = target_data()
+    model = ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.25, 0.25], train_Yvar=torch.full_like(Y, NOISE))
+    for acqf in (
+        qKnowledgeGradient(model, num_fantasies=4),
+        qMaxValueEntropy(model, candidate_set=torch.rand(64, D, dtype=F64), num_fantasies=4, X_pending=X[:1] + 0.01),
+    ):
+        candidate, value = optimize_acqf(acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=16)
+        assert candidate.shape == (1, D) and torch.isfinite(value).all()
+        assert ((candidate >= 0) & (candidate <= 1)).all()
