@@ -9,6 +9,7 @@ and writes ``OUT/regret.png``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import multiprocessing
 import sys
@@ -24,6 +25,7 @@ from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
 from botorch_transfer.benchmarks.runner import (
     METHODS,
+    available_methods,
     load_results,
     safe_run_experiment,
 )
@@ -57,16 +59,18 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor]:
 
 def _methods_for(problem: str) -> tuple[str, ...]:
     r"""Source/target problems take ``METHODS``; meta-learning problems ``META_METHODS``."""
-    return META_METHODS if problem in META_PROBLEMS else METHODS
+    return META_METHODS if problem in META_PROBLEMS else available_methods()
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    for module in args.plugin:
+        importlib.import_module(module)
     for p in args.problems:
         if p not in META_PROBLEMS:
             make_problem(p)  # fail fast on unknown names
     for m in args.methods:
-        if m not in METHODS and m not in META_METHODS:
-            raise SystemExit(f"Unknown method {m!r}; choose from {sorted(set(METHODS) | set(META_METHODS))}.")
+        if m not in available_methods() and m not in META_METHODS:
+            raise SystemExit(f"Unknown method {m!r}; choose from {sorted(set(available_methods()) | set(META_METHODS))}.")
     pairs = [(p, m) for p in args.problems for m in args.methods if m in _methods_for(p)]
     skipped = [f"{m} on {p}" for p in args.problems for m in args.methods if m not in _methods_for(p)]
     if skipped:
@@ -81,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         with open(results, "a") as fh:  # end an interrupted line so new records stay intact
             fh.write("\n")
     with _executor(args) as pool, open(args.out / RESULTS, "a") as fh:
-        futures = [pool.submit(safe_run_experiment, p, m, s, args.iterations) for p, m, s in todo]
+        futures = [pool.submit(safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)) for p, m, s in todo]
         for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
             record = future.result()
             fh.write(json.dumps(record) + "\n")
@@ -105,7 +109,7 @@ def cmd_list(args: argparse.Namespace) -> None:
     print("problems:")
     for name in PROBLEMS:
         print(f"  {name:<16} {make_problem(name).description}")
-    print("methods:\n  " + "\n  ".join(METHODS))
+    print("methods:\n  " + "\n  ".join(available_methods()))
     print("meta-learning problems (leave-tasks-out; need their data, see `benchmarks.meta`):")
     for name, factory in META_PROBLEMS.items():
         print(f"  {name:<16} {(factory.__doc__ or '').strip().splitlines()[0]}")
@@ -121,6 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     run.add_argument("--iterations", type=int, default=None, help="BO iterations T (default: the problem's)")
     run.add_argument("--workers", type=int, default=2, help="local worker processes")
+    run.add_argument(
+        "--plugin", action="append", default=[], metavar="MODULE",
+        help="import MODULE first (it registers methods with runner.register_method); repeatable",
+    )
     run.add_argument(
         "--dask-scheduler", default=None, metavar="ADDRESS",
         help="run on a dask.distributed cluster (e.g. tcp://host:8786) instead of local processes",

@@ -2,11 +2,12 @@ r"""Run one (problem, method, seed) BO experiment and record its full trace."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -117,8 +118,10 @@ def _policy(
         "gp-ucb": gp_ucb, "gp-ei": gp_ei, "gp-pi": gp_pi, "gp-ts": gp_ts,
         "rnn-ts": randomized_nn, "rnn-lfbo": randomized_nn_lfbo, "random": random,
     }
+    if method in REGISTERED_METHODS:
+        return REGISTERED_METHODS[method](problem, source_task)
     if method not in policies:
-        raise ValueError(f"Unknown method {method!r}; choose from {sorted(policies)}.")
+        raise ValueError(f"Unknown method {method!r}; choose from {sorted(available_methods())}.")
     return policies[method]
 
 
@@ -126,6 +129,47 @@ METHODS = (
     "deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "gp-pi", "gp-ts",
     "rnn-ts", "rnn-lfbo", "random",
 )
+
+#: Methods added with :func:`register_method` (name -> policy factory).
+REGISTERED_METHODS: dict[str, Callable[[TransferProblem, TaskData], Callable[[Tensor, Tensor, torch.Generator], Tensor]]] = {}
+
+
+def register_method(
+    name: str,
+    factory: Callable[[TransferProblem, TaskData], Callable[[Tensor, Tensor, torch.Generator], Tensor]],
+) -> None:
+    r"""Add a method to the source/target benchmarks (one line per new model).
+
+    Args:
+        name: The method's name on the command line (lower case, hyphens).
+        factory: ``factory(problem, source_task) -> policy``, called once per run;
+            ``policy(X, Y, generator)`` returns the next ``1 x d`` query given the
+            target data so far. :func:`maximize` optimizes an acquisition function
+            the way the built-in methods do (grid or continuous domain).
+
+    Example:
+        >>> register_method("mhgp", lambda problem, source: lambda X, Y, gen: maximize(
+        ...     problem, UpperConfidenceBound(MeanTransferGP(X, Y, source=source), beta=problem.beta)))
+
+    To use a registered method from the command line, put the registration in an
+    importable module and pass ``--plugin MODULE`` (it is imported in every worker).
+    """
+    if not name or name != name.lower() or " " in name:
+        raise ValueError(f"`name` must be lower case without spaces, got {name!r}.")
+    if name in METHODS:
+        raise ValueError(f"`name` {name!r} is a built-in method.")
+    REGISTERED_METHODS[name] = factory
+
+
+def available_methods() -> tuple[str, ...]:
+    r"""Built-in and registered source/target methods."""
+    return METHODS + tuple(m for m in REGISTERED_METHODS if m not in METHODS)
+
+
+def maximize(problem: TransferProblem, acqf) -> Tensor:
+    r"""Maximize ``acqf`` over the problem's domain: ``optimize_acqf_discrete`` on a grid
+    problem, ``optimize_acqf`` (5 restarts, 256 raw samples) on a continuous one."""
+    return _maximize(problem, acqf)
 
 
 def run_experiment(
@@ -216,12 +260,18 @@ def run_experiment(
     }
 
 
-def safe_run_experiment(problem_name: str, method: str, seed: int, iterations: int | None = None) -> dict:
+def safe_run_experiment(
+    problem_name: str, method: str, seed: int, iterations: int | None = None, plugins: Sequence[str] = ()
+) -> dict:
     r"""``run_experiment`` (or, for a meta-learning problem, ``run_meta_experiment``),
-    but a failure is returned as a record with its error."""
+    but a failure is returned as a record with its error. ``plugins`` are modules
+    imported first (they register methods; imported here so that every worker
+    process has them)."""
     from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
 
     try:
+        for module in plugins:
+            importlib.import_module(module)
         if problem_name in META_PROBLEMS:
             return run_meta_experiment(problem_name, method, seed, iterations)
         return run_experiment(problem_name, method, seed, iterations)

@@ -71,3 +71,15 @@ def test_cli_runs_on_a_dask_cluster(tmp_path):
     records, corrupt = load_results(tmp_path / "results.jsonl")
     assert sorted(r["seed"] for r in records) == [0, 1] and corrupt == 0
     assert records[0] == {**records[0], **run_experiment("bohachevsky", "random", records[0]["seed"], 2), "iteration_s": records[0]["iteration_s"], "setup_s": records[0]["setup_s"]}
+
+
+def test_a_registered_method_runs_from_the_cli(tmp_path, capsys):
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "2", "--problems", "bohachevsky",
+          "--methods", "mhgp", "--workers", "1", "--plugin", "tests.benchmarks.plugin_example"])
+    records, _ = load_results(tmp_path / "results.jsonl")
+    assert sorted((r["method"], r["seed"]) for r in records) == [("mhgp", 0), ("mhgp", 1)]
+    assert all("error" not in r and len(r["queries"]) == 2 for r in records)
+    from botorch_transfer.benchmarks.runner import register_method
+
+    with pytest.raises(ValueError, match="built-in"):
+        register_method("deltabo", lambda problem, source: None)
