@@ -294,6 +294,12 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
         return []
 
     # ---------------------------------------------------------------- helpers
+    def _apply(self, fn, *args, **kwargs):
+        # .to()/.double()/.cuda(): GPyTorch's cached prediction strategy holds tensors
+        # of the old dtype/device; drop it so the next posterior rebuilds it
+        self.prediction_strategy = None
+        return super()._apply(fn, *args, **kwargs)
+
     def _init_target_data(
         self, train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None, scale: Tensor, offset: Tensor
     ) -> None:

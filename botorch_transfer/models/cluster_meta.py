@@ -911,12 +911,6 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         self.covar_module = ClusterPriorKernel(prior, weights, scale)
         self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
 
-    def _apply(self, fn, *args, **kwargs):
-        # .to()/.double() etc.: GPyTorch's cached prediction strategy holds tensors of
-        # the old dtype/device; drop it so it is rebuilt
-        self.prediction_strategy = None
-        return super()._apply(fn, *args, **kwargs)
-
     def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         r"""Targets ``Y - mu_0(X)`` (model units) and the known noise, if any."""
         self._store_target_data(X, Y, Yvar)

@@ -111,6 +111,11 @@ class PretrainedPriorGP(SingleTaskGP):
         self.register_buffer("prior_noise", prior.noise.detach().clone())
         self.to(train_X)
 
+    def _apply(self, fn, *args, **kwargs):
+        # .to()/.double()/.cuda(): drop GPyTorch's cached prediction strategy (old dtype/device)
+        self.prediction_strategy = None
+        return super()._apply(fn, *args, **kwargs)
+
     def posterior(
         self,
         X: Tensor,

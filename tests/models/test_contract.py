@@ -92,6 +92,7 @@ def test_state_dict_round_trip_and_pickle(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_to_moves_everything(device, kind):
     model = build(kind, *make_target(), make_source())
+    model.posterior(torch.rand(2, 2, dtype=F64))  # caches a prediction strategy in float64
     moved = model.to(device=device, dtype=torch.float32)
     post = moved.posterior(torch.rand(2, 2, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type

@@ -173,3 +173,13 @@ def test_bo_loop_from_a_pretrained_prior(acquisition):
         X, Y = torch.cat([X, x]), torch.cat([Y, f(x)])
     grid = torch.stack(torch.meshgrid(torch.linspace(0, 1, 50, dtype=F64), torch.linspace(0, 1, 50, dtype=F64), indexing="ij"), -1).reshape(-1, 2)
     assert Y.max().item() > f(grid).max().item() - 0.15
+
+
+def test_to_after_a_posterior_call(device):
+    prior = make_prior()
+    X, Y = data()
+    model = PretrainedPriorGP(X, Y, prior)
+    model.posterior(torch.rand(2, 2, dtype=F64))  # caches a float64 prediction strategy
+    moved = model.to(device=device, dtype=torch.float32)
+    post = moved.posterior(torch.rand(3, 2, device=device))
+    assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
