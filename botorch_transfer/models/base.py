@@ -41,6 +41,7 @@ from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.likelihoods.gaussian_likelihood import _GaussianLikelihoodBase
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise, Noise
 from gpytorch.means import ConstantMean, Mean
@@ -273,7 +274,8 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
       the batch shape of ``X``;
     - ``_source_terms(X)`` (optional): mean and covariance added to the GP
       posterior at raw ``X`` (e.g. a frozen source posterior);
-    - ``target_noise()``: the target noise level at new points (model units);
+    - ``target_noise()`` (optional): the target noise level at new points (model
+      units; the default covers GPyTorch's Gaussian and fixed-noise likelihoods);
     - ``_frozen_modules()`` (optional): submodules shared, not copied, by
       conditioned models.
     """
@@ -288,7 +290,20 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
         return None, None
 
     def target_noise(self) -> Tensor:
-        raise NotImplementedError
+        r"""The target noise variance at new points (model units), ``batch_shape``.
+
+        Default: the learned level of a ``GaussianLikelihood`` (or the learned part
+        of a ``FixedNoiseGaussianLikelihood`` with ``learn_additional_noise``), else
+        the mean of the known training ``train_Yvar`` (as BoTorch's fixed-noise
+        models use for new points). Override for other noise models.
+        """
+        if isinstance(self.likelihood, GaussianLikelihood):
+            return self.likelihood.noise.squeeze(-1).expand(self.batch_shape)
+        if self.learns_target_noise:
+            return self.likelihood.second_noise.squeeze(-1).expand(self.batch_shape)
+        if self.num_train == 0:
+            raise RuntimeError("No known target noise: the model has no training data.")
+        return self.target_Yvar.mean(dim=-1)
 
     def _frozen_modules(self) -> list[torch.nn.Module]:
         return []

@@ -926,15 +926,6 @@ class ClusterMetaPriorGP(SourceConditionedGP):
     def _frozen_modules(self) -> list[Module]:
         return [self.prior]
 
-    def target_noise(self) -> Tensor:
-        r"""The target noise variance (model units), ``batch_shape`` tensor: the learned
-        level, or the mean known ``train_Yvar``."""
-        if self.learns_target_noise:
-            return self.likelihood.noise.squeeze(-1).expand(self.batch_shape)
-        if self.num_train == 0:
-            raise RuntimeError("No known target noise: the model has no training data.")
-        return self.target_Yvar.mean(dim=-1)
-
     def forward(self, x: Tensor) -> MultivariateNormal:
         if self.training:
             x = self.transform_inputs(x)

@@ -320,21 +320,6 @@ class DeltaBOModel(SourceConditionedGP):
         source.set_output_affine(self.output_scale, self.output_offset)
         return source
 
-    def target_noise(self) -> Tensor:
-        r"""The target noise variance ``sigma^2`` (model units), ``batch_shape`` tensor.
-
-        The learned level, or the mean of the known training ``train_Yvar`` (as
-        BoTorch's fixed-noise models use for new points).
-        """
-        if isinstance(self.likelihood, GaussianLikelihood):
-            return self.likelihood.noise.squeeze(-1).expand(self.batch_shape)
-        if self.learns_target_noise:
-            return self.likelihood.second_noise.squeeze(-1).expand(self.batch_shape)
-        if self.num_train == 0:
-            raise RuntimeError("No known target noise: the model has no training data.")
-        return self.target_Yvar.mean(dim=-1)
-
-    # ----------------------------------------------------------------- GPyTorch
     def forward(self, x: Tensor) -> MultivariateNormal:
         if self.training:
             x = self.transform_inputs(x)
