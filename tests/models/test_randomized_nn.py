@@ -73,7 +73,7 @@ def test_parameter_regularizer_equals_ridge_to_prior(device, lam):
 
 def test_function_regularizer_equals_closed_form(device):
     X, Y = data(n=6, device=device)  # fewer points than parameters: the anchors matter
-    anchors = torch.rand(30, 2, dtype=F64, device=device)
+    anchors = torch.rand(200, 2, dtype=F64, device=device)  # enough anchors for a well-posed (cond ~5e5) system
     model = linear_model(X, Y, regularizer="function", anchors=anchors, lambda_schedule=0.5)
     # Z = [X; anchors]: argmin (lam/2)||Phi_Z (theta - theta0)||^2 + (1/2)||Phi theta - y||^2
     Phi, Phi_Z, theta0 = design(model, X), design(model, torch.cat([X, anchors])), model.initial_parameters
