@@ -262,7 +262,17 @@ class GroupedNoiseGaussianLikelihood(_GaussianLikelihoodBase):
         return self.noise_covar.training_noise()
 
 
-class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
+class MovableExactGPMixin:
+    r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's cached
+    prediction strategy, whose tensors keep the old dtype/device, so the next
+    posterior rebuilds it."""
+
+    def _apply(self, fn, *args, **kwargs):
+        self.prediction_strategy = None
+        return super()._apply(fn, *args, **kwargs)
+
+
+class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin):
     r"""Base class of exact GPs conditioned on source tasks (see the module docs).
 
     Subclasses call ``ExactGP.__init__`` (placeholder training data), set their
@@ -309,12 +319,6 @@ class SourceConditionedGP(ExactGP, GPyTorchModel, FantasizeMixin):
         return []
 
     # ---------------------------------------------------------------- helpers
-    def _apply(self, fn, *args, **kwargs):
-        # .to()/.double()/.cuda(): GPyTorch's cached prediction strategy holds tensors
-        # of the old dtype/device; drop it so the next posterior rebuilds it
-        self.prediction_strategy = None
-        return super()._apply(fn, *args, **kwargs)
-
     def _init_target_data(
         self, train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None, scale: Tensor, offset: Tensor
     ) -> None:

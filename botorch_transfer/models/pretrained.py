@@ -20,11 +20,11 @@ from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihoo
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.models.base import validate_training_data
+from botorch_transfer.models.base import MovableExactGPMixin, validate_training_data
 from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
 
 
-class PretrainedPriorGP(SingleTaskGP):
+class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
     r"""An exact GP whose mean, kernel and noise are a pre-trained prior (HyperBO).
 
     HyperBO (Wang et al., Algorithm 1) fixes the pre-trained ``GP(mu, k o sigma^2)``
@@ -110,11 +110,6 @@ class PretrainedPriorGP(SingleTaskGP):
         # the noise at a new point when the training noise was given per point
         self.register_buffer("prior_noise", prior.noise.detach().clone())
         self.to(train_X)
-
-    def _apply(self, fn, *args, **kwargs):
-        # .to()/.double()/.cuda(): drop GPyTorch's cached prediction strategy (old dtype/device)
-        self.prediction_strategy = None
-        return super()._apply(fn, *args, **kwargs)
 
     def posterior(
         self,
