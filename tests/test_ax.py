@@ -85,3 +85,23 @@ def test_pretrained_prior_gp_in_an_ax_client_loop():
     by_hand = PretrainedPriorGP(X[:n], Y[:n], prior, input_transform=Normalize(2, bounds=BOUNDS))
     X_test = torch.rand(4, 2, generator=gen, dtype=F64)
     torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)
+
+
+def test_cluster_meta_prior_gp_in_an_ax_client_loop():
+    from botorch_transfer import ClusterMetaPriorGP, build_cluster_prior
+
+    gen = torch.Generator().manual_seed(2)
+    tasks = []
+    for i in range(6):
+        X = torch.rand(12, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+        tasks.append(TaskData(X, f(X) + (0.0 if i < 3 else 2.0)))
+    prior = build_cluster_prior(tasks, n_clusters=2, bounds=BOUNDS, seed=0)
+    client = run_client(ClusterMetaPriorGP, {"prior": prior}, trials=3, init=1)
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is ClusterMetaPriorGP
+    X, Y = observed(client)
+    n = model.target_X.shape[-2]
+    by_hand = ClusterMetaPriorGP(X[:n], Y[:n], prior, input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
+    by_hand.load_state_dict(model.state_dict())
+    X_test = torch.rand(4, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)
