@@ -117,6 +117,9 @@ def test_cmbo_reuses_stage1_fits_and_weights_move():
     assert not a["stage1_cached"] and b["stage1_cached"] and b["fit_s"] == a["fit_s"]
     # uniform at first (Alg. 1 line 13), then data-dependent
     assert any(abs(w[0] - 0.5) > 1e-6 for t in a["tasks"] for w in t["weights"])
+    table = simple_regret_table([a, b])
+    row = next(line for line in table.split("cm-BO timings")[1].splitlines() if "cmbo-center-jeffreys" in line)
+    assert row.split()[2:4] == [f"{a['fit_s']:.1f}", f"{a['clustering_s']:.2f}"]
 
 
 def test_normalized_simple_regret_arithmetic():
