@@ -41,7 +41,10 @@ from botorch_transfer.models.cluster_meta import (
     build_cluster_prior,
     meta_task_posteriors,
 )
-from botorch_transfer.models.pretrained import PretrainedPriorGP, hyperbo_probability_of_improvement
+from botorch_transfer.models.pretrained import (
+    PretrainedPriorGP,
+    hyperbo_probability_of_improvement,
+)
 from botorch_transfer.pretraining import pretrain_prior
 
 

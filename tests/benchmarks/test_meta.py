@@ -15,7 +15,12 @@ from botorch_transfer.benchmarks.meta import (
     gp_tasks,
     run_meta_experiment,
 )
-from botorch_transfer.benchmarks.report import rank_and_solved, rank_solved_table, simple_regret_table, summary_table
+from botorch_transfer.benchmarks.report import (
+    rank_and_solved,
+    rank_solved_table,
+    simple_regret_table,
+    summary_table,
+)
 from botorch_transfer.benchmarks.runner import load_results
 
 
