@@ -155,8 +155,8 @@ def rbv2_xgboost(target: str = "acc") -> MetaProblem:
 
     cm-BO uses ``C = 3`` clusters (deviation: the paper tunes ``C`` in ``2..6``
     per search space by eqs. 10-11; that selection, ``cmbo_n_clusters=None``, took
-    16 s with Jeffreys but over 4 minutes with the Wasserstein distance on these 102
-    meta-tasks, per split and variant, on one CPU core).
+    16 s with Jeffreys but over 4 minutes with the Wasserstein distance on ~100
+    meta-tasks, per split and variant, on one shared CPU core).
     """
     from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
 
