@@ -75,6 +75,99 @@ def simple_regret_table(records: list[dict], checkpoints: tuple[int, ...] | None
         line += f" {np.mean([r['pretrain_s'] for r in runs]):>10.1f}"
         line += f" {np.mean([np.mean(r['iteration_s']) for r in runs]):>7.3f}"
         lines.append(line)
+    timed = {k: runs for k, runs in groups.items() if all("weight_update_s" in r for r in runs)}
+    if timed:
+        lines += ["", "cm-BO timings (mean over seeds; weight update: mean and max over all updates):"]
+        lines.append(f"{'problem':<{pw}} {'method':<{mw}} {'GP fits s':>10} {'clustering s':>12} {'update s':>9} {'max s':>7} {'C':>3}")
+        for (problem, method), runs in sorted(timed.items()):
+            updates = np.concatenate([np.asarray(r["weight_update_s"], dtype=float) for r in runs])
+            lines.append(
+                f"{problem:<{pw}} {method:<{mw}} {np.mean([r['fit_s'] for r in runs]):>10.1f}"
+                f" {np.mean([r['clustering_s'] for r in runs]):>12.2f} {updates.mean():>9.4f} {updates.max():>7.3f}"
+                f" {'/'.join(str(r['n_clusters']) for r in runs):>3}"
+            )
+    return "\n".join(lines)
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    r"""Ranks ``1..m`` along the first axis (smaller value, better rank), ties sharing
+    the mean of their ranks."""
+    order = values.argsort(axis=0, kind="stable")
+    ranks = np.empty_like(values, dtype=float)
+    np.put_along_axis(ranks, order, np.arange(1, values.shape[0] + 1, dtype=float)[:, None], axis=0)
+    for j in range(values.shape[1]):  # average ties
+        _, inverse, counts = np.unique(values[:, j], return_inverse=True, return_counts=True)
+        if (counts > 1).any():
+            sums = np.bincount(inverse, weights=ranks[:, j])
+            ranks[:, j] = sums[inverse] / counts[inverse]
+    return ranks
+
+
+def rank_and_solved(records: list[dict], threshold: float = 0.005) -> dict[str, dict[str, np.ndarray]]:
+    r"""cm-BO's (Sec. 4.1, Fig. 2) average rank and fraction of solved BO runs.
+
+    A BO run is one (seed, test task) pair of a method (its per-task ``simple_regret``
+    curve). At every iteration ``t`` the methods are ranked on each (seed, test task)
+    that all of them ran (rank 1: lowest regret; ties get the mean of their ranks) and
+    the ranks are averaged over these runs. The fraction of solved runs at ``t`` is
+    the share of a method's runs with regret ``< threshold``.
+
+    Args:
+        records: Successful meta-learning records of one problem (``metric ==
+            "simple_regret"``), any methods and seeds.
+        threshold: Regret threshold ``C`` of a solved run (the paper: 0.005 on the
+            normalized simple regret).
+
+    Returns:
+        ``{method: {"rank": (T+1,) array, "solved": (T+1,) array}}`` over the
+        iterations all runs reached (index 0: initial points only).
+    """
+    records = [r for r in records if "error" not in r and _is_simple_regret(r)]
+    if not records:
+        return {}
+    problems = {r["problem"] for r in records}
+    if len(problems) != 1:
+        raise ValueError(f"`records` must come from one problem, got {sorted(problems)}.")
+    runs: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(dict)
+    for r in records:
+        for task in r["tasks"]:
+            runs[r["method"]][(r["seed"], task["task"])] = task["simple_regret"]
+    methods = sorted(runs)
+    T = min(len(curve) for m in methods for curve in runs[m].values())
+    common = sorted(set.intersection(*(set(runs[m]) for m in methods)))
+    out = {}
+    if common:
+        # (method, run, t) regrets on the runs every method did
+        values = np.array([[runs[m][k][:T] for k in common] for m in methods], dtype=float)
+        ranks = _average_ranks(values.reshape(len(methods), -1)).reshape(values.shape).mean(axis=1)
+    for i, m in enumerate(methods):
+        curves = np.array([curve[:T] for curve in runs[m].values()], dtype=float)
+        out[m] = {
+            "rank": ranks[i] if common else np.full(T, np.nan),
+            "solved": (curves < threshold).mean(axis=0),
+        }
+    return out
+
+
+def rank_solved_table(records: list[dict], checkpoints: tuple[int, ...] | None = None, threshold: float = 0.005) -> str:
+    r"""Per meta-learning problem: :func:`rank_and_solved` at checkpoints (default: 10,
+    25, 50 reached and the last iteration)."""
+    lines = []
+    meta = [r for r in records if "error" not in r and _is_simple_regret(r)]
+    for problem in sorted({r["problem"] for r in meta}):
+        stats = rank_and_solved([r for r in meta if r["problem"] == problem], threshold)
+        T = len(next(iter(stats.values()))["solved"]) - 1
+        cps = tuple(t for t in checkpoints if t <= T) if checkpoints else tuple(sorted({t for t in (10, 25, 50) if t <= T} | {T}))
+        mw = max([len("method")] + [len(m) for m in stats])
+        head = f"{problem}: {'method':<{mw}}" + "".join(f" {f'rank@{t}':>8}" for t in cps)
+        head += "".join(f" {f'solved@{t}':>10}" for t in cps)
+        lines += [head, "-" * len(head)]
+        for m, st in stats.items():
+            line = f"{' ' * (len(problem) + 2)}{m:<{mw}}" + "".join(f" {st['rank'][t]:>8.2f}" for t in cps)
+            line += "".join(f" {st['solved'][t]:>10.3f}" for t in cps)
+            lines.append(line)
+    if lines:
+        lines.insert(0, f"Average rank (1 = best) per (seed, test task) and fraction of runs with regret < {threshold}:")
     return "\n".join(lines)
 
 
@@ -82,6 +175,12 @@ def summary_table(records: list[dict]) -> str:
     r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration;
     meta-learning problems get :func:`simple_regret_table` below it."""
     meta = simple_regret_table(records)
+    if meta:
+        ranks = rank_solved_table(records)
+        if any(r.get("normalized_regret") for r in records if _is_simple_regret(r)):
+            meta += "\n(problems with normalized regret: " + ", ".join(
+                sorted({r["problem"] for r in records if r.get("normalized_regret")})) + ")"
+        meta += "\n\n" + ranks if ranks else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
     if not groups and meta:

@@ -5,6 +5,11 @@ folder ourselves: ``config_space.json`` (ranges, log scales), ``encoding.json``
 (category codes) and ``model.onnx`` (inputs ``x_cat`` int32 and ``x_cont`` float32
 in raw units; output ``batch x n_targets``). Install the runtime with
 ``pip install "botorch_transfer[yahpo]"``.
+
+Inactive hyperparameters (conditions in ``config_space.json``, e.g. ``eta`` only for
+``booster in {gbtree, dart}``) are imputed exactly as yahpo-gym 1.0.2 does in
+``BenchmarkSet._config_to_xs``: a missing continuous value becomes ``0`` and a
+missing categorical one ``"#na#"`` (code 0 of every ``encoding.json`` column).
 """
 
 from __future__ import annotations
@@ -28,7 +33,26 @@ SCENARIOS = {
         "targets": ["time", "val_accuracy", "val_cross_entropy", "val_balanced_accuracy", "test_cross_entropy", "test_balanced_accuracy"],
         "fidelity": {"epoch": 52},
     },
+    # rbv2_xgboost: the booster is tuned (one unit-cube coordinate split into equal
+    # sub-intervals in the order of config_space.json: gblinear, gbtree, dart);
+    # the imputation method (a preprocessing choice, not an XGBoost hyperparameter) is
+    # fixed to its config-space default; fidelities at their maxima.
+    "rbv2_xgboost": {
+        "instance": "task_id",
+        "cat": ["task_id", "booster", "num.impute.selected.cpo"],
+        "cont": [
+            "nrounds", "eta", "gamma", "lambda", "alpha", "subsample", "max_depth", "min_child_weight",
+            "colsample_bytree", "colsample_bylevel", "rate_drop", "skip_drop", "trainsize", "repl",
+        ],
+        "targets": ["acc", "bac", "auc", "brier", "f1", "logloss", "timetrain", "timepredict", "memory"],
+        "fidelity": {"trainsize": 1.0, "repl": 10},
+        "tuned_cat": ["booster"],
+        "fixed_cat": {"num.impute.selected.cpo": "impute.mean"},
+    },
 }
+
+#: yahpo-gym's values for inactive hyperparameters (``BenchmarkSet._config_to_xs``).
+INACTIVE_CONT, INACTIVE_CAT = 0.0, "#na#"
 
 
 def default_data_dir() -> Path:
@@ -50,13 +74,29 @@ class _Param:
     upper: float
     log: bool
     integer: bool
+    choices: tuple[str, ...] = ()  # a categorical parameter: equal sub-intervals of [0, 1]
+
+
+def _condition_holds(condition: dict, value: object) -> bool:
+    if condition["type"] == "EQ":
+        return value == condition["value"]
+    if condition["type"] == "IN":
+        return value in condition["values"]
+    raise NotImplementedError(f"Condition type {condition['type']!r} is not supported.")
 
 
 class YahpoSurrogate:
     r"""One YAHPO scenario's surrogate over the unit cube of its tunable hyperparameters.
 
+    Coordinates follow ``SCENARIOS[scenario]``: first the tuned categoricals
+    (``tuned_cat``; choice ``k`` of ``c`` for ``u`` in ``[k/c, (k+1)/c)``, ``u = 1``
+    the last), then the non-fidelity continuous parameters in the surrogate's column
+    order (log scales, integers rounded). Parameters inactive under the chosen
+    categoricals are imputed as yahpo-gym does (``0`` / ``"#na#"``); their coordinates
+    are then ignored.
+
     Args:
-        scenario: ``"lcbench"``.
+        scenario: ``"lcbench"`` or ``"rbv2_xgboost"``.
         target: Output column to return (e.g. ``"val_accuracy"``).
         data_dir: Folder with one subfolder per scenario (default: :func:`default_data_dir`).
 
@@ -86,9 +126,17 @@ class YahpoSurrogate:
         self.encoding = json.loads((folder / "encoding.json").read_text())
         hps = {h["name"]: h for h in space["hyperparameters"]}
         self.params = [
+            _Param(n, 0.0, 1.0, False, False, tuple(hps[n]["choices"])) for n in spec.get("tuned_cat", [])
+        ] + [
             _Param(n, float(hps[n]["lower"]), float(hps[n]["upper"]), bool(hps[n].get("log")), hps[n]["type"] == "uniform_int")
             for n in spec["cont"] if n not in spec["fidelity"]
         ]
+        #: child parameter -> its activation conditions (all must hold)
+        self.conditions: dict[str, list[dict]] = {}
+        for c in space.get("conditions", []):
+            if "child" not in c or "parent" not in c:
+                raise NotImplementedError(f"Only simple parent/child conditions are supported, got {c}.")
+            self.conditions.setdefault(c["child"], []).append(c)
         choices = hps[spec["instance"]]["choices"]
         self.instances = [c for c in choices if c in self.encoding[spec["instance"]]]
         options = onnxruntime.SessionOptions()
@@ -101,10 +149,15 @@ class YahpoSurrogate:
         return len(self.params)
 
     def decode(self, U: Tensor) -> dict[str, np.ndarray]:
-        r"""Unit-cube points to raw hyperparameter values (log scales, rounded integers)."""
+        r"""Unit-cube points to raw hyperparameter values (log scales, rounded integers,
+        categoricals as arrays of choice names), before imputation of inactive ones."""
         U = U.detach().cpu().double().clamp(0, 1).numpy()
         out = {}
         for j, p in enumerate(self.params):
+            if p.choices:
+                k = np.minimum(np.floor(U[:, j] * len(p.choices)).astype(int), len(p.choices) - 1)
+                out[p.name] = np.array(p.choices, dtype=object)[k]
+                continue
             if p.log:
                 value = np.exp(math.log(p.lower) + U[:, j] * (math.log(p.upper) - math.log(p.lower)))
             else:
@@ -112,17 +165,45 @@ class YahpoSurrogate:
             out[p.name] = np.clip(np.round(value), p.lower, p.upper) if p.integer else value
         return out
 
-    def __call__(self, instance: str, U: Tensor) -> Tensor:
-        r"""The surrogate's ``target`` at unit-cube points ``U`` (``n x dim``) on ``instance``."""
+    def active(self, raw: dict[str, np.ndarray], name: str) -> np.ndarray:
+        r"""Whether ``name`` is active (all its conditions hold) for each decoded point."""
+        n = len(next(iter(raw.values()))) if raw else 0
+        mask = np.ones(n, dtype=bool)
+        for condition in self.conditions.get(name, []):
+            parent = raw[condition["parent"]]
+            mask &= np.array([_condition_holds(condition, v) for v in parent], dtype=bool)
+        return mask
+
+    def surrogate_inputs(self, instance: str, U: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        r"""The surrogate's ``(x_cat int32 n x n_cat, x_cont float32 n x n_cont)`` at
+        unit-cube points ``U`` on ``instance``: fidelities and fixed categoricals set,
+        inactive parameters imputed as yahpo-gym does."""
         if U.dim() != 2 or U.shape[-1] != self.dim:
             raise ValueError(f"`U` must have shape n x {self.dim}, got {tuple(U.shape)}.")
+        if instance not in self.instances:
+            raise ValueError(f"`instance` {instance!r} is not an instance of {self.scenario!r}.")
         raw = self.decode(U)
         n = U.shape[0]
-        cont = np.stack(
-            [np.full(n, self.spec["fidelity"][c], dtype=np.float64) if c in self.spec["fidelity"] else raw[c] for c in self.spec["cont"]],
+        fixed = self.spec.get("fixed_cat", {})
+        for name, value in fixed.items():
+            raw[name] = np.full(n, value, dtype=object)
+        raw[self.spec["instance"]] = np.full(n, instance, dtype=object)
+        columns = []
+        for c in self.spec["cont"]:
+            value = np.full(n, self.spec["fidelity"][c], dtype=np.float64) if c in self.spec["fidelity"] else raw[c]
+            columns.append(np.where(self.active(raw, c), value, INACTIVE_CONT))
+        cont = np.stack(columns, axis=1).astype(np.float32)
+        cat = np.stack(
+            [
+                np.array([self.encoding[c][v] for v in np.where(self.active(raw, c), raw[c], INACTIVE_CAT)], dtype=np.int32)
+                for c in self.spec["cat"]
+            ],
             axis=1,
-        ).astype(np.float32)
-        codes = [self.encoding[c][instance] for c in self.spec["cat"]]
-        cat = np.tile(np.array(codes, dtype=np.int32), (n, 1))
+        )
+        return cat, cont
+
+    def __call__(self, instance: str, U: Tensor) -> Tensor:
+        r"""The surrogate's ``target`` at unit-cube points ``U`` (``n x dim``) on ``instance``."""
+        cat, cont = self.surrogate_inputs(instance, U)
         out = self._session.run(None, {"x_cat": cat, "x_cont": cont})[0]
         return torch.as_tensor(out[:, self._target_index : self._target_index + 1], dtype=torch.float64)
