@@ -120,15 +120,58 @@ def _policy(
     }
     if method in REGISTERED_METHODS:
         return REGISTERED_METHODS[method](problem, source_task)
+    if method in FITTED_METHODS:
+        return _fitted_policy(method, problem, source_task, source_posterior)
     if method not in policies:
         raise ValueError(f"Unknown method {method!r}; choose from {sorted(available_methods())}.")
     return policies[method]
 
 
+#: Variants with BoTorch's default kernels and priors whose hyperparameters are fitted
+#: by ``fit_gpytorch_mll`` every iteration (instead of the papers' fixed settings).
+FITTED_METHODS = ("deltabo-fitted", "envgp-fitted", "diffgp-fitted", "gp-ucb-fitted", "gp-ei-fitted", "gp-pi-fitted")
+
 METHODS = (
     "deltabo", "deltabo-full", "envgp", "diffgp", "gp-ucb", "gp-ei", "gp-pi", "gp-ts",
-    "rnn-ts", "rnn-lfbo", "random",
+    "rnn-ts", "rnn-lfbo", "random", *FITTED_METHODS,
 )
+
+
+def _fitted_source_model(problem: TransferProblem, source_task: TaskData) -> SingleTaskGP:
+    r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run."""
+    model = SingleTaskGP(source_task.X, source_task.Y, source_task.Yvar)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
+def _fitted_policy(
+    method: str, problem: TransferProblem, source_task: TaskData, source_model
+) -> Callable[[Tensor, Tensor, torch.Generator], Tensor]:
+    r"""``*-fitted`` methods: default kernels/priors, ``fit_gpytorch_mll`` every iteration,
+    the same acquisition as the fixed-setting method (UCB with the problem's beta,
+    LogEI, PI)."""
+    base = method.removesuffix("-fitted")
+
+    def policy(X, Y, gen):
+        Yvar = torch.full_like(Y, problem.target_noise)
+        if base == "deltabo":
+            model = DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar)
+        elif base == "envgp":
+            model = EnvGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1))
+        elif base == "diffgp":
+            model = DiffGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1))
+        else:
+            model = SingleTaskGP(X, Y, Yvar)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        if base == "gp-ei":
+            acqf = LogExpectedImprovement(model, best_f=Y.max())
+        elif base == "gp-pi":
+            acqf = ProbabilityOfImprovement(model, best_f=Y.max())
+        else:
+            acqf = UpperConfidenceBound(model, beta=problem.beta)
+        return _maximize(problem, acqf)
+
+    return policy
 
 #: Methods added with :func:`register_method` (name -> policy factory).
 REGISTERED_METHODS: dict[str, Callable[[TransferProblem, TaskData], Callable[[Tensor, Tensor, torch.Generator], Tensor]]] = {}
@@ -211,7 +254,11 @@ def run_experiment(
 
     start = time.perf_counter()
     source_posterior = None
-    if method.startswith("deltabo"):
+    if method == "deltabo-fitted":
+        source_posterior = _fitted_source_model(
+            problem, TaskData(X_s, Y_s, torch.full_like(Y_s, problem.source_noise))
+        )
+    elif method.startswith("deltabo"):
         source_posterior = GPSourcePosterior(
             X_s, Y_s, torch.full((X_s.shape[0],), problem.source_noise, dtype=torch.float64),
             problem.kernels["source"](problem.dim),
