@@ -83,3 +83,37 @@ def test_a_registered_method_runs_from_the_cli(tmp_path, capsys):
 
     with pytest.raises(ValueError, match="built-in"):
         register_method("deltabo", lambda problem, source: None)
+
+
+def test_a_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    options = ["--out", str(tmp_path), "--seeds", "10", "--iterations", "3", "--problems", "gaussian-bumps",
+               "--methods", "random", "gp-ucb", "--workers", "1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "botorch_transfer.benchmarks", "run", *options], cwd=repo, env=env,
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    results = tmp_path / "results.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if results.exists() and len(results.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the sweep ended before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)  # the CLI and its worker processes, mid-sweep
+    process.wait()
+    before, _ = load_results(results)
+    assert 3 <= len(before) < 20
+    main(["run", *options])
+    records, corrupt = load_results(results)
+    keys = [(r["problem"], r["method"], r["seed"]) for r in records]
+    assert len(keys) == len(set(keys)) == 20  # nothing run twice, nothing lost
+    assert all(r in records for r in before)  # finished runs kept as they were
