@@ -139,7 +139,9 @@ METHODS = (
 
 def _fitted_source_model(problem: TransferProblem, source_task: TaskData) -> SingleTaskGP:
     r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run."""
-    model = SingleTaskGP(source_task.X, source_task.Y, source_task.Yvar)
+    model = SingleTaskGP(
+        source_task.X, source_task.Y, source_task.Yvar, input_transform=Normalize(problem.dim, bounds=problem.bounds)
+    )
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     return model
 
@@ -154,14 +156,16 @@ def _fitted_policy(
 
     def policy(X, Y, gen):
         Yvar = torch.full_like(Y, problem.target_noise)
+        # BoTorch's recommended setup for its default priors: inputs to the unit cube
+        inputs = {"input_transform": Normalize(problem.dim, bounds=problem.bounds)}
         if base == "deltabo":
-            model = DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar)
+            model = DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar, **inputs)
         elif base == "envgp":
-            model = EnvGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1))
+            model = EnvGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1), **inputs)
         elif base == "diffgp":
-            model = DiffGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1))
+            model = DiffGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1), **inputs)
         else:
-            model = SingleTaskGP(X, Y, Yvar)
+            model = SingleTaskGP(X, Y, Yvar, **inputs)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         if base == "gp-ei":
             acqf = LogExpectedImprovement(model, best_f=Y.max())
