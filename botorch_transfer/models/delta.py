@@ -326,10 +326,43 @@ class DeltaBOModel(SourceConditionedGP):
         mean = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
         covar = self.delta_covar_module(x)
         if self.residual_covariance == "full":
-            covar = covar + DenseLinearOperator(
-                self.source_posterior.covariance(self._raw_inputs(x))
-            )
+            covar = covar + DenseLinearOperator(self._joint_source_covariance(x))
         return MultivariateNormal(mean, covar)
+
+    def _joint_source_covariance(self, x: Tensor) -> Tensor:
+        r"""``Sigma_g,N`` at the (transformed) inputs ``x``, in blocks when possible.
+
+        In eval mode GPyTorch calls ``forward`` on ``[train; test]`` for every batch of
+        test points. Evaluating the source covariance on that joint set repeats the
+        ``n x n`` training block (and its ``O(n r^2)`` features) once per batch entry,
+        which dominates ``optimize_acqf_discrete`` over large grids. The training block
+        is the same for every batch entry, so it is computed once and only the
+        cross and test blocks are evaluated per batch.
+        """
+        train_x = self.train_inputs[0]
+        n = train_x.shape[-2]
+        batch = x.shape[:-2]
+        if (
+            self.training
+            or n == 0
+            or x.shape[-2] <= n
+            or train_x.shape[:-2] != batch[len(batch) - train_x.dim() + 2 :]
+            or not torch.equal(x[..., :n, :], train_x.expand(*batch, n, x.shape[-1]))
+        ):
+            return self.source_posterior.covariance(self._raw_inputs(x))
+        raw_train = self._raw_inputs(train_x)
+        raw_test = self._raw_inputs(x[..., n:, :])
+        if train_x.dim() == 2:
+            # one cross-covariance matrix for all flattened test points
+            t = raw_test.shape[-2]
+            cross = self.source_posterior.covariance(raw_test.reshape(-1, raw_test.shape[-1]), raw_train)
+            cross = cross.reshape(*batch, t, n)
+        else:
+            cross = self.source_posterior.covariance(raw_test, raw_train.expand(*batch, n, x.shape[-1]))
+        train_block = self.source_posterior.covariance(raw_train).expand(*batch, n, n)
+        test_block = self.source_posterior.covariance(raw_test)
+        top = torch.cat([train_block, cross.transpose(-1, -2)], dim=-1)
+        return torch.cat([top, torch.cat([cross, test_block], dim=-1)], dim=-2)
 
 
 # BoTorch dispatches pathwise (Matheron) sampling on ExactGP; for DeltaBOModel that

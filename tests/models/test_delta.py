@@ -118,6 +118,43 @@ def test_posterior_matches_paper_equations(mode):
         torch.testing.assert_close(model.likelihood.noise, expected_noise, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("setup", ["plain", "normalize", "batched", "fantasy"])
+def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch):
+    # The eval-mode forward evaluates Sigma_g,N in train/cross/test blocks (the train
+    # block once for all test batches); it must equal Sigma_g,N on the joint inputs.
+    source = make_source()
+    X, Y = make_target(batch=(2,) if setup == "batched" else ())
+    kwargs = {"input_transform": Normalize(2, bounds=torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=F64))} if setup == "normalize" else {}
+    model = make_model(source, X, Y, mode="full", **kwargs)
+    if setup == "fantasy":
+        model = model.fantasize(torch.rand(2, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([3]), seed=0))
+    X_test = torch.rand(5, *model.batch_shape, 3, 2, dtype=F64)
+    n = model.train_inputs[0].shape[-2]
+    source_rows = []
+    covariance = model.source_posterior.covariance
+
+    def recording(X1, X2=None):
+        source_rows.append(X1.shape[-2])
+        return covariance(X1, X2)
+
+    monkeypatch.setattr(model.source_posterior, "covariance", recording)
+    post = model.posterior(X_test)
+    blocked_mean, blocked_cov = post.mean, post.distribution.covariance_matrix
+    # the training block is never evaluated jointly with the test points
+    assert source_rows and n + 3 not in source_rows
+
+    def joint_only(self, x):
+        return self.source_posterior.covariance(self._raw_inputs(x))
+
+    monkeypatch.setattr(DeltaBOModel, "_joint_source_covariance", joint_only)
+    model.prediction_strategy = None
+    source_rows.clear()
+    joint = model.posterior(X_test)
+    assert n + 3 in source_rows  # the reference path evaluated the joint set
+    torch.testing.assert_close(blocked_mean, joint.mean, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(blocked_cov, joint.distribution.covariance_matrix, rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("mode", ["diagonal", "full"])
 def test_learned_target_noise_enters_as_sigma2(mode):
     source = make_source()
