@@ -213,8 +213,18 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_regret(records: list[dict], path: Path) -> Path:
-    r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per problem."""
+def plot_regret(records: list[dict], path: Path, log_y: bool = False) -> Path:
+    r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per problem.
+
+    Args:
+        records: Run records (failed runs are skipped).
+        path: Where to write the PNG.
+        log_y: Log-scale the regret axes, so that methods whose regret differs by
+            orders of magnitude (transfer methods next to random search) stay readable.
+
+    Returns:
+        ``path``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -245,6 +255,9 @@ def plot_regret(records: list[dict], path: Path) -> Path:
         axes[1, col].set_ylabel("average regret $R_t / t$")
         axes[1, col].set_xlabel("iteration $t$")
         axes[0, col].legend(fontsize=8)
+    if log_y:
+        for ax in axes.flat:
+            ax.set_yscale("log")  # bands below zero are clipped
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

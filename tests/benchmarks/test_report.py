@@ -27,3 +27,4 @@ def test_summary_and_plot(tmp_path):
     assert f"{4.0:>14.3f} +- {1.96 * 2 / math.sqrt(3):<7.3f}" in table
     assert "1 run(s) failed" in table and "0.200" in table
     assert plot_regret(records, tmp_path / "r.png").stat().st_size > 0
+    assert plot_regret(records, tmp_path / "log.png", log_y=True).stat().st_size > 0

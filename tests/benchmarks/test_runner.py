@@ -61,6 +61,9 @@ def test_cli_runs_resumes_and_reports(tmp_path, capsys):
     assert len(records) == 6 and corrupt == 1
     table = summary_table(records)
     assert "deltabo" in table and "random" in table and "R_T" in table
+    (tmp_path / "regret.png").unlink()
+    main(["plot", "--out", str(tmp_path), "--log-y"])
+    assert (tmp_path / "regret.png").stat().st_size > 0
 
 
 def test_cli_runs_on_a_dask_cluster(tmp_path):
