@@ -101,7 +101,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    path = plot_regret(_load(args.out), args.out / "regret.png", log_y=getattr(args, "log_y", False))
+    path = plot_regret(_load(args.out), args.out / "regret.png", log_y=getattr(args, "log_y", False), dpi=getattr(args, "dpi", 120))
     print(f"regret plot written to {path}")
 
 
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name)
         p.set_defaults(func=func)
     sub.choices["plot"].add_argument("--log-y", action="store_true", help="log-scale the regret axes")
+    sub.choices["plot"].add_argument("--dpi", type=int, default=120, help="resolution of the PNG")
     sub.add_parser("list").set_defaults(func=cmd_list)
     for p in sub.choices.values():
         p.add_argument("--out", type=Path, default=Path("bench_out"), help="results directory")

@@ -213,7 +213,7 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_regret(records: list[dict], path: Path, log_y: bool = False) -> Path:
+def plot_regret(records: list[dict], path: Path, log_y: bool = False, dpi: int = 120) -> Path:
     r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per problem.
 
     Args:
@@ -221,6 +221,7 @@ def plot_regret(records: list[dict], path: Path, log_y: bool = False) -> Path:
         path: Where to write the PNG.
         log_y: Log-scale the regret axes, so that methods whose regret differs by
             orders of magnitude (transfer methods next to random search) stay readable.
+        dpi: Resolution of the PNG.
 
     Returns:
         ``path``.
@@ -260,7 +261,7 @@ def plot_regret(records: list[dict], path: Path, log_y: bool = False) -> Path:
             ax.set_yscale("log")  # bands below zero are clipped
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 

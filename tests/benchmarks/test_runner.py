@@ -62,7 +62,7 @@ def test_cli_runs_resumes_and_reports(tmp_path, capsys):
     table = summary_table(records)
     assert "deltabo" in table and "random" in table and "R_T" in table
     (tmp_path / "regret.png").unlink()
-    main(["plot", "--out", str(tmp_path), "--log-y"])
+    main(["plot", "--out", str(tmp_path), "--log-y", "--dpi", "60"])
     assert (tmp_path / "regret.png").stat().st_size > 0
 
 
