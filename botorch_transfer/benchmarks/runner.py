@@ -159,7 +159,11 @@ def _fitted_policy(
         # BoTorch's recommended setup for its default priors: inputs to the unit cube
         inputs = {"input_transform": Normalize(problem.dim, bounds=problem.bounds)}
         if base == "deltabo":
-            model = DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar, **inputs)
+            # standardized like the other fitted models (BoTorch's default): the delta
+            # GP's default kernel then has a prior amplitude on the scale of the data
+            model = DeltaBOModel(
+                X, Y, source=source_model, train_Yvar=Yvar, outcome_transform=Standardize(m=1), **inputs
+            )
         elif base == "envgp":
             model = EnvGP(X, Y, source=source_task, train_Yvar=Yvar, outcome_transform=Standardize(m=1), **inputs)
         elif base == "diffgp":
