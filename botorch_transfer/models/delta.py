@@ -352,13 +352,8 @@ class DeltaBOModel(SourceConditionedGP):
             return self.source_posterior.covariance(self._raw_inputs(x))
         raw_train = self._raw_inputs(train_x)
         raw_test = self._raw_inputs(x[..., n:, :])
-        if train_x.dim() == 2:
-            # one cross-covariance matrix for all flattened test points
-            t = raw_test.shape[-2]
-            cross = self.source_posterior.covariance(raw_test.reshape(-1, raw_test.shape[-1]), raw_train)
-            cross = cross.reshape(*batch, t, n)
-        else:
-            cross = self.source_posterior.covariance(raw_test, raw_train.expand(*batch, n, x.shape[-1]))
+        # batch dimensions broadcast: the training points' features are computed once
+        cross = self.source_posterior.covariance(raw_test, raw_train)
         train_block = self.source_posterior.covariance(raw_train).expand(*batch, n, n)
         test_block = self.source_posterior.covariance(raw_test)
         top = torch.cat([train_block, cross.transpose(-1, -2)], dim=-1)

@@ -151,7 +151,9 @@ class SourcePosterior(Module):
     def covariance(self, X1: Tensor, X2: Tensor | None = None) -> Tensor:
         r"""Posterior covariance ``batch x n1 x n2`` between ``X1`` and ``X2``.
 
-        ``X2=None`` returns the joint covariance of ``X1`` with itself.
+        The batch shapes of ``X1`` and ``X2`` broadcast (e.g. ``b x t x d`` test
+        points against ``n x d`` training points). ``X2=None`` returns the joint
+        covariance of ``X1`` with itself.
         """
         return self.output_scale**2 * self._covariance(X1, X1 if X2 is None else X2)
 

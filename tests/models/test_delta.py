@@ -118,13 +118,18 @@ def test_posterior_matches_paper_equations(mode):
         torch.testing.assert_close(model.likelihood.noise, expected_noise, rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("setup", ["plain", "normalize", "batched", "fantasy"])
+@pytest.mark.parametrize("setup", ["plain", "normalize", "batched", "fantasy", "generic-source", "stacked-sources"])
 def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch):
     # The eval-mode forward evaluates Sigma_g,N in train/cross/test blocks (the train
     # block once for all test batches); it must equal Sigma_g,N on the joint inputs.
     source = make_source()
     X, Y = make_target(batch=(2,) if setup == "batched" else ())
     kwargs = {"input_transform": Normalize(2, bounds=torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=F64))} if setup == "normalize" else {}
+    if setup == "generic-source":  # a ModelSourcePosterior (the model's own posterior)
+        gp = SingleTaskGP(source.X, source.Y, source.Yvar, covar_module=source_kernel(), outcome_transform=None)
+        source = ModelListGP(gp)
+    elif setup == "stacked-sources":  # a prior_source chain of GPSourcePosteriors
+        source = [source, make_source(n=15, seed=5, fn=lambda X: g(X) + 0.1 * X[..., 1:])]
     model = make_model(source, X, Y, mode="full", **kwargs)
     if setup == "fantasy":
         model = model.fantasize(torch.rand(2, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([3]), seed=0))
