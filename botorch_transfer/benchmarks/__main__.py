@@ -107,8 +107,9 @@ def cmd_plot(args: argparse.Namespace) -> None:
 
 def cmd_list(args: argparse.Namespace) -> None:
     print("problems:")
+    width = max(len(name) for name in PROBLEMS)
     for name in PROBLEMS:
-        print(f"  {name:<16} {make_problem(name).description}")
+        print(f"  {name:<{width}} {make_problem(name).description}")
     print("methods:\n  " + "\n  ".join(available_methods()))
     print("meta-learning problems (leave-tasks-out; need their data, see `benchmarks.meta`):")
     for name, factory in META_PROBLEMS.items():

@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 import torch
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
@@ -185,6 +186,28 @@ def gaussian_bumps(
     )
 
 
+#: Shift factors of the Shilton et al. Fig. 2 problems (0: identical tasks, 2: very dissimilar).
+SHILTON_SHIFTS = (0.0, 0.2, 0.4, 0.5, 1.0, 2.0)
+
+
+def shilton_bumps(shift: float) -> TransferProblem:
+    r"""Shilton et al. Sec. 4 / Fig. 2: :func:`gaussian_bumps` with shift ``s``, 20 uniformly
+    random source observations, 3 random initial target points and ``T = 20`` (noise
+    standard deviation 0.1 for both tasks). Registered as ``shilton-bumps-s<s>`` for
+    ``s`` in :data:`SHILTON_SHIFTS`; the paper plots the best value found so far, the
+    summary's simple regret ``r_T``.
+
+    Args:
+        shift: The shift factor ``s``.
+    """
+    problem = gaussian_bumps(shift=shift, n_source=20, n_init=3, iterations=20)
+    return replace(
+        problem,
+        name=f"shilton-bumps-s{shift:g}",
+        description=f"Shilton et al. Fig. 2: Gaussian bumps on [-5,5]^2, shift s={shift:g}, N=20, 3 initial points, T=20",
+    )
+
+
 def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
     r"""DeltaBO Sec. 6.3 "assumptions-satisfied setting": ``f = g + delta`` with ``g``
     a sample of GP(0, Matern-5/2, lengthscale 1.2) and ``delta`` a sample of
@@ -249,6 +272,7 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     "assumption-gp": assumption_gp,
     "breast-cancer-gboost": _breast_cancer_gboost,
     "breast-cancer-mlp": _breast_cancer_mlp,
+    **{f"shilton-bumps-s{s:g}": partial(shilton_bumps, s) for s in SHILTON_SHIFTS},
 }
 
 

@@ -172,8 +172,9 @@ def rank_solved_table(records: list[dict], checkpoints: tuple[int, ...] | None =
 
 
 def summary_table(records: list[dict]) -> str:
-    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration;
-    meta-learning problems get :func:`simple_regret_table` below it."""
+    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration
+    and simple regret r_T (the gap of the best query); meta-learning problems get
+    :func:`simple_regret_table` below it."""
     meta = simple_regret_table(records)
     if meta:
         ranks = rank_solved_table(records)
@@ -187,15 +188,22 @@ def summary_table(records: list[dict]) -> str:
         return meta
     pw = max([len("problem")] + [len(p) for p, _ in groups])
     mw = max([len("method")] + [len(m) for _, m in groups])
-    lines = [f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"]
+    lines = [
+        f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"
+        f" {'r_T (mean +- 95% CI)':>24}"
+    ]
     lines.append("-" * len(lines[0]))
     for (problem, method), runs in sorted(groups.items()):
         T = min(len(r["cumulative_regret"]) for r in runs)
-        final = np.array([r["cumulative_regret"][T - 1] for r in runs])[:, None]
-        mean, ci = mean_ci(final)
+        cumulative = np.array([r["cumulative_regret"][:T] for r in runs])
+        mean, ci = mean_ci(cumulative[:, -1:])
+        # simple regret: the gap of the best of the T queries (Shilton et al.'s Fig. 2 metric)
+        instantaneous = np.diff(cumulative, axis=1, prepend=0.0)
+        simple_mean, simple_ci = mean_ci(instantaneous.min(axis=1, keepdims=True))
         per_iter = np.mean([np.mean(r["iteration_s"]) for r in runs])
         lines.append(
             f"{problem:<{pw}} {method:<{mw}} {len(runs):>4} {mean[0]:>14.3f} +- {ci[0]:<7.3f} {mean[0] / T:>8.3f} {per_iter:>8.3f}"
+            f" {simple_mean[0]:>14.4f} +- {simple_ci[0]:<7.4f}"
         )
     failures = [r for r in records if "error" in r]
     if failures:

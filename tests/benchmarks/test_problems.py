@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
+from botorch_transfer.benchmarks.problems import PROBLEMS, SHILTON_SHIFTS, make_problem
 
 
 def test_bohachevsky_pair_matches_paper():
@@ -26,6 +26,19 @@ def test_gaussian_bumps_shift():
     shifted = torch.full((1, 2), 1 / math.sqrt(2), dtype=torch.float64)  # s = 1
     assert p.source(shifted).item() == pytest.approx(1.0)
     assert p.optimum() == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("shift", SHILTON_SHIFTS)
+def test_shilton_fig2_problems(shift):
+    p = make_problem(f"shilton-bumps-s{shift:g}")
+    assert (p.n_source, p.n_init, p.iterations) == (20, 3, 20)  # Shilton et al. Sec. 4
+    assert p.source_noise == p.target_noise == pytest.approx(0.1**2)
+    source_peak = torch.full((1, 2), shift / math.sqrt(2), dtype=torch.float64)  # mu' = mu + s / sqrt(n)
+    assert p.source(source_peak).item() == pytest.approx(1.0)
+    assert p.target(torch.zeros(1, 2, dtype=torch.float64)).item() == pytest.approx(1.0)
+    X = torch.rand(5, 2, dtype=torch.float64)
+    if shift == 0:  # identical tasks
+        torch.testing.assert_close(p.source(X), p.target(X))
 
 
 def test_unknown_problem():

@@ -26,5 +26,8 @@ def test_summary_and_plot(tmp_path):
     # method a: final R_T = 2, 4, 6 -> mean 4, CI 1.96 * 2 / sqrt(3); time 0.2 s/iteration
     assert f"{4.0:>14.3f} +- {1.96 * 2 / math.sqrt(3):<7.3f}" in table
     assert "1 run(s) failed" in table and "0.200" in table
+    # simple regret r_T = min instantaneous regret: a: [s, s] -> 2 (mean of 1, 2, 3),
+    # b: [s, s + 1] -> 2 as well; CI 1.96 * 1 / sqrt(3)
+    assert table.count(f"{2.0:>14.4f} +- {1.96 / math.sqrt(3):<7.4f}") == 2
     assert plot_regret(records, tmp_path / "r.png").stat().st_size > 0
     assert plot_regret(records, tmp_path / "log.png", log_y=True).stat().st_size > 0
