@@ -104,7 +104,10 @@ class DeltaBOModel(SourceConditionedGP):
         residual_covariance: ``"diagonal"`` (the paper): the source error at each
             target point is independent noise of variance ``sigma^2_g,N(x_i)``.
             ``"full"``: the exact conditional with prior mean ``mu_g,N`` and prior
-            kernel ``k_g,N + k_delta``.
+            kernel ``k_g,N + k_delta``. Under ``"diagonal"`` no target observation
+            reduces the source's share ``sigma^2_g,N(x)`` of the posterior variance,
+            so where the source data are sparse ``"full"`` learns much faster from
+            the target (see ``benchmarks/RESULTS.md``, Shilton Fig. 2).
         fit_source: Fit the hyperparameters of sources built from ``TaskData``
             (otherwise they are used with the kernel's current values).
         source_max_rank: Largest rank of the cached source posterior (its per-point
