@@ -101,7 +101,9 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    path = plot_regret(_load(args.out), args.out / "regret.png", log_y=getattr(args, "log_y", False), dpi=getattr(args, "dpi", 120))
+    # `run` ends with a plot too; options not given keep plot_regret's defaults
+    options = {name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)}
+    path = plot_regret(_load(args.out), args.out / "regret.png", **options)
     print(f"regret plot written to {path}")
 
 
@@ -138,8 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, func in (("summarize", cmd_summarize), ("plot", cmd_plot)):
         p = sub.add_parser(name)
         p.set_defaults(func=func)
-    sub.choices["plot"].add_argument("--log-y", action="store_true", help="log-scale the regret axes")
-    sub.choices["plot"].add_argument("--dpi", type=int, default=120, help="resolution of the PNG")
+    plot = sub.choices["plot"]
+    plot.add_argument("--log-y", action="store_true", default=argparse.SUPPRESS, help="log-scale the regret axes")
+    plot.add_argument("--dpi", type=int, default=argparse.SUPPRESS, help="resolution of the PNG (default 120)")
     sub.add_parser("list").set_defaults(func=cmd_list)
     for p in sub.choices.values():
         p.add_argument("--out", type=Path, default=Path("bench_out"), help="results directory")
