@@ -44,8 +44,6 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
         "botorch_transfer.ax needs Ax: pip install 'botorch_transfer[ax]'"
     ) from e
 
-from botorch_transfer.models.pretrained import PretrainedPriorGP
-
 
 def transfer_model_config(
     botorch_model_class: type[Model], model_options: dict[str, Any], name: str | None = None
@@ -61,10 +59,13 @@ def transfer_model_config(
 
     Returns:
         A ``ModelConfig`` with Ax's default ``Normalize`` input transform and a
-        ``Standardize`` outcome transform (none for ``PretrainedPriorGP``, whose prior
-        fixes the units).
+        ``Standardize`` outcome transform (none for a model whose class sets
+        ``fixes_outcome_units``, e.g. ``PretrainedPriorGP``: its prior fixes the
+        units).
     """
-    outcome = None if issubclass(botorch_model_class, PretrainedPriorGP) else [Standardize]
+    # a model whose prior fixes the output units takes no outcome transform
+    fixed_units = getattr(botorch_model_class, "fixes_outcome_units", False)
+    outcome = None if fixed_units else [Standardize]
     return ModelConfig(
         botorch_model_class=botorch_model_class,
         model_options=dict(model_options),

@@ -82,7 +82,7 @@ def test_pretrained_prior_gp_in_an_ax_client_loop():
     assert type(model) is PretrainedPriorGP and not hasattr(model, "outcome_transform")
     X, Y = observed(client)
     n = model.train_inputs[0].shape[-2]
-    by_hand = PretrainedPriorGP(X[:n], Y[:n], prior, input_transform=Normalize(2, bounds=BOUNDS))
+    by_hand = PretrainedPriorGP(X[:n], Y[:n], prior=prior, input_transform=Normalize(2, bounds=BOUNDS))
     X_test = torch.rand(4, 2, generator=gen, dtype=F64)
     torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)
 
@@ -101,7 +101,7 @@ def test_cluster_meta_prior_gp_in_an_ax_client_loop():
     assert type(model) is ClusterMetaPriorGP
     X, Y = observed(client)
     n = model.target_X.shape[-2]
-    by_hand = ClusterMetaPriorGP(X[:n], Y[:n], prior, input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
+    by_hand = ClusterMetaPriorGP(X[:n], Y[:n], prior=prior, input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
     by_hand.load_state_dict(model.state_dict())
     X_test = torch.rand(4, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
     torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)

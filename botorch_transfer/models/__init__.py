@@ -6,9 +6,19 @@ from botorch_transfer.models.cluster_meta import (
     build_cluster_prior,
     cluster_weights_from_distances,
 )
+from botorch_transfer.models.base import (
+    PooledTransferGP,
+    SourceConditionedGP,
+    TrainingData,
+    default_transfer_kernel,
+)
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
+from botorch_transfer.models.likelihoods import (
+    TaskIndexedGaussianLikelihood,
+    TaskIndexedNoise,
+)
 from botorch_transfer.models.pretrained import PretrainedPriorGP, hyperbo_probability_of_improvement
 from botorch_transfer.models.randomized_nn import (
     LogPowerSchedule,
@@ -34,10 +44,16 @@ __all__ = [
     "GPSourcePosterior",
     "LogPowerSchedule",
     "ModelSourcePosterior",
+    "PooledTransferGP",
     "PretrainedPriorGP",
     "RandomizedNNEnsemble",
+    "SourceConditionedGP",
     "SourcePosterior",
     "SumSourcePosterior",
+    "TaskIndexedGaussianLikelihood",
+    "TaskIndexedNoise",
+    "TrainingData",
+    "default_transfer_kernel",
     "hyperbo_probability_of_improvement",
     "randomized_nn_thompson_candidate",
     "source_posterior_from_model",

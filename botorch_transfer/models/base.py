@@ -1,37 +1,52 @@
-r"""What every source-conditioned GP of the package shares.
+r"""The base class of every source-conditioned GP of the package.
 
 A *source-conditioned GP* is an exact GP over a target task whose prior, data or
-noise is built from one or several related source tasks. Concretely it shares:
+noise is built from one or several related source tasks (or from a prior learned
+on them). :class:`SourceConditionedGP` does everything these models share, in one
+template ``__init__`` with BoTorch's argument names and order:
 
-- validation of the target data and of the sources (``TaskData`` or fitted models)
-  with errors that name the argument;
-- one affine outcome map for source and target outcomes (a relation such as
-  ``f = g + delta`` only survives a transform both sides share);
-- the *target-data pattern*: the user's target data (raw inputs, outcomes in model
-  units, known noise or ``NaN`` for learned) are stored as buffers, and a subclass's
-  ``_set_target_data`` (re)builds the GP's training data from them and the frozen
-  source parts. Construction, ``condition_on_observations`` and ``fantasize`` all go
-  through it, so derived quantities (residuals, bias corrections, per-point noise)
-  are always consistent with the target data;
-- ``posterior`` (with an optional hook adding source terms), fantasies whose
-  noise is the target noise, and ``construct_inputs``.
+1. validate the target data and the transfer input (sources or prior), with errors
+   that name the argument;
+2. fit one affine outcome map on source and target outcomes (a relation such as
+   ``f = g + delta`` only survives a transform both sides share);
+3. build the likelihood (BoTorch's defaults, :mod:`~botorch_transfer.models.likelihoods`);
+4. let the subclass build its modules (:meth:`~SourceConditionedGP._build_modules`);
+5. store the target data (raw inputs, outcomes in model units, known noise or
+   ``NaN`` where learned) and derive the GP's training data from them
+   (:meth:`~SourceConditionedGP._training_data`).
 
-Subclasses implement ``_set_target_data`` and, where needed, ``_source_terms``.
-:class:`PooledTransferGP` adds what the pooled-data models (Env-GP, Diff-GP) share:
-one mean and kernel over ``[source; target]`` and per-point :class:`GroupedNoise`.
+Construction, ``condition_on_observations`` and ``fantasize`` all go through step 5,
+so derived quantities (residuals, bias corrections, per-point noise) are always
+consistent with the target data. ``posterior`` evaluates the GP and lets the
+subclass combine it with its source parts
+(:meth:`~SourceConditionedGP._combine_posterior`), lazily where BoTorch is lazy.
+
+Who overrides what:
+
+- required: ``_build_modules`` (kernels, source posteriors, priors) and
+  ``_training_data`` (the GP's inputs, targets and per-point noise);
+- optional: ``_prepare_transfer`` (validate/normalize ``source``/``prior``),
+  ``_outcome_reference`` (outcomes that join the shared outcome map),
+  ``_default_likelihood``, ``_combine_posterior``, ``target_noise``,
+  ``_frozen_modules``, ``forward`` (default: ``mean_module``, ``covar_module``).
+
+:class:`PooledTransferGP` adds what GPs over pooled ``[source; target]`` data share
+(Env-GP, Diff-GP): one mean and kernel, and task-indexed noise whose task index
+travels with the inputs.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin, Model
+from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.models.utils.assorted import gpt_posterior_settings
@@ -40,52 +55,77 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.likelihoods.gaussian_likelihood import _GaussianLikelihoodBase
-from gpytorch.likelihoods.noise_models import HomoskedasticNoise, Noise
+from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.likelihoods import (
+    FixedNoiseGaussianLikelihood,
+    GaussianLikelihood,
+    Likelihood,
+)
 from gpytorch.means import ConstantMean, Mean
 from gpytorch.models import ExactGP
-from linear_operator.operators import DenseLinearOperator, DiagLinearOperator
+from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.models.likelihoods import (
+    TaskIndexedGaussianLikelihood,
+    target_likelihood,
+)
 from botorch_transfer.models.source_posterior import SourcePosterior, outcome_affine
 
 
-def validate_training_data(train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None) -> None:
+# ------------------------------------------------------------------- validation
+def validate_training_data(
+    train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None
+) -> None:
     r"""Check target data: shapes ``batch x n x d`` / ``batch x n x 1``, one dtype and
     device, finite values, non-negative ``train_Yvar``. Errors name the argument."""
-    for name, value in (("train_X", train_X), ("train_Y", train_Y), ("train_Yvar", train_Yvar)):
+    for name, value in (
+        ("train_X", train_X),
+        ("train_Y", train_Y),
+        ("train_Yvar", train_Yvar),
+    ):
         if value is None:
             continue
         if not isinstance(value, Tensor) or not value.is_floating_point():
-            raise TypeError(f"`{name}` must be a floating point torch.Tensor.")
+            hint = ""
+            if name == "train_Yvar":
+                hint = (
+                    " Sources and priors are keyword arguments: "
+                    "Model(train_X, train_Y, source=...) or (..., prior=...)."
+                )
+            raise TypeError(
+                f"`{name}` must be a floating point torch.Tensor, got "
+                f"{type(value).__name__}.{hint}"
+            )
         if value.dtype != train_X.dtype:
             raise TypeError(
                 f"`{name}` has dtype {value.dtype} but `train_X` has {train_X.dtype}; "
                 "use one dtype for all inputs."
             )
         if value.device != train_X.device:
-            raise ValueError(f"`{name}` is on {value.device} but `train_X` on {train_X.device}.")
+            raise ValueError(
+                f"`{name}` is on {value.device} but `train_X` on {train_X.device}."
+            )
         if not torch.isfinite(value).all():
             raise ValueError(f"`{name}` contains NaN or infinite values.")
     if train_X.dim() < 2:
         raise ValueError(
-            f"`train_X` must have shape batch_shape x n x d, got {tuple(train_X.shape)}."
+            "`train_X` must have shape batch_shape x n x d, got "
+            f"{tuple(train_X.shape)}."
         )
     expected = train_X.shape[:-1] + torch.Size([1])
     if train_Y.shape != expected:
         raise ValueError(
-            f"`train_Y` must have shape {tuple(expected)} (batch_shape x n x 1, matching "
-            f"`train_X`), got {tuple(train_Y.shape)}."
+            f"`train_Y` must have shape {tuple(expected)} (batch_shape x n x 1, "
+            f"matching `train_X`), got {tuple(train_Y.shape)}."
         )
     if train_Yvar is not None:
         if train_Yvar.shape != expected:
             raise ValueError(
-                f"`train_Yvar` must have the shape of `train_Y` {tuple(expected)}, got "
-                f"{tuple(train_Yvar.shape)}."
+                f"`train_Yvar` must have the shape of `train_Y` {tuple(expected)}, "
+                f"got {tuple(train_Yvar.shape)}."
             )
         if (train_Yvar < 0).any():
             raise ValueError("`train_Yvar` must be non-negative (it is a variance).")
@@ -103,12 +143,16 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
     Returns:
         The list of sources.
     """
+    if source is None:
+        raise TypeError(
+            "`source` is required: a TaskData, a fitted model or a list of them."
+        )
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     if len(sources) == 0:
         raise ValueError("`source` must contain at least one source, got an empty list.")
     dim = train_X.shape[-1]
+    allowed = (TaskData, Model, SourcePosterior) if allow_models else (TaskData,)
     for i, s in enumerate(sources):
-        allowed = (TaskData, Model, SourcePosterior) if allow_models else (TaskData,)
         if not isinstance(s, allowed):
             expected = (
                 "a TaskData, a fitted BoTorch Model or a SourcePosterior"
@@ -118,9 +162,10 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
             raise TypeError(f"`source[{i}]` must be {expected}, got {type(s).__name__}.")
         if i > 0 and not isinstance(s, TaskData):
             raise TypeError(
-                f"`source[{i}]` is a {type(s).__name__}: only the first source may be a "
-                "fitted model; later sources are TaskData modelled as residuals of the "
-                "stack before them. To stack fitted models, pass a fitted DeltaBOModel."
+                f"`source[{i}]` is a {type(s).__name__}: only the first source may be "
+                "a fitted model; later sources are TaskData modelled as residuals of "
+                "the stack before them. To stack fitted models, pass a fitted "
+                "DeltaBOModel."
             )
         if isinstance(s, TaskData):
             if s.d != dim:
@@ -134,12 +179,17 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
                     f"{train_X.dtype}; use one dtype for source and target data."
                 )
             if s.X.device != train_X.device:
-                raise ValueError(f"`source[{i}]` is on {s.X.device} but `train_X` on {train_X.device}.")
+                raise ValueError(
+                    f"`source[{i}]` is on {s.X.device} but `train_X` on "
+                    f"{train_X.device}."
+                )
     return sources
 
 
 def fit_shared_outcome_affine(
-    outcome_transform: OutcomeTransform | None, sources: Sequence, train_Y: Tensor
+    outcome_transform: OutcomeTransform | None,
+    sources: Sequence,
+    train_Y: Tensor,
 ) -> tuple[Tensor, Tensor]:
     r"""Fit the outcome transform on all source ``TaskData`` and target outcomes.
 
@@ -153,8 +203,8 @@ def fit_shared_outcome_affine(
         return scale, offset
     if not isinstance(outcome_transform, Standardize):
         outcome_affine(outcome_transform)  # raises the explanatory TypeError
-    pooled = [s.Y for s in sources if isinstance(s, TaskData)] + [train_Y.reshape(-1, 1)]
-    pooled = torch.cat(pooled, dim=0)
+    pooled = [s.Y for s in sources if isinstance(s, TaskData)]
+    pooled = torch.cat(pooled + [train_Y.reshape(-1, 1)], dim=0)
     if pooled.shape[0] == 0:
         raise ValueError(
             "`outcome_transform` cannot be fitted: there are no target observations "
@@ -165,6 +215,29 @@ def fit_shared_outcome_affine(
     outcome_transform.eval()
     scale, offset = outcome_affine(outcome_transform)
     return scale.to(train_Y), offset.to(train_Y)
+
+
+def check_invertible_input_transform(
+    input_transform: InputTransform, train_X: Tensor, reason: str
+) -> None:
+    r"""Raise unless ``input_transform.untransform`` inverts it on ``train_X``.
+
+    Args:
+        input_transform: The transform.
+        train_X: Raw inputs to check on.
+        reason: Why the model needs an invertible transform (for the message).
+    """
+    with torch.no_grad():
+        transformed = input_transform.transform(train_X)
+        try:
+            recovered = input_transform.untransform(transformed)
+        except NotImplementedError as e:
+            raise ValueError(
+                f"{reason} and needs an invertible `input_transform` (e.g. Normalize); "
+                f"{type(input_transform).__name__} is not."
+            ) from e
+    if not torch.allclose(recovered, train_X, rtol=1e-4, atol=1e-6):
+        raise ValueError("`input_transform.untransform` does not invert it.")
 
 
 def default_transfer_kernel(
@@ -187,84 +260,9 @@ def default_transfer_kernel(
     )
 
 
-class GroupedNoise(Noise):
-    r"""Per-point noise ``fixed_i + learned[group_i]`` for pooled training data.
-
-    Each training point belongs to a group (e.g. one per source task and one for
-    the target). A group either learns a homoscedastic noise level (its own
-    ``HomoskedasticNoise`` with prior and constraint) added to the points' fixed
-    noise, or uses the fixed noise alone. At inputs other than the training inputs
-    (new points) the target group's noise applies.
-
-    Args:
-        group: ``n`` long tensor of group indices.
-        fixed: ``batch x n`` fixed noise variances.
-        learned: One entry per group: a ``HomoskedasticNoise`` that is learned, or
-            ``None`` for a group with fixed noise only.
-        target_group: The group whose noise applies at new points.
-    """
-
-    def __init__(
-        self,
-        group: Tensor,
-        fixed: Tensor,
-        learned: Sequence[HomoskedasticNoise | None],
-        target_group: int,
-    ) -> None:
-        super().__init__()
-        self.register_buffer("group", group, persistent=False)
-        self.register_buffer("fixed", fixed, persistent=False)
-        self.learned = torch.nn.ModuleList([m if m is not None else torch.nn.Identity() for m in learned])
-        self.is_learned = [m is not None for m in learned]
-        self.target_group = target_group
-
-    def group_noise(self, g: int) -> Tensor | None:
-        r"""The learned noise of group ``g`` (``batch x 1``), or ``None`` if fixed."""
-        return self.learned[g].noise if self.is_learned[g] else None
-
-    def training_noise(self) -> Tensor:
-        r"""The per-point noise of the training points, ``batch x n``."""
-        noise = self.fixed
-        for g, learned in enumerate(self.is_learned):
-            if learned:
-                noise = noise + self.learned[g].noise * (self.group == g).to(noise)
-        return noise
-
-    def target_noise(self) -> Tensor:
-        r"""Noise at new target points: the learned level, or the mean fixed noise of
-        the target group's training points (as BoTorch's fixed-noise models do)."""
-        if self.is_learned[self.target_group]:
-            return self.learned[self.target_group].noise.squeeze(-1)
-        mask = self.group == self.target_group
-        if not mask.any():
-            raise RuntimeError("No known target noise: the model has no target training data.")
-        return self.fixed[..., mask].mean(dim=-1)
-
-    def forward(self, *params: Any, shape: torch.Size | None = None, **kwargs: Any) -> DiagLinearOperator:
-        if shape is None:
-            shape = params[0].shape[:-1] if params and torch.is_tensor(params[0]) else self.fixed.shape
-        if shape[-1] == self.group.numel():
-            noise = self.training_noise()
-        else:
-            noise = self.target_noise().unsqueeze(-1)
-        return DiagLinearOperator(noise.expand(shape))
-
-
-class GroupedNoiseGaussianLikelihood(_GaussianLikelihoodBase):
-    r"""A Gaussian likelihood with :class:`GroupedNoise`."""
-
-    def __init__(self, noise_covar: GroupedNoise) -> None:
-        super().__init__(noise_covar=noise_covar)
-
-    @property
-    def noise(self) -> Tensor:
-        r"""Per-point noise variances of the training points."""
-        return self.noise_covar.training_noise()
-
-
 class MovableExactGPMixin:
-    r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's cached
-    prediction strategy, whose tensors keep the old dtype/device, so the next
+    r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
+    cached prediction strategy, whose tensors keep the old dtype/device, so the next
     posterior rebuilds it."""
 
     def _apply(self, fn, *args, **kwargs):
@@ -272,32 +270,196 @@ class MovableExactGPMixin:
         return super()._apply(fn, *args, **kwargs)
 
 
+class TrainingData(NamedTuple):
+    r"""The GP's training data derived from the target data by a subclass.
+
+    Attributes:
+        inputs: Raw training inputs: a tensor ``batch x n x d``, or a tuple whose
+            first entry is that tensor (e.g. ``(X, noise_index)`` for
+            task-indexed noise).
+        targets: ``batch x n`` training targets (model units).
+        noise: ``batch x n`` per-point noise variances for a
+            ``FixedNoiseGaussianLikelihood``, or ``None``.
+    """
+
+    inputs: Tensor | tuple[Tensor, ...]
+    targets: Tensor
+    noise: Tensor | None = None
+
+
+# ------------------------------------------------------------------- base class
 class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin):
     r"""Base class of exact GPs conditioned on source tasks (see the module docs).
 
-    Subclasses call ``ExactGP.__init__`` (placeholder training data), set their
-    modules, call ``_finish_init`` at the end of their constructor, and implement:
+    A subclass writes its own math only: it stores its options, calls
+    ``super().__init__`` and implements the hooks. Its target data are always
+    available as ``target_X`` (raw), ``target_Y`` and ``target_Yvar`` (model units,
+    ``NaN`` where the noise is learned).
 
-    - ``_set_target_data(X, Y, Yvar)``: (re)build the GP's training inputs, targets
-      and likelihood noise from target data (``X`` raw, ``Y`` in model units,
-      ``Yvar`` in model units or ``NaN`` where the target noise is learned), keeping
-      the batch shape of ``X``;
-    - ``_source_terms(X)`` (optional): mean and covariance added to the GP
-      posterior at raw ``X`` (e.g. a frozen source posterior);
-    - ``target_noise()`` (optional): the target noise level at new points (model
-      units; the default covers GPyTorch's Gaussian and fixed-noise likelihoods);
-    - ``_frozen_modules()`` (optional): submodules shared, not copied, by
-      conditioned models.
+    Args:
+        train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
+        train_Y: ``batch_shape x n x 1`` target observations.
+        train_Yvar: Optional ``batch_shape x n x 1`` known target noise variances;
+            if ``None`` the target noise is learned.
+        transfer: What the model transfers from: the subclass's ``source`` or
+            ``prior`` argument, validated by ``_prepare_transfer``.
+        likelihood: A likelihood (default: ``_default_likelihood``).
+        covar_module: The kernel of the trainable GP (the subclass says which).
+        mean_module: The prior mean of the trainable GP.
+        input_transform: Input transform, applied as ``SingleTaskGP`` applies it.
+        outcome_transform: ``None`` or ``Standardize(m=1)``, fitted once on the
+            target outcomes and ``_outcome_reference`` (e.g. the source outcomes)
+            and applied to both.
+
+    Class attributes a subclass may set:
+        transfer_argument: The keyword that carries the transfer input
+            (``"source"`` or ``"prior"``), used by ``construct_inputs`` and Ax.
+        fixes_outcome_units: ``True`` when the model must not get an outcome
+            transform (a prior fixed in its pre-training units).
+        needs_invertible_input_transform: ``True`` when source parts are evaluated
+            at raw inputs recovered from transformed ones.
     """
 
     _num_outputs = 1
+    transfer_argument: ClassVar[str] = "source"
+    fixes_outcome_units: ClassVar[bool] = False
+    needs_invertible_input_transform: ClassVar[bool] = False
 
-    # ----------------------------------------------------------- subclass API
-    def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
+        covar_module: Module | None = None,
+        mean_module: Mean | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        transfer: Any,
+    ) -> None:
+        validate_training_data(train_X, train_Y, train_Yvar)
+        transfer = self._prepare_transfer(transfer, train_X)
+        if input_transform is not None and self.needs_invertible_input_transform:
+            check_invertible_input_transform(
+                input_transform,
+                train_X,
+                f"{type(self).__name__} evaluates its source parts at raw inputs",
+            )
+        # one affine outcome map shared by source and target (y_model = (y - o) / s)
+        scale, offset = fit_shared_outcome_affine(
+            outcome_transform, self._outcome_reference(transfer), train_Y
+        )
+        if likelihood is None:
+            likelihood = self._default_likelihood(train_X, train_Yvar, transfer)
+        placeholder = torch.zeros(
+            train_X.shape[:-1], dtype=train_X.dtype, device=train_X.device
+        )
+        ExactGP.__init__(
+            self, train_inputs=train_X, train_targets=placeholder, likelihood=likelihood
+        )
+        self._learns_noise = train_Yvar is None
+        self.register_buffer("output_scale", scale)
+        self.register_buffer("output_offset", offset)
+        self._build_modules(
+            transfer,
+            train_X=train_X,
+            covar_module=covar_module,
+            mean_module=mean_module,
+            input_transform=input_transform,
+        )
+        if outcome_transform is not None:
+            self.outcome_transform = outcome_transform
+        if input_transform is not None:
+            self.input_transform = input_transform
+        Y = self._to_model_units(train_Y).squeeze(-1)
+        if train_Yvar is None:
+            Yvar = torch.full_like(Y, float("nan"))
+        else:
+            Yvar = (train_Yvar / scale**2).squeeze(-1)
+        # data, not state: moved by .to(), left out of state_dict (so hyperparameters
+        # load into a model built on other data, as with SingleTaskGP)
+        self.register_buffer("target_X", train_X, persistent=False)
+        self.register_buffer("target_Y", Y, persistent=False)
+        self.register_buffer("target_Yvar", Yvar, persistent=False)
+        self.to(train_X)
+        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
+
+    # ------------------------------------------------------------------ hooks
+    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> Any:
+        r"""Validate and normalize the transfer input (default: a list of sources).
+
+        Args:
+            transfer: The ``source``/``prior`` argument.
+            train_X: The target inputs.
+
+        Returns:
+            What ``_outcome_reference``, ``_default_likelihood`` and
+            ``_build_modules`` receive.
+        """
+        return as_source_list(transfer, train_X)
+
+    def _outcome_reference(self, transfer: Any) -> list[TaskData]:
+        r"""Outcomes fitted together with the target's by the outcome transform
+        (default: the ``TaskData`` among the sources)."""
+        return [s for s in transfer if isinstance(s, TaskData)]
+
+    def _default_likelihood(
+        self, train_X: Tensor, train_Yvar: Tensor | None, transfer: Any
+    ) -> Likelihood:
+        r"""The likelihood when none is given (default: target noise, learned with
+        BoTorch's prior or known per point)."""
+        return target_likelihood(
+            train_X, known_noise=train_Yvar is not None, per_point_noise=False
+        )
+
+    def _build_modules(
+        self,
+        transfer: Any,
+        train_X: Tensor,
+        covar_module: Module | None,
+        mean_module: Mean | None,
+        input_transform: InputTransform | None,
+    ) -> None:
+        r"""Build the model's modules (kernels, source posteriors, priors).
+
+        Called once by ``__init__``, after the outcome map (``output_scale``,
+        ``output_offset``) and the likelihood exist and before the target data are
+        set. Modules built here are moved to ``train_X``'s dtype and device.
+        """
         raise NotImplementedError
 
-    def _source_terms(self, X: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        return None, None
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
+        r"""The GP's training data derived from the target data.
+
+        Args:
+            X: ``batch x n x d`` raw target inputs.
+            Y: ``batch x n`` target outcomes (model units).
+            Yvar: ``batch x n`` known target noise (model units), ``NaN`` where the
+                target noise is learned.
+
+        Returns:
+            The GP's raw inputs, targets and per-point noise; keep ``X``'s batch shape.
+        """
+        raise NotImplementedError
+
+    def _combine_posterior(
+        self, gp_posterior: MultivariateNormal, X: Tensor
+    ) -> MultivariateNormal:
+        r"""Combine the GP's posterior with the model's source parts at raw ``X``.
+
+        The default returns the GP's posterior: the model is the GP. Add a frozen
+        source posterior (DeltaBO), a prior mean (cm-BO) or weight several parts
+        (ensembles). Keep covariances lazy (``LinearOperator``) where possible.
+
+        Args:
+            gp_posterior: The trainable GP's posterior at ``X`` (model units).
+            X: ``batch x q x d`` raw inputs.
+
+        Returns:
+            The model's latent posterior at ``X`` (model units).
+        """
+        return gp_posterior
 
     def target_noise(self) -> Tensor:
         r"""The target noise variance at new points (model units), ``batch_shape``.
@@ -315,53 +477,62 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             raise RuntimeError("No known target noise: the model has no training data.")
         return self.target_Yvar.mean(dim=-1)
 
-    def _frozen_modules(self) -> list[torch.nn.Module]:
+    def _frozen_modules(self) -> list[Module]:
+        r"""Submodules shared, not copied, by conditioned models."""
         return []
 
+    def _test_inputs(self, X: Tensor) -> tuple[Tensor, ...]:
+        r"""The GP's inputs at new target points ``X`` (transformed)."""
+        return (X,)
+
+    def forward(self, x: Tensor) -> MultivariateNormal:
+        r"""The GP prior ``N(mean_module(x), covar_module(x))`` (override for others)."""
+        if self.training:
+            x = self.transform_inputs(x)
+        return MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
     # ---------------------------------------------------------------- helpers
-    def _init_target_data(
-        self, train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None, scale: Tensor, offset: Tensor
-    ) -> None:
-        r"""Store the output map and the target data (model units) as buffers."""
-        self.register_buffer("output_scale", scale)
-        self.register_buffer("output_offset", offset)
-        Y = ((train_Y - offset) / scale).squeeze(-1)
-        Yvar = torch.full_like(Y, float("nan")) if train_Yvar is None else (train_Yvar / scale**2).squeeze(-1)
-        self._learns_noise = train_Yvar is None
-        # data, not state: moved by .to(), left out of state_dict (so hyperparameters
-        # load into a model built on other data, as with SingleTaskGP)
-        self.register_buffer("target_X", train_X, persistent=False)
-        self.register_buffer("target_Y", Y, persistent=False)
-        self.register_buffer("target_Yvar", Yvar, persistent=False)
+    def _to_model_units(self, Y: Tensor) -> Tensor:
+        return (Y - self.output_offset) / self.output_scale
 
-    def _finish_init(
-        self,
-        train_X: Tensor,
-        train_Y: Tensor,
-        train_Yvar: Tensor | None,
-        scale: Tensor,
-        offset: Tensor,
-        input_transform: Module | None,
-        outcome_transform: Module | None,
-    ) -> None:
-        r"""Attach the transforms, store the target data and build the training data."""
-        if outcome_transform is not None:
-            self.outcome_transform = outcome_transform
-        if input_transform is not None:
-            self.input_transform = input_transform
-        self._init_target_data(train_X, train_Y, train_Yvar, scale, offset)
-        self.to(train_X)
-        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
-
-    def _store_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
+    def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
+        r"""Store the target data and (re)build the GP's training data from them."""
         self.target_X, self.target_Y, self.target_Yvar = X, Y, Yvar
-
-    def _set_raw_train_inputs(self, inputs: Tensor, targets: Tensor) -> None:
-        r"""Set raw training inputs; transformed right away when in eval mode."""
-        self.set_train_data(inputs=inputs, targets=targets, strict=False)
+        data = self._training_data(X, Y, Yvar)
+        if data.noise is not None:
+            if not isinstance(self.likelihood, FixedNoiseGaussianLikelihood):
+                raise TypeError(
+                    f"{type(self).__name__} sets per-point noise and needs a "
+                    "FixedNoiseGaussianLikelihood `likelihood`, got "
+                    f"{type(self.likelihood).__name__}."
+                )
+            self.likelihood.noise_covar.noise = data.noise
+        self.set_train_data(inputs=data.inputs, targets=data.targets, strict=False)
         self._has_transformed_inputs = False
         if not self.training:
             self._set_transformed_inputs()
+
+    def set_train_data(
+        self,
+        inputs: Tensor | Sequence[Tensor] | None = None,
+        targets: Tensor | None = None,
+        strict: bool = True,
+    ) -> None:
+        r"""GPyTorch's ``set_train_data``; a lone tensor replaces the features
+        ``train_inputs[0]`` and keeps the other inputs (e.g. task indices), as
+        BoTorch's input-transform handling expects."""
+        if isinstance(inputs, Tensor) and self.train_inputs and len(self.train_inputs) > 1:
+            inputs = (inputs, *self.train_inputs[1:])
+        super().set_train_data(inputs=inputs, targets=targets, strict=strict)
+
+    def transform_inputs(
+        self, X: Tensor, input_transform: Module | None = None
+    ) -> Tensor:
+        r"""BoTorch's ``transform_inputs``; integer inputs (noise indices) pass
+        through unchanged, since BoTorch transforms every training input."""
+        if not X.is_floating_point():
+            return X
+        return super().transform_inputs(X, input_transform=input_transform)
 
     @property
     def num_train(self) -> int:
@@ -383,6 +554,10 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         d = self.target_X.shape[-1]
         if X.shape[-1] != d:
             raise ValueError(f"`{name}` must have d={d} columns, got {tuple(X.shape)}.")
+        if X.dim() < 2:
+            raise ValueError(
+                f"`{name}` must have shape batch_shape x q x d, got {tuple(X.shape)}."
+            )
 
     # ---------------------------------------------------------------- BoTorch
     def posterior(
@@ -408,28 +583,33 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError(
-                f"{type(self).__name__} has one output; got output_indices={output_indices}."
+                f"{type(self).__name__} has one output; got "
+                f"output_indices={output_indices}."
             )
         self._check_X(X)
         self.eval()
-        X_raw = X
-        X = self.transform_inputs(X)
+        X_transformed = self.transform_inputs(X)
         with gpt_posterior_settings():
-            mvn = self.forward(X) if self.train_inputs[0].shape[-2] == 0 else self(X)
-            mean, covar = mvn.mean, mvn.covariance_matrix
-            source_mean, source_covar = self._source_terms(X_raw)
-            if source_mean is not None:
-                mean = mean + source_mean
-            if source_covar is not None:
-                covar = covar + source_covar
+            inputs = self._test_inputs(X_transformed)
+            no_data = self.train_inputs[0].shape[-2] == 0
+            mvn = self.forward(*inputs) if no_data else self(*inputs)
+            mvn = self._combine_posterior(mvn, X)
+            mean, covar = mvn.mean, mvn.lazy_covariance_matrix
             if observation_noise is True:
-                noise = self.target_noise().unsqueeze(-1).expand(covar.shape[:-2] + covar.shape[-1:])
-                covar = covar + torch.diag_embed(noise)
+                noise = self.target_noise().unsqueeze(-1)
             elif isinstance(observation_noise, Tensor):
-                covar = covar + torch.diag_embed(observation_noise.squeeze(-1).expand(covar.shape[:-1]))
-            mean, covar = torch.broadcast_tensors(mean.unsqueeze(-1), covar)
-            # lazy: factorized (with jitter if needed) only when sampling
-            mvn = MultivariateNormal(mean[..., 0], DenseLinearOperator(covar))
+                noise = observation_noise.squeeze(-1)
+            else:
+                noise = None
+            if noise is not None:
+                noise = noise.expand(*covar.shape[:-2], covar.shape[-1])
+                covar = covar + DiagLinearOperator(noise)
+            batch = torch.broadcast_shapes(mean.shape[:-1], covar.shape[:-2])
+            if mean.shape[:-1] != batch:
+                mean = mean.expand(*batch, mean.shape[-1])
+            if covar.shape[:-2] != batch:
+                covar = covar.expand(*batch, *covar.shape[-2:])
+            mvn = MultivariateNormal(mean, covar)
         posterior = GPyTorchPosterior(distribution=mvn)
         if hasattr(self, "outcome_transform"):
             posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
@@ -452,34 +632,48 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             Y: ``batch_shape' x n' x 1`` observations in user units (batch shape
                 broadcastable with ``X``'s and the model's).
             noise: Optional target noise variances of ``Y``, in transformed units
-                (as BoTorch's ``fantasize`` passes them); only for a model with known
-                target noise. If ``None`` there, the mean training noise is used.
+                (as BoTorch's ``fantasize`` passes them); only for a model with
+                known target noise. If ``None`` there, the mean training noise is
+                used.
 
         Returns:
             The conditioned model.
         """
         if Y.dim() < 2 or Y.shape[-1] != 1:
-            raise ValueError(f"`Y` must have shape batch_shape x n' x 1, got {tuple(Y.shape)}.")
+            raise ValueError(
+                f"`Y` must have shape batch_shape x n' x 1, got {tuple(Y.shape)}."
+            )
         self._check_X(X)
         if self.learns_target_noise and noise is not None:
             raise ValueError(
-                f"`noise` can only be given to a {type(self).__name__} with known target "
-                "noise (`train_Yvar`); this model learns its target noise."
+                f"`noise` can only be given to a {type(self).__name__} with known "
+                "target noise (`train_Yvar`); this model learns its target noise."
             )
         self.eval()
-        Y_new = ((Y - self.output_offset) / self.output_scale).squeeze(-1)
+        Y_new = self._to_model_units(Y).squeeze(-1)
         if self.learns_target_noise:
             Yvar_new = torch.full_like(Y_new, float("nan"))
+        elif noise is not None:
+            Yvar_new = noise.squeeze(-1).expand_as(Y_new)
         else:
-            Yvar_new = (noise.squeeze(-1) if noise is not None else self.target_noise().unsqueeze(-1)).expand_as(Y_new)
-        batch = torch.broadcast_shapes(self.target_X.shape[:-2], X.shape[:-2], Y_new.shape[:-1])
-        X_all = torch.cat([self.target_X.expand(*batch, *self.target_X.shape[-2:]), X.expand(*batch, *X.shape[-2:])], dim=-2)
-        Y_all = torch.cat([self.target_Y.expand(*batch, -1), Y_new.expand(*batch, -1)], dim=-1)
-        Yvar_all = torch.cat([self.target_Yvar.expand(*batch, -1), Yvar_new.expand(*batch, -1)], dim=-1)
+            Yvar_new = self.target_noise().unsqueeze(-1).expand_as(Y_new)
+        batch = torch.broadcast_shapes(
+            self.target_X.shape[:-2], X.shape[:-2], Y_new.shape[:-1]
+        )
+
+        def extend(old: Tensor, new: Tensor, event_dims: int) -> Tensor:
+            old = old.expand(*batch, *old.shape[old.dim() - event_dims :])
+            new = new.expand(*batch, *new.shape[new.dim() - event_dims :])
+            return torch.cat([old, new], dim=-event_dims).detach()
+
         memo = {id(m): m for m in self._frozen_modules()}
         conditioned = copy.deepcopy(self, memo=memo)
         with torch.no_grad():
-            conditioned._set_target_data(X_all.detach(), Y_all.detach(), Yvar_all.detach())
+            conditioned._set_target_data(
+                extend(self.target_X, X, 2),
+                extend(self.target_Y, Y_new, 1),
+                extend(self.target_Yvar, Yvar_new, 1),
+            )
         return conditioned
 
     def fantasize(
@@ -496,8 +690,8 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         Args:
             X: ``batch_shape x n' x d`` raw inputs.
             sampler: Sampler of the fantasized observations.
-            observation_noise: Optional ``... x n' x 1`` noise (transformed units) for
-                a model with known target noise.
+            observation_noise: Optional ``... x n' x 1`` noise (transformed units)
+                for a model with known target noise.
             kwargs: Passed to ``condition_on_observations``.
 
         Returns:
@@ -506,32 +700,41 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         propagate_grads = kwargs.pop("propagate_grads", False)
         with fantasize_flag(), botorch_settings.propagate_grads(propagate_grads):
             post_X = self.posterior(
-                X, observation_noise=True if observation_noise is None else observation_noise
+                X,
+                observation_noise=True if observation_noise is None else observation_noise,
             )
             Y_fantasized = sampler(post_X)
             noise = None
             if observation_noise is not None:
                 noise = observation_noise.expand(Y_fantasized.shape[1:])
-            return self.condition_on_observations(X=X, Y=Y_fantasized, noise=noise, **kwargs)
+            return self.condition_on_observations(
+                X=X, Y=Y_fantasized, noise=noise, **kwargs
+            )
 
     @classmethod
     def construct_inputs(
-        cls, training_data: SupervisedDataset, source: Any, **kwargs: Any
+        cls, training_data: SupervisedDataset, **kwargs: Any
     ) -> dict[str, Any]:
-        r"""Constructor arguments from a ``SupervisedDataset`` plus the source(s).
+        r"""Constructor arguments from a ``SupervisedDataset`` plus the model's options.
 
         Args:
             training_data: The target data.
-            source: See the constructor.
-            kwargs: Further constructor options, passed through.
+            kwargs: The transfer input (``source=`` or ``prior=``, see
+                ``transfer_argument``) and further constructor options.
 
         Returns:
             Keyword arguments for ``cls(**inputs)``.
         """
+        if kwargs.get(cls.transfer_argument) is None:
+            raise ValueError(
+                f"{cls.__name__} needs `{cls.transfer_argument}=` (e.g. in Ax's "
+                "`model_options`)."
+            )
         inputs = super().construct_inputs(training_data=training_data)
-        return {**inputs, "source": source, **kwargs}
+        return {**inputs, **kwargs}
 
 
+# ------------------------------------------------------------------ pooled data
 def pool_source_tasks(
     sources: Sequence[TaskData], scale: Tensor, offset: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -547,109 +750,145 @@ def pool_source_tasks(
         variances in model units (``NaN`` where a task has no ``Yvar``), and the ``N``
         task index of each point.
     """
+    nan = float("nan")
     X = torch.cat([s.X for s in sources])
     Y = torch.cat([((s.Y - offset) / scale).squeeze(-1) for s in sources])
     Yvar = torch.cat(
         [
-            (s.Yvar / scale**2).squeeze(-1) if s.Yvar is not None else torch.full((s.n,), float("nan"), dtype=s.X.dtype, device=s.X.device)
+            (s.Yvar / scale**2).squeeze(-1)
+            if s.Yvar is not None
+            else torch.full((s.n,), nan, dtype=s.X.dtype, device=s.X.device)
             for s in sources
         ]
     )
-    task = torch.cat([torch.full((s.n,), i, dtype=torch.long, device=s.X.device) for i, s in enumerate(sources)])
+    task = torch.cat(
+        [
+            torch.full((s.n,), i, dtype=torch.long, device=s.X.device)
+            for i, s in enumerate(sources)
+        ]
+    )
     return X, Y, Yvar, task
 
 
-def learned_noise(
-    batch_shape: torch.Size, prior: bool = True, initial_value: float | None = None
-) -> HomoskedasticNoise:
-    r"""A learned homoscedastic noise level with BoTorch's defaults.
-
-    Args:
-        batch_shape: Batch shape of the level.
-        prior: Use BoTorch's ``LogNormal(-4, 1)`` noise prior (off for levels that
-            may legitimately be large, such as an Env-GP stretch).
-        initial_value: Initial level (default: the prior's mode, or 0.1).
-
-    Returns:
-        A ``HomoskedasticNoise`` constrained to ``>= 1e-4``.
-    """
-    from botorch.models.utils.gpytorch_modules import MIN_INFERRED_NOISE_LEVEL
-    from gpytorch.constraints import GreaterThan
-    from gpytorch.priors import LogNormalPrior
-
-    noise_prior = LogNormalPrior(loc=-4.0, scale=1.0) if prior else None
-    if initial_value is None:
-        initial_value = noise_prior.mode if prior else 0.1
-    return HomoskedasticNoise(
-        noise_prior=noise_prior,
-        noise_constraint=GreaterThan(MIN_INFERRED_NOISE_LEVEL, transform=None, initial_value=initial_value),
-        batch_shape=batch_shape,
-    )
-
-
 class PooledTransferGP(SourceConditionedGP):
-    r"""A source-conditioned GP over pooled ``[source; target]`` data: one prior mean,
-    one kernel, and per-point :class:`GroupedNoise` (the Env-GP/Diff-GP family).
+    r"""A source-conditioned GP over pooled ``[source; target]`` data: one prior
+    mean, one kernel, and task-indexed noise (the Env-GP/Diff-GP family).
 
-    Subclasses call ``_init_pooled`` in their constructor and, in
-    ``_set_target_data``, ``_set_pooled_training_data`` with their source targets and
-    noise.
+    The GP's inputs are ``(X, noise_index)``: each point carries its task index
+    (source tasks ``0 .. K-1``, the target ``K``) and its row in the table of fixed
+    per-point noise; the likelihood
+    (:class:`~botorch_transfer.models.likelihoods.TaskIndexedNoise`) adds each
+    task's learned level. A subclass builds the noise model in
+    ``_default_likelihood`` and returns :meth:`_pooled_training_data` from
+    ``_training_data``.
     """
 
-    def _init_pooled(
+    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[TaskData]:
+        return as_source_list(transfer, train_X, allow_models=False)
+
+    def _build_modules(
         self,
-        source_X: Tensor,
-        source_Y: Tensor,
-        noise: GroupedNoise,
-        mean_module: Mean | None,
+        transfer: list[TaskData],
+        train_X: Tensor,
         covar_module: Module | None,
-        batch_shape: torch.Size,
+        mean_module: Mean | None,
+        input_transform: InputTransform | None,
     ) -> None:
-        ExactGP.__init__(
-            self, train_inputs=source_X, train_targets=source_Y,
-            likelihood=GroupedNoiseGaussianLikelihood(noise),
+        if not isinstance(self.likelihood, TaskIndexedGaussianLikelihood):
+            raise TypeError(
+                f"`likelihood` of a {type(self).__name__} must be a "
+                "TaskIndexedGaussianLikelihood (noise per source task and target), got "
+                f"{type(self.likelihood).__name__}."
+            )
+        X_s, Y_s, Yvar_s, task = pool_source_tasks(
+            transfer, self.output_scale, self.output_offset
         )
-        self.register_buffer("source_X", source_X, persistent=False)
-        self.register_buffer("source_Y", source_Y, persistent=False)
-        self.mean_module = mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
+        batch_shape = train_X.shape[:-2]
+        self.register_buffer("source_X", X_s, persistent=False)
+        self.register_buffer("source_Y", Y_s, persistent=False)
+        self.register_buffer("source_Yvar", Yvar_s, persistent=False)
+        self.register_buffer("source_task", task, persistent=False)
+        self.target_task = len(transfer)
+        self.mean_module = (
+            mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
+        )
         self.covar_module = (
             covar_module
             if covar_module is not None
-            else default_transfer_kernel(source_X.shape[-1], batch_shape=batch_shape)
+            else default_transfer_kernel(X_s.shape[-1], batch_shape=batch_shape)
         )
 
-    def _set_pooled_training_data(
-        self, source_targets: Tensor, source_fixed_noise: Tensor, source_group: Tensor
-    ) -> None:
-        r"""Pool ``[source; target]`` inputs, targets and per-point noise.
+    def _pooled_training_data(
+        self, source_targets: Tensor, source_fixed_noise: Tensor
+    ) -> TrainingData:
+        r"""Pool ``[source; target]`` inputs, targets, task indices and fixed noise.
 
         Args:
             source_targets: ``batch x N`` targets of the source points.
             source_fixed_noise: ``batch x N`` fixed noise of the source points.
-            source_group: ``N`` noise groups of the source points (-1: fixed only).
+
+        Returns:
+            The pooled training data with inputs ``(X, noise_index)``.
         """
         X, Y, Yvar = self.target_X, self.target_Y, self.target_Yvar
-        batch = torch.broadcast_shapes(X.shape[:-2], source_targets.shape[:-1], source_fixed_noise.shape[:-1])
+        batch = torch.broadcast_shapes(
+            X.shape[:-2], source_targets.shape[:-1], source_fixed_noise.shape[:-1]
+        )
         n_source, n_target = self.source_X.shape[0], Y.shape[-1]
         inputs = torch.cat(
-            [self.source_X.expand(*batch, *self.source_X.shape), X.expand(*batch, *X.shape[-2:])], dim=-2
+            [
+                self.source_X.expand(*batch, *self.source_X.shape),
+                X.expand(*batch, *X.shape[-2:]),
+            ],
+            dim=-2,
         )
-        targets = torch.cat([source_targets.expand(*batch, n_source), Y.expand(*batch, n_target)], dim=-1)
+        targets = torch.cat(
+            [source_targets.expand(*batch, n_source), Y.expand(*batch, n_target)], dim=-1
+        )
         target_fixed = torch.zeros_like(Y) if self.learns_target_noise else Yvar
-        noise = self.likelihood.noise_covar
-        noise.fixed = torch.cat(
-            [source_fixed_noise.expand(*batch, n_source), target_fixed.expand(*batch, n_target)], dim=-1
+        fixed = torch.cat(
+            [
+                source_fixed_noise.expand(*batch, n_source),
+                target_fixed.expand(*batch, n_target),
+            ],
+            dim=-1,
         )
-        noise.group = torch.cat(
-            [source_group, torch.full((n_target,), noise.target_group, dtype=torch.long, device=Y.device)]
+        target_task = torch.full(
+            (n_target,), self.target_task, dtype=torch.long, device=Y.device
         )
-        self._set_raw_train_inputs(inputs, targets)
+        task = torch.cat([self.source_task, target_task])
+        index = self.likelihood.noise_covar.set_training_points(task, fixed)
+        index = index.expand(*batch, n_source + n_target, 2)
+        return TrainingData(inputs=(inputs, index), targets=targets)
+
+    def _test_inputs(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        # new target points: the target's task and no fixed noise (row -1)
+        index = torch.tensor([self.target_task, -1], device=X.device)
+        return X, index.expand(*X.shape[:-1], 2)
 
     def target_noise(self) -> Tensor:
         r"""The target noise ``sigma_a^2`` at new points (model units)."""
-        return self.likelihood.noise_covar.target_noise()
+        noise = self.likelihood.noise_covar
+        level = noise.level(self.target_task)
+        if level is not None:
+            return level.squeeze(-1).expand(self.batch_shape)
+        if self.num_train == 0:
+            raise RuntimeError("No known target noise: the model has no target data.")
+        return self.target_Yvar.mean(dim=-1)
 
-    def forward(self, x: Tensor) -> MultivariateNormal:
-        if self.training:
-            x = self.transform_inputs(x)
-        return MultivariateNormal(self.mean_module(x), self.covar_module(x))
+    def forward(self, x: Tensor, noise_index: Tensor | None = None) -> MultivariateNormal:
+        r"""The prior at ``x``; the noise index only enters the likelihood."""
+        return super().forward(x)
+
+
+__all__ = [
+    "PooledTransferGP",
+    "SourceConditionedGP",
+    "TrainingData",
+    "as_source_list",
+    "check_invertible_input_transform",
+    "default_transfer_kernel",
+    "fit_shared_outcome_affine",
+    "pool_source_tasks",
+    "validate_training_data",
+]

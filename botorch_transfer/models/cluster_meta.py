@@ -40,7 +40,7 @@ from botorch.utils.datasets import SupervisedDataset
 from gpytorch.constraints import GreaterThan
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel, MaternKernel, ProductKernel, ScaleKernel
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, Likelihood
 from gpytorch.means import Mean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
@@ -56,11 +56,7 @@ from botorch_transfer.clustering.divergences import (
 )
 from botorch_transfer.clustering.kmeans import gaussian_kmeans, select_n_clusters
 from botorch_transfer.data import TaskData, validate_task_set
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    fit_shared_outcome_affine,
-    validate_training_data,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 
 PROTOTYPES = ("center", "barycenter")
 FORMAT_VERSION = 1
@@ -831,11 +827,12 @@ class ClusterMetaPriorGP(SourceConditionedGP):
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
-        prior: The :class:`ClusterMetaPrior` (a copy on ``train_X``'s dtype/device is
-            used; the original is not modified).
+        train_Yvar: Optional known target noise variances; else the noise is learned.
+        prior: The :class:`ClusterMetaPrior` (keyword; a copy on ``train_X``'s
+            dtype/device is used; the original is not modified).
         weights: ``C`` non-negative cluster weights summing to 1 (not normalized for
             you); default ``1/C`` (Alg. 1 line 13).
-        train_Yvar: Optional known target noise variances; else the noise is learned.
+        likelihood: Default: BoTorch's noise model, or the known ``train_Yvar``.
         input_transform: Optional input transform; it must be invertible (the prior
             is defined on raw inputs).
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted once on the target
@@ -846,82 +843,97 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         >>> prior = build_cluster_prior(meta_tasks, n_clusters=3)
         >>> weights = None
         >>> for t in range(T):
-        ...     model = ClusterMetaPriorGP(X, Y, prior, weights=weights)
+        ...     model = ClusterMetaPriorGP(X, Y, prior=prior, weights=weights)
         ...     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         ...     x_next, _ = optimize_acqf(UpperConfidenceBound(model, beta=3.0), bounds, q=1, ...)
         ...     weights = model.updated_weights()  # Alg. 1 lines 19-21
         ...     X, Y = torch.cat([X, x_next]), torch.cat([Y, f(x_next)])
     """
 
-    _num_outputs = 1
+    transfer_argument = "prior"
+    # the prior is defined on raw inputs
+    needs_invertible_input_transform = True
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
         prior: ClusterMetaPrior,
         weights: Tensor | Sequence[float] | None = None,
-        train_Yvar: Tensor | None = None,
-        input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
     ) -> None:
-        validate_training_data(train_X, train_Y, train_Yvar)
-        if not isinstance(prior, ClusterMetaPrior):
-            raise TypeError(f"`prior` must be a ClusterMetaPrior, got {type(prior).__name__}.")
-        if train_X.shape[-1] != prior.dim:
+        self._initial_weights = weights
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar,
+            transfer=prior,
+            likelihood=likelihood,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
+        )
+
+    def _prepare_transfer(
+        self, transfer: Any, train_X: Tensor
+    ) -> tuple[ClusterMetaPrior, Tensor]:
+        r"""A copy of the prior on ``train_X``'s dtype/device, and checked weights."""
+        if not isinstance(transfer, ClusterMetaPrior):
+            raise TypeError(
+                f"`prior` must be a ClusterMetaPrior, got {type(transfer).__name__}."
+            )
+        if train_X.shape[-1] != transfer.dim:
             raise ValueError(
                 f"`train_X` has d={train_X.shape[-1]} columns but `prior` was built on "
-                f"d={prior.dim}; the target must share the meta-tasks' input space."
+                f"d={transfer.dim}; the target must share the meta-tasks' input space."
             )
-        prior = copy.deepcopy(prior).to(device=train_X.device, dtype=train_X.dtype)
-        weights = prior.check_weights(weights)
-        if input_transform is not None:
-            with torch.no_grad():
-                transformed = input_transform.transform(train_X)
-                try:
-                    recovered = input_transform.untransform(transformed)
-                except NotImplementedError as e:
-                    raise ValueError(
-                        "ClusterMetaPriorGP evaluates its prior at raw inputs and needs an "
-                        f"invertible `input_transform` (e.g. Normalize); {type(input_transform).__name__} is not."
-                    ) from e
-            if not torch.allclose(recovered, train_X, rtol=1e-4, atol=1e-6):
-                raise ValueError("`input_transform.untransform` does not invert it.")
+        prior = copy.deepcopy(transfer).to(device=train_X.device, dtype=train_X.dtype)
+        return prior, prior.check_weights(self._initial_weights)
+
+    def _outcome_reference(
+        self, transfer: tuple[ClusterMetaPrior, Tensor]
+    ) -> list[TaskData]:
+        r"""The prior mean on the index points (so that ``Standardize`` works with 0
+        or 1 target points)."""
+        prior, weights = transfer
         with torch.no_grad():
             prior_mean_V = (weights @ prior.prototype_means).unsqueeze(-1)
-        scale, offset = fit_shared_outcome_affine(
-            outcome_transform, [TaskData(prior.index_points, prior_mean_V)], train_Y
-        )
-        batch_shape = train_X.shape[:-2]
-        placeholder = torch.zeros(train_X.shape[:-1], dtype=train_X.dtype, device=train_X.device)
-        if train_Yvar is not None:
-            likelihood = FixedNoiseGaussianLikelihood(noise=placeholder + 1, batch_shape=batch_shape)
-        else:
-            noise_prior = LogNormalPrior(loc=-4.0, scale=1.0)
-            likelihood = GaussianLikelihood(
-                batch_shape=batch_shape, noise_prior=noise_prior,
-                noise_constraint=GreaterThan(MIN_INFERRED_NOISE_LEVEL, transform=None, initial_value=noise_prior.mode),
-            )
-        ExactGP.__init__(self, train_inputs=train_X, train_targets=placeholder, likelihood=likelihood)
+        return [TaskData(prior.index_points, prior_mean_V)]
+
+    def _build_modules(
+        self,
+        transfer: tuple[ClusterMetaPrior, Tensor],
+        train_X: Tensor,
+        covar_module: Module | None,
+        mean_module: Mean | None,
+        input_transform: InputTransform | None,
+    ) -> None:
+        prior, weights = transfer
         self.prior = prior
         # the weights shape the training targets (y - mu_0(X)): constructor data like
         # train_X, not state, so they are left out of state_dict
         self.register_buffer("weights", weights, persistent=False)
-        self.prior_mean = ClusterPriorMean(prior, weights, scale, offset)
-        self.covar_module = ClusterPriorKernel(prior, weights, scale)
-        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
+        self.prior_mean = ClusterPriorMean(
+            prior, weights, self.output_scale, self.output_offset
+        )
+        self.covar_module = ClusterPriorKernel(prior, weights, self.output_scale)
 
-    def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""Targets ``Y - mu_0(X)`` (model units) and the known noise, if any."""
-        self._store_target_data(X, Y, Yvar)
         with torch.no_grad():
             residuals = Y - self.prior_mean(X) if X.shape[-2] > 0 else Y
-        if not self.learns_target_noise:
-            self.likelihood.noise_covar.noise = Yvar
-        self._set_raw_train_inputs(X, residuals)
+        return TrainingData(X, residuals, None if self.learns_target_noise else Yvar)
 
-    def _source_terms(self, X: Tensor) -> tuple[Tensor, None]:
-        return self.prior_mean(X), None
+    def _combine_posterior(
+        self, gp_posterior: MultivariateNormal, X: Tensor
+    ) -> MultivariateNormal:
+        r"""Add the prior mean back (the GP is trained on ``y - mu_0(X)``)."""
+        return MultivariateNormal(
+            gp_posterior.mean + self.prior_mean(X), gp_posterior.lazy_covariance_matrix
+        )
 
     def _frozen_modules(self) -> list[Module]:
         return [self.prior]
@@ -958,21 +970,6 @@ class ClusterMetaPriorGP(SourceConditionedGP):
             cov = post.distribution.covariance_matrix
             cov = self.prior.add_jitter(0.5 * (cov + cov.transpose(-1, -2)))
             return self.prior.prototype_distances(mean, cov, distance)
-
-    @classmethod
-    def construct_inputs(cls, training_data: SupervisedDataset, prior: ClusterMetaPrior, **kwargs: Any) -> dict[str, Any]:
-        r"""Constructor arguments from a ``SupervisedDataset`` plus the prior.
-
-        Args:
-            training_data: The target data.
-            prior: The :class:`ClusterMetaPrior`.
-            kwargs: Further constructor options (``weights``, transforms), passed through.
-
-        Returns:
-            Keyword arguments for ``cls(**inputs)``.
-        """
-        inputs = GPyTorchModel.construct_inputs(training_data=training_data)
-        return {**inputs, "prior": prior, **kwargs}
 
 
 # BoTorch dispatches pathwise (Matheron) sampling on ExactGP; here it would miss the

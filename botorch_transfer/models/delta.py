@@ -32,29 +32,24 @@ from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from botorch.models.utils.gpytorch_modules import (
-    MIN_INFERRED_NOISE_LEVEL,
-)
 from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
-from gpytorch.constraints import GreaterThan
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, Likelihood
+from gpytorch.means import Mean, ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
-from gpytorch.models import ExactGP
-from gpytorch.priors import LogNormalPrior
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
+from torch.nn import Module
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import (
     SourceConditionedGP,
-    as_source_list,
+    TrainingData,
     default_transfer_kernel,
-    fit_shared_outcome_affine,
-    validate_training_data,
 )
+from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     SourcePosterior,
@@ -78,22 +73,23 @@ class DeltaBOModel(SourceConditionedGP):
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
-        source: The source task(s): a ``TaskData`` (a ``SingleTaskGP`` is built and
-            fitted on it once, here), a fitted single-output BoTorch ``Model`` (used
-            as is, frozen; exact GPs are cached for fast evaluation), a
-            ``SourcePosterior`` in user units (e.g. ``model.frozen_source()`` of a
-            previous model, to rebuild without touching the source), or a list of
-            these stacked in order: each later ``TaskData`` is modelled as the
-            residual of the stack before it (a DeltaBO layer), as in the paper's
-            footnote on several sources.
         train_Yvar: Optional ``batch_shape x n x 1`` known target noise variances.
             If ``None``, a homoscedastic target noise ``sigma^2`` is learned.
-        source_covar_module: Kernel ``k_g`` for sources given as ``TaskData`` (the
-            first source; later stacked sources use it for their difference layer).
-            Defaults to a scaled RBF kernel. Its hyperparameters are fitted when
-            ``fit_source=True``.
-        delta_covar_module: Kernel ``k_delta`` of the difference GP. Defaults to a
-            scaled RBF kernel whose outputscale is ``tau^2``.
+        source: The source task(s) (keyword): a ``TaskData`` (a ``SingleTaskGP`` is
+            built and fitted on it once, here), a fitted single-output BoTorch
+            ``Model`` (used as is, frozen; exact GPs are cached for fast
+            evaluation), a ``SourcePosterior`` in user units (e.g.
+            ``model.frozen_source()`` of a previous model, to rebuild without
+            touching the source), or a list of these stacked in order: each later
+            ``TaskData`` is modelled as the residual of the stack before it (a
+            DeltaBO layer), as in the paper's footnote on several sources.
+        likelihood: Likelihood of the residual GP. Default: BoTorch's noise model;
+            under ``"diagonal"`` a ``FixedNoiseGaussianLikelihood`` carrying the
+            source variance at each target point (plus a learned ``sigma^2``).
+        covar_module: Kernel ``k_delta`` of the difference GP (BoTorch's name for
+            ``delta_covar_module``). Defaults to a scaled RBF kernel with BoTorch's
+            priors, whose outputscale is ``tau^2``.
+        mean_module: Prior mean of the difference GP (default: zero, the paper's).
         input_transform: Input transform (e.g. ``Normalize``), applied as
             ``SingleTaskGP`` applies it; a copy is given to sources built from
             ``TaskData``. With ``residual_covariance="full"`` it must be invertible.
@@ -101,6 +97,11 @@ class DeltaBOModel(SourceConditionedGP):
             say in your units) or ``Standardize(m=1)``. It is fitted once on all
             source ``TaskData`` and target outcomes and applied to both: ``f = g +
             delta`` only holds when source and target share one affine map.
+        source_covar_module: Kernel ``k_g`` for sources given as ``TaskData`` (the
+            first source; later stacked sources use it for their difference layer).
+            Defaults to a scaled RBF kernel. Its hyperparameters are fitted when
+            ``fit_source=True``.
+        delta_covar_module: The paper's name for ``covar_module`` (give one).
         residual_covariance: ``"diagonal"`` (the paper): the source error at each
             target point is independent noise of variance ``sigma^2_g,N(x_i)``.
             ``"full"``: the exact conditional with prior mean ``mu_g,N`` and prior
@@ -123,90 +124,96 @@ class DeltaBOModel(SourceConditionedGP):
         >>> UCB = UpperConfidenceBound(model, beta=beta_t(t, domain_size, rho=0.1))
     """
 
-    _num_outputs = 1
-
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
-        source: SourceLike | Sequence[SourceLike],
         train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
+        covar_module: Kernel | None = None,
+        mean_module: Mean | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        source: SourceLike | Sequence[SourceLike],
         source_covar_module: Kernel | None = None,
         delta_covar_module: Kernel | None = None,
-        input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
         residual_covariance: str = "diagonal",
         fit_source: bool = True,
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
     ) -> None:
-        validate_training_data(train_X, train_Y, train_Yvar)
         if residual_covariance not in RESIDUAL_COVARIANCES:
             raise ValueError(
                 f"`residual_covariance` must be one of {RESIDUAL_COVARIANCES}, got "
                 f"{residual_covariance!r}."
             )
-        sources = as_source_list(source, train_X)
-        # One affine outcome map shared by source and target (y_model = (y - o) / s).
-        scale, offset = fit_shared_outcome_affine(outcome_transform, sources, train_Y)
-        with torch.no_grad():
-            transformed_X = self.transform_inputs(X=train_X, input_transform=input_transform)
-        if residual_covariance == "full" and input_transform is not None:
-            try:
-                recovered = input_transform.untransform(transformed_X)
-            except NotImplementedError as e:
-                raise ValueError(
-                    "`residual_covariance='full'` evaluates the source covariance at "
-                    "raw inputs and needs an invertible `input_transform` (e.g. "
-                    f"Normalize); {type(input_transform).__name__} is not."
-                ) from e
-            if not torch.allclose(recovered, train_X, rtol=1e-4, atol=1e-6):
-                raise ValueError("`input_transform.untransform` does not invert it.")
-
-        source_posterior = self._build_source_posterior(
-            sources,
-            scale=scale,
-            offset=offset,
+        if covar_module is not None and delta_covar_module is not None:
+            raise ValueError(
+                "Give the difference kernel once: `covar_module` (BoTorch's name) or "
+                "`delta_covar_module` (the paper's), not both."
+            )
+        self.residual_covariance = residual_covariance
+        self._source_options = dict(
             source_covar_module=source_covar_module,
-            input_transform=input_transform,
             fit_source=fit_source,
             max_rank=source_max_rank,
             tolerance=source_tolerance,
-        ).to(train_X)
+        )
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar,
+            transfer=source,
+            likelihood=likelihood,
+            covar_module=covar_module if covar_module is not None else delta_covar_module,
+            mean_module=mean_module,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
+        )
 
+    @property
+    def needs_invertible_input_transform(self) -> bool:
+        r"""The full residual covariance evaluates the source at raw inputs."""
+        return self.residual_covariance == "full"
+
+    def _default_likelihood(
+        self, train_X: Tensor, train_Yvar: Tensor | None, transfer: Any
+    ) -> Likelihood:
+        # diagonal: the source variance at each target point is per-point noise
+        return target_likelihood(
+            train_X,
+            known_noise=train_Yvar is not None,
+            per_point_noise=self.residual_covariance == "diagonal",
+        )
+
+    def _build_modules(
+        self,
+        transfer: list[SourceLike],
+        train_X: Tensor,
+        covar_module: Module | None,
+        mean_module: Mean | None,
+        input_transform: InputTransform | None,
+    ) -> None:
+        self.source_posterior = self._build_source_posterior(
+            transfer,
+            scale=self.output_scale,
+            offset=self.output_offset,
+            input_transform=input_transform,
+            **self._source_options,
+        ).to(train_X)
         batch_shape = train_X.shape[:-2]
-        placeholder_noise = torch.ones(train_X.shape[:-1], dtype=train_X.dtype, device=train_X.device)
-        if train_Yvar is not None:
-            likelihood = FixedNoiseGaussianLikelihood(noise=placeholder_noise, batch_shape=batch_shape)
-        else:
-            noise_prior = LogNormalPrior(loc=-4.0, scale=1.0)
-            noise_options = dict(
-                batch_shape=batch_shape,
-                noise_prior=noise_prior,
-                noise_constraint=GreaterThan(
-                    MIN_INFERRED_NOISE_LEVEL, transform=None, initial_value=noise_prior.mode
-                ),
-            )
-            if residual_covariance == "diagonal":
-                # per-point source variance (fixed) + learned homoscedastic sigma^2
-                likelihood = FixedNoiseGaussianLikelihood(
-                    noise=placeholder_noise, learn_additional_noise=True, **noise_options
-                )
-            else:
-                likelihood = GaussianLikelihood(**noise_options)
-        ExactGP.__init__(self, train_inputs=train_X, train_targets=placeholder_noise, likelihood=likelihood)
-        self.source_posterior = source_posterior
+        # the paper's delta GP has zero mean (a ZeroMean adds no hyperparameter)
+        self.mean_module = mean_module if mean_module is not None else ZeroMean()
         self.delta_covar_module = (
-            delta_covar_module
-            if delta_covar_module is not None
+            covar_module
+            if covar_module is not None
             else default_transfer_kernel(train_X.shape[-1], batch_shape=batch_shape)
         )
-        self.residual_covariance = residual_covariance
-        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
 
-    def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
-        r"""Residuals ``Y - mu_g,N(X)`` with noise ``[sigma^2_g,N(X)] + Yvar`` (Alg. 1, l. 4-5)."""
-        self._store_target_data(X, Y, Yvar)
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
+        r"""Residuals ``Y - mu_g,N(X)`` with noise ``[sigma^2_g,N(X)] + Yvar``
+        (Alg. 1, l. 4-5)."""
         with torch.no_grad():
             residuals = Y - self.source_posterior.mean(X)
             fixed = torch.zeros_like(residuals)
@@ -214,13 +221,19 @@ class DeltaBOModel(SourceConditionedGP):
                 fixed = fixed + self.source_posterior.variance(X)
             if not self.learns_target_noise:
                 fixed = fixed + Yvar
-        if isinstance(self.likelihood, FixedNoiseGaussianLikelihood):
-            self.likelihood.noise_covar.noise = fixed
-        self._set_raw_train_inputs(X, residuals)
+        per_point = self.residual_covariance == "diagonal" or not self.learns_target_noise
+        return TrainingData(X, residuals, fixed if per_point else None)
 
-    def _source_terms(self, X: Tensor) -> tuple[Tensor, Tensor | None]:
-        covar = self.source_posterior.covariance(X) if self.residual_covariance == "diagonal" else None
-        return self.source_posterior.mean(X), covar
+    def _combine_posterior(
+        self, gp_posterior: MultivariateNormal, X: Tensor
+    ) -> MultivariateNormal:
+        r"""``f = g + delta``: add the frozen source posterior (eq. 7). Under
+        ``"full"`` the source covariance is already in the GP's prior."""
+        mean = gp_posterior.mean + self.source_posterior.mean(X)
+        covar = gp_posterior.lazy_covariance_matrix
+        if self.residual_covariance == "diagonal":
+            covar = covar + DenseLinearOperator(self.source_posterior.covariance(X))
+        return MultivariateNormal(mean, covar)
 
     def _frozen_modules(self) -> list[torch.nn.Module]:
         return [self.source_posterior]
@@ -231,8 +244,8 @@ class DeltaBOModel(SourceConditionedGP):
         sources: list[SourceLike],
         scale: Tensor,
         offset: Tensor,
-        source_covar_module: Kernel | None,
         input_transform: InputTransform | None,
+        source_covar_module: Kernel | None,
         fit_source: bool,
         max_rank: int,
         tolerance: float,
@@ -263,7 +276,7 @@ class DeltaBOModel(SourceConditionedGP):
                 )
             else:
                 layer = DeltaBOModel(
-                    s.X, Y, source=stack, train_Yvar=Yvar, delta_covar_module=kernel,
+                    s.X, Y, Yvar, source=stack, delta_covar_module=kernel,
                     input_transform=transform, source_max_rank=max_rank,
                     source_tolerance=tolerance,
                 )
@@ -310,6 +323,7 @@ class DeltaBOModel(SourceConditionedGP):
             if self.residual_covariance == "diagonal":
                 delta = GPSourcePosterior(
                     X, self.train_targets, noise, self.delta_covar_module,
+                    mean_module=self._delta_mean(),
                     input_transform=getattr(self, "input_transform", None),
                     max_rank=max_rank, tolerance=tolerance,
                 )
@@ -317,16 +331,20 @@ class DeltaBOModel(SourceConditionedGP):
             else:
                 source = GPSourcePosterior(
                     X, self.train_targets + source.mean(X), noise, self.delta_covar_module,
+                    mean_module=self._delta_mean(),
                     input_transform=getattr(self, "input_transform", None),
                     prior_source=source, max_rank=max_rank, tolerance=tolerance,
                 )
         source.set_output_affine(self.output_scale, self.output_offset)
         return source
 
+    def _delta_mean(self) -> Mean | None:
+        return None if isinstance(self.mean_module, ZeroMean) else self.mean_module
+
     def forward(self, x: Tensor) -> MultivariateNormal:
         if self.training:
             x = self.transform_inputs(x)
-        mean = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
+        mean = self.mean_module(x)
         covar = self.delta_covar_module(x)
         if self.residual_covariance == "full":
             covar = covar + DenseLinearOperator(self._joint_source_covariance(x))

@@ -30,21 +30,20 @@ import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import (
-    GroupedNoise,
-    PooledTransferGP,
-    as_source_list,
-    fit_shared_outcome_affine,
+from botorch_transfer.models.base import PooledTransferGP, TrainingData
+from botorch_transfer.models.likelihoods import (
+    TaskIndexedGaussianLikelihood,
+    TaskIndexedNoise,
     learned_noise,
-    pool_source_tasks,
-    validate_training_data,
 )
 
+# slots of the learned noise levels: sigma'^2 (sources without Yvar), sigma_a^2
 SOURCE, TARGET = 0, 1
 
 
@@ -54,18 +53,22 @@ class DiffGP(PooledTransferGP):
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
-        source: A ``TaskData`` or a list of them (pooled into one source data set).
-        train_Yvar: Optional known target noise variances; else ``sigma_a^2`` is learned.
+        train_Yvar: Optional known target noise variances; else ``sigma_a^2`` is
+            learned.
+        source: A ``TaskData`` or a list of them (keyword; pooled into one source
+            data set).
+        likelihood: Default: a task-indexed likelihood with a learned ``sigma'^2``
+            for sources without known noise and the target noise ``sigma_a^2``.
         covar_module: The kernel ``k`` shared by source, target and difference
             (default: a scaled RBF kernel with BoTorch's lengthscale prior).
-        source_Yvar: Known source noise ``sigma'^2`` (user units) for all source
-            points. Default: the sources' ``TaskData.Yvar``; where a source has none,
-            ``sigma'^2`` is learned.
         mean_module: Prior mean of ``f'`` and ``f`` (default ``ConstantMean``; the
             paper uses zero). The difference has zero mean.
         input_transform: Input transform, applied as ``SingleTaskGP`` applies it.
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted on source and
             target outcomes together and applied to both.
+        source_Yvar: Known source noise ``sigma'^2`` (user units) for all source
+            points. Default: the sources' ``TaskData.Yvar``; where a source has none,
+            ``sigma'^2`` is learned.
 
     Example:
         >>> model = DiffGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -77,45 +80,91 @@ class DiffGP(PooledTransferGP):
         self,
         train_X: Tensor,
         train_Y: Tensor,
-        source: TaskData | Sequence[TaskData],
         train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
         covar_module: Kernel | None = None,
-        source_Yvar: float | None = None,
         mean_module: Mean | None = None,
-        input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        source: TaskData | Sequence[TaskData],
+        source_Yvar: float | None = None,
     ) -> None:
-        validate_training_data(train_X, train_Y, train_Yvar)
-        sources = as_source_list(source, train_X, allow_models=False)
-        scale, offset = fit_shared_outcome_affine(outcome_transform, sources, train_Y)
-        X_s, Y_s, Yvar_s, _ = pool_source_tasks(sources, scale, offset)
-        if source_Yvar is not None:
-            if not (isinstance(source_Yvar, (int, float)) and math.isfinite(source_Yvar) and source_Yvar >= 0):
-                raise ValueError(f"`source_Yvar` must be a non-negative finite float, got {source_Yvar!r}.")
-            Yvar_s = torch.full_like(Y_s, source_Yvar) / scale**2
-        known_source_noise = torch.nan_to_num(Yvar_s, nan=0.0)
-        learn_source_noise = bool(torch.isnan(Yvar_s).any())
-        batch_shape = train_X.shape[:-2]
-        noise = GroupedNoise(
-            group=torch.zeros(X_s.shape[0], dtype=torch.long, device=X_s.device),
-            fixed=known_source_noise.clone(),
-            learned=[
-                learned_noise(batch_shape) if learn_source_noise else None,
-                learned_noise(batch_shape) if train_Yvar is None else None,
-            ],
-            target_group=TARGET,
+        if source_Yvar is not None and not (
+            isinstance(source_Yvar, (int, float))
+            and math.isfinite(source_Yvar)
+            and source_Yvar >= 0
+        ):
+            raise ValueError(
+                f"`source_Yvar` must be a non-negative finite float, got {source_Yvar!r}."
+            )
+        self.source_Yvar_override = source_Yvar
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar,
+            transfer=source,
+            likelihood=likelihood,
+            covar_module=covar_module,
+            mean_module=mean_module,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
         )
-        self._init_pooled(X_s, Y_s, noise, mean_module, covar_module, batch_shape)
-        self.register_buffer("source_known_noise", known_source_noise, persistent=False)
+
+    def _learns_source_noise(self, sources: Sequence[TaskData]) -> list[bool]:
+        r"""Per source task: is ``sigma'^2`` learned (no known noise)?"""
+        if self.source_Yvar_override is not None:
+            return [False] * len(sources)
+        return [s.Yvar is None for s in sources]
+
+    def _default_likelihood(
+        self, train_X: Tensor, train_Yvar: Tensor | None, transfer: list[TaskData]
+    ) -> TaskIndexedGaussianLikelihood:
+        r"""Slot 0: one ``sigma'^2`` shared by the sources without known noise; slot
+        1: the target noise ``sigma_a^2`` (when ``train_Yvar`` is not known)."""
+        batch_shape = train_X.shape[:-2]
+        learns_source = self._learns_source_noise(transfer)
+        learned = [
+            learned_noise(batch_shape) if any(learns_source) else None,
+            learned_noise(batch_shape) if train_Yvar is None else None,
+        ]
+        task_level = [SOURCE if learns else None for learns in learns_source]
+        task_level.append(TARGET if train_Yvar is None else None)
+        return TaskIndexedGaussianLikelihood(TaskIndexedNoise(learned, task_level))
+
+    def _build_modules(
+        self,
+        transfer: list[TaskData],
+        train_X: Tensor,
+        input_transform: InputTransform | None,
+        **kwargs,
+    ) -> None:
+        super()._build_modules(
+            transfer, train_X=train_X, input_transform=input_transform, **kwargs
+        )
+        if self.source_Yvar_override is not None:
+            override = self.source_Yvar_override / self.output_scale**2
+            self.source_Yvar = torch.full_like(self.source_Y, float(override))
+        self.register_buffer(
+            "source_known_noise",
+            torch.nan_to_num(self.source_Yvar, nan=0.0),
+            persistent=False,
+        )
+        learns = torch.tensor(
+            self._learns_source_noise(transfer), device=train_X.device
+        )
         # points whose sigma'^2 is learned (no Yvar) get the learned source level
-        self.register_buffer("source_noise_learned", torch.isnan(Yvar_s), persistent=False)
+        self.register_buffer(
+            "source_noise_learned", learns[self.source_task], persistent=False
+        )
         if input_transform is not None:
             # learn a data-dependent transform (e.g. Normalize) on the pooled inputs
             # before the first correction evaluates the kernel on transformed inputs
             input_transform.train()
             with torch.no_grad():
-                input_transform(torch.cat([X_s, train_X.reshape(-1, train_X.shape[-1])]))
-        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
+                input_transform(
+                    torch.cat([self.source_X, train_X.reshape(-1, train_X.shape[-1])])
+                )
 
     # -------------------------------------------------------------- correction
     def _transform_eval(self, X: Tensor) -> Tensor:
@@ -132,15 +181,16 @@ class DiffGP(PooledTransferGP):
     def _source_noise(self) -> Tensor:
         r"""``sigma'^2`` per source point (``batch x N``), known or learned."""
         noise = self.likelihood.noise_covar
-        level = noise.group_noise(SOURCE)
-        if level is None:
+        if not noise.is_learned[SOURCE]:
             return self.source_known_noise
+        level = noise.learned[SOURCE].noise
         return self.source_known_noise + level * self.source_noise_learned.to(level)
 
     def _target_noise_per_point(self) -> Tensor:
         r"""``sigma_a^2`` at each target point (``batch x T``)."""
         if self.learns_target_noise:
-            return self.likelihood.noise_covar.group_noise(TARGET).expand(*self.target_Y.shape)
+            level = self.likelihood.noise_covar.learned[TARGET].noise
+            return level.expand(*self.target_Y.shape)
         return self.target_Yvar
 
     def corrected_source(self) -> tuple[Tensor, Tensor]:
@@ -178,18 +228,16 @@ class DiffGP(PooledTransferGP):
         # 3. corrected source data
         return y_s + mu_D, var_D
 
-    def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
-        r"""Recompute the correction and pool ``[corrected source; target]``."""
-        self._store_target_data(X, Y, Yvar)
-        self._refresh_correction()
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
+        r"""Recompute the correction and pool ``[corrected source; target]``.
 
-    def _refresh_correction(self) -> None:
+        Source points carry ``sigma'^2`` (known part fixed, unknown part learned
+        through their task's level) plus ``sigma^2_D(x_s)``.
+        """
         with torch.no_grad():
             y_cs, var_D = self.corrected_source()
-        # source: sigma'^2 (known part fixed, unknown part learned) + sigma^2_D(x_s)
-        group = torch.where(self.source_noise_learned, SOURCE, -1)  # -1: no learned level
         self._hyperparameter_state = self._hyperparameters()
-        self._set_pooled_training_data(y_cs, self.source_known_noise + var_D, group)
+        return self._pooled_training_data(y_cs, self.source_known_noise + var_D)
 
     def _hyperparameters(self) -> Tensor:
         return torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
@@ -202,5 +250,5 @@ class DiffGP(PooledTransferGP):
         if not mode and state is not None:
             current = self._hyperparameters()
             if current.shape != state.shape or not torch.equal(current, state):
-                self._refresh_correction()
+                self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
         return result

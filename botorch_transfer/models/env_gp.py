@@ -16,23 +16,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import (
-    GroupedNoise,
-    PooledTransferGP,
-    as_source_list,
-    fit_shared_outcome_affine,
+from botorch_transfer.models.base import PooledTransferGP, TrainingData
+from botorch_transfer.models.likelihoods import (
+    TaskIndexedGaussianLikelihood,
+    TaskIndexedNoise,
     learned_noise,
-    pool_source_tasks,
-    validate_training_data,
 )
 
 
@@ -47,17 +46,21 @@ class EnvGP(PooledTransferGP):
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
-        source: A ``TaskData`` or a list of them (one stretched noise per task).
-        train_Yvar: Optional known target noise variances; else ``sigma_a^2`` is learned.
+        train_Yvar: Optional known target noise variances; else ``sigma_a^2`` is
+            learned.
+        source: A ``TaskData`` or a list of them (keyword; one stretched noise per
+            task).
+        likelihood: Default: a task-indexed likelihood with one learned stretch per
+            source task and the target noise (see ``source_noise``).
         covar_module: The kernel ``k`` shared by source and target data (default: a
             scaled RBF kernel with BoTorch's lengthscale prior).
-        source_noise: ``None`` (learn ``sigma_s^2``) or a float (or one per source
-            task) fixing ``sigma_s^2`` in the user's units; it must not be below the
-            task's own ``Yvar``.
         mean_module: Prior mean (default ``ConstantMean``; the paper uses zero).
         input_transform: Input transform, applied as ``SingleTaskGP`` applies it.
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted on source and
             target outcomes together and applied to both.
+        source_noise: ``None`` (learn ``sigma_s^2``) or a float (or one per source
+            task) fixing ``sigma_s^2`` in the user's units; it must not be below the
+            task's own ``Yvar``.
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -69,47 +72,81 @@ class EnvGP(PooledTransferGP):
         self,
         train_X: Tensor,
         train_Y: Tensor,
-        source: TaskData | Sequence[TaskData],
         train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
         covar_module: Kernel | None = None,
-        source_noise: float | Sequence[float] | None = None,
         mean_module: Mean | None = None,
-        input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        source: TaskData | Sequence[TaskData],
+        source_noise: float | Sequence[float] | None = None,
     ) -> None:
-        validate_training_data(train_X, train_Y, train_Yvar)
-        sources = as_source_list(source, train_X, allow_models=False)
-        scale, offset = fit_shared_outcome_affine(outcome_transform, sources, train_Y)
-        X_s, Y_s, Yvar_s, task = pool_source_tasks(sources, scale, offset)
+        self.source_noise = source_noise
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar,
+            transfer=source,
+            likelihood=likelihood,
+            covar_module=covar_module,
+            mean_module=mean_module,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
+        )
+
+    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[TaskData]:
+        sources = super()._prepare_transfer(transfer, train_X)
+        if self.source_noise is None:
+            return sources
+        levels = self.source_noise
         n_tasks = len(sources)
-        if source_noise is not None:
-            levels = [source_noise] * n_tasks if isinstance(source_noise, (int, float)) else list(source_noise)
-            if len(levels) != n_tasks:
-                raise ValueError(f"`source_noise` must be one float or one per source task ({n_tasks}), got {len(levels)}.")
-            for k, (level, s) in enumerate(zip(levels, sources)):
-                if not (isinstance(level, (int, float)) and math.isfinite(level) and level > 0):
-                    raise ValueError(f"`source_noise` must be positive finite floats, got {level!r}.")
-                if s.Yvar is not None and level < float(s.Yvar.max()):
-                    raise ValueError(
-                        f"`source_noise` ({level}) for source {k} is below that task's own noise "
-                        f"(max Yvar {float(s.Yvar.max()):.3g}); the envelope can only be stretched."
-                    )
-            fixed_s = torch.tensor(levels, dtype=train_X.dtype, device=train_X.device)[task] / scale**2
-        else:
-            fixed_s = torch.nan_to_num(Yvar_s, nan=0.0)
+        if isinstance(levels, (int, float)):
+            levels = [levels] * n_tasks
+        levels = list(levels)
+        if len(levels) != n_tasks:
+            raise ValueError(
+                "`source_noise` must be one float or one per source task "
+                f"({n_tasks}), got {len(levels)}."
+            )
+        for k, (level, s) in enumerate(zip(levels, sources)):
+            if not (isinstance(level, (int, float)) and math.isfinite(level) and level > 0):
+                raise ValueError(
+                    f"`source_noise` must be positive finite floats, got {level!r}."
+                )
+            if s.Yvar is not None and level < float(s.Yvar.max()):
+                raise ValueError(
+                    f"`source_noise` ({level}) for source {k} is below that task's own "
+                    f"noise (max Yvar {float(s.Yvar.max()):.3g}); the envelope can "
+                    "only be stretched."
+                )
+        self._source_noise_levels = levels
+        return sources
+
+    def _default_likelihood(
+        self, train_X: Tensor, train_Yvar: Tensor | None, transfer: list[TaskData]
+    ) -> TaskIndexedGaussianLikelihood:
+        r"""One learned stretch per source task (none when ``source_noise`` fixes it)
+        and the learned target noise (none when ``train_Yvar`` is known)."""
         batch_shape = train_X.shape[:-2]
         learned = [
-            None if source_noise is not None else learned_noise(batch_shape, prior=False)
-            for _ in range(n_tasks)
+            None if self.source_noise is not None else learned_noise(batch_shape, prior=False)
+            for _ in transfer
         ]
         learned.append(learned_noise(batch_shape) if train_Yvar is None else None)
-        noise = GroupedNoise(group=task, fixed=fixed_s, learned=learned, target_group=n_tasks)
-        self._init_pooled(X_s, Y_s, noise, mean_module, covar_module, batch_shape)
-        self.register_buffer("source_fixed_noise", fixed_s, persistent=False)
-        self.register_buffer("source_task", task, persistent=False)
-        self._finish_init(train_X, train_Y, train_Yvar, scale, offset, input_transform, outcome_transform)
+        return TaskIndexedGaussianLikelihood(TaskIndexedNoise(learned))
 
-    def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
+    def _build_modules(self, transfer: list[TaskData], train_X: Tensor, **kwargs) -> None:
+        super()._build_modules(transfer, train_X=train_X, **kwargs)
+        if self.source_noise is not None:
+            levels = torch.tensor(
+                self._source_noise_levels, dtype=train_X.dtype, device=train_X.device
+            )
+            fixed = levels[self.source_task] / self.output_scale**2
+        else:  # the source's own noise; the learned stretch sits on top
+            fixed = torch.nan_to_num(self.source_Yvar, nan=0.0)
+        self.register_buffer("source_fixed_noise", fixed, persistent=False)
+
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""Pool ``[source; target]`` with per-point noise ``[sigma_s^2; sigma_a^2]``."""
-        self._store_target_data(X, Y, Yvar)
-        self._set_pooled_training_data(self.source_Y, self.source_fixed_noise, self.source_task)
+        return self._pooled_training_data(self.source_Y, self.source_fixed_noise)

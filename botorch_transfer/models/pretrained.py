@@ -43,33 +43,38 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0: the prior).
         train_Y: ``batch_shape x n x 1`` target observations.
-        prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior`.
         train_Yvar: Known observation noise variances (``batch_shape x n x 1``);
             default: the prior's noise.
+        prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword).
         fine_tune: Make the prior's parameters trainable.
         input_transform: Optional input transform.
         outcome_transform: Must be ``None`` (see above).
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
-        >>> model = PretrainedPriorGP(train_X, train_Y, prior)
+        >>> model = PretrainedPriorGP(train_X, train_Y, prior=prior)
         >>> acqf = hyperbo_probability_of_improvement(model)
         >>> candidate, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=5, raw_samples=256)
     """
+
+    transfer_argument = "prior"
+    # the prior normalizes outcomes with its pre-training statistics
+    fixes_outcome_units = True
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
-        prior: PretrainedPrior,
         train_Yvar: Tensor | None = None,
-        fine_tune: bool = False,
-        input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        prior: PretrainedPrior,
+        fine_tune: bool = False,
     ) -> None:
+        validate_training_data(train_X, train_Y, train_Yvar)
         if not isinstance(prior, PretrainedPrior):
             raise TypeError(f"`prior` must be a PretrainedPrior, got {type(prior).__name__}.")
-        validate_training_data(train_X, train_Y, train_Yvar)
         if outcome_transform is not None:
             raise ValueError(
                 "`outcome_transform` must be None: the pre-trained prior fixes the output "

@@ -3,8 +3,10 @@ r"""A benchmark plugin: one ``register_method`` line adds a model to the compari
 
 import torch
 from botorch.acquisition import UpperConfidenceBound
+from gpytorch.distributions import MultivariateNormal
 
 from botorch_transfer import DeltaBOModel
+from botorch_transfer.models import TrainingData
 from botorch_transfer.benchmarks.runner import maximize, register_method
 
 
@@ -12,15 +14,14 @@ class MeanTransferGP(DeltaBOModel):
     r"""Mean-transfer stack (MHGP): residual GP with the target noise only, variance
     from the residual GP only (see the custom-model tutorial)."""
 
-    def _set_target_data(self, X, Y, Yvar):
-        self._store_target_data(X, Y, Yvar)
+    def _training_data(self, X, Y, Yvar):
         with torch.no_grad():
             residuals = Y - self.source_posterior.mean(X)
-        self.likelihood.noise_covar.noise = Yvar
-        self._set_raw_train_inputs(X, residuals)
+        return TrainingData(X, residuals, Yvar)  # the target noise only
 
-    def _source_terms(self, X):
-        return self.source_posterior.mean(X), None
+    def _combine_posterior(self, gp_posterior, X):
+        mean = gp_posterior.mean + self.source_posterior.mean(X)
+        return MultivariateNormal(mean, gp_posterior.lazy_covariance_matrix)
 
 
 register_method(

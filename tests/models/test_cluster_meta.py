@@ -213,7 +213,7 @@ def test_prior_and_posterior_equal_reference(prior):
     w = torch.tensor([0.5, 0.3, 0.2], dtype=F64)
     X, Y = target_data()
     Yvar = torch.full_like(Y, 1e-3)
-    model = ClusterMetaPriorGP(X, Y, prior, weights=w, train_Yvar=Yvar)
+    model = ClusterMetaPriorGP(X, Y, prior=prior, weights=w, train_Yvar=Yvar)
     mean0, cov0 = reference_prior(model.prior, w)
     X_test = torch.rand(4, 3, D, dtype=F64)
     # the prior modules themselves
@@ -231,7 +231,7 @@ def test_prior_and_posterior_equal_reference(prior):
     noisy = model.posterior(X_test, observation_noise=True)
     torch.testing.assert_close(noisy.variance - post.variance, torch.full_like(post.variance, 1e-3))
     # no target data: the posterior is the prior
-    empty = ClusterMetaPriorGP(X[:0], Y[:0], prior, weights=w)
+    empty = ClusterMetaPriorGP(X[:0], Y[:0], prior=prior, weights=w)
     torch.testing.assert_close(empty.posterior(X_test).mean.squeeze(-1), torch.stack([mean0(x) for x in X_test]), rtol=1e-9, atol=1e-10)
 
 
@@ -240,7 +240,7 @@ def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
     w = torch.tensor([0.2, 0.5, 0.3], dtype=F64)
     idx = torch.tensor([1, 5, 7, 11])
     X, Y = V[idx], family(0, V[idx])
-    model = ClusterMetaPriorGP(X, Y, bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
+    model = ClusterMetaPriorGP(X, Y, prior=bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
     m_bar = w @ bary_prior.prototype_means
     S_bar = torch.einsum("c,cij->ij", w**2, bary_prior.prototype_covs)
     K = S_bar[idx][:, idx] + 1e-3 * torch.eye(4, dtype=F64)
@@ -252,10 +252,10 @@ def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
     with pytest.raises(ValueError, match="index points"):
         model.posterior(torch.rand(3, D, dtype=F64))
     with pytest.raises(ValueError, match="index points"):
-        ClusterMetaPriorGP(torch.rand(2, D, dtype=F64), torch.zeros(2, 1, dtype=F64), bary_prior)
+        ClusterMetaPriorGP(torch.rand(2, D, dtype=F64), torch.zeros(2, 1, dtype=F64), prior=bary_prior)
     # inputs that went through Normalize and back still match
     bounds = torch.tensor([[-1.0, 0.0], [2.0, 3.0]], dtype=F64)
-    normed = ClusterMetaPriorGP(X, Y, bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3), input_transform=Normalize(D, bounds=bounds))
+    normed = ClusterMetaPriorGP(X, Y, prior=bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3), input_transform=Normalize(D, bounds=bounds))
     torch.testing.assert_close(normed.posterior(V).mean, post.mean, rtol=1e-10, atol=1e-10)
 
 
@@ -263,7 +263,7 @@ def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
 def test_updated_weights_equal_algorithm_1(prior, distance):
     w = torch.tensor([0.4, 0.4, 0.2], dtype=F64)
     X, Y = target_data()
-    model = ClusterMetaPriorGP(X, Y, prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
+    model = ClusterMetaPriorGP(X, Y, prior=prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
     V = prior.index_points
     mean0, cov0 = reference_prior(model.prior, w)
     mean, cov = gp_posterior(mean0, cov0, X, Y.squeeze(-1), torch.full((6,), 1e-3, dtype=F64))
@@ -289,7 +289,7 @@ def test_weights_move_toward_the_right_cluster(prior, meta, c):
     X = torch.rand(2, D, generator=gen, dtype=F64)
     weights, history = None, []
     for _ in range(5):
-        model = ClusterMetaPriorGP(X, family(c, X), prior, weights=weights, train_Yvar=torch.full((X.shape[0], 1), 1e-4, dtype=F64))
+        model = ClusterMetaPriorGP(X, family(c, X), prior=prior, weights=weights, train_Yvar=torch.full((X.shape[0], 1), 1e-4, dtype=F64))
         weights = model.updated_weights()
         history.append(weights[cluster].item())
         X = torch.cat([X, torch.rand(3, D, generator=gen, dtype=F64)])
@@ -306,7 +306,7 @@ def test_shapes_dtypes_devices_transforms(prior, device, dtype, transforms, batc
     X, Y = target_data()
     X, Y = X.expand(*batch, -1, -1).to(device, dtype), Y.expand(*batch, -1, -1).to(device, dtype)
     options = dict(input_transform=Normalize(D), outcome_transform=Standardize(m=1)) if transforms else {}
-    model = ClusterMetaPriorGP(X, Y, prior, **options)
+    model = ClusterMetaPriorGP(X, Y, prior=prior, **options)
     assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
     for shape in [(3, D), (4, 3, D), (2, 4, 3, D)] if not batch else [(3, D), (4, 1, 3, D)]:
         X_test = torch.rand(*shape, dtype=dtype, device=device)
@@ -333,8 +333,8 @@ def test_transforms_do_not_change_the_posterior(prior):
     # the prior fixes the scale: Standardize / Normalize only change units
     X, Y = target_data()
     Yvar = torch.full_like(Y, 1e-3)
-    plain = ClusterMetaPriorGP(X, Y, prior, train_Yvar=Yvar)
-    transformed = ClusterMetaPriorGP(X, Y, prior, train_Yvar=Yvar, input_transform=Normalize(D), outcome_transform=Standardize(m=1))
+    plain = ClusterMetaPriorGP(X, Y, prior=prior, train_Yvar=Yvar)
+    transformed = ClusterMetaPriorGP(X, Y, prior=prior, train_Yvar=Yvar, input_transform=Normalize(D), outcome_transform=Standardize(m=1))
     X_test = torch.rand(5, 2, D, dtype=F64)
     torch.testing.assert_close(transformed.posterior(X_test).mean, plain.posterior(X_test).mean, rtol=1e-8, atol=1e-9)
     torch.testing.assert_close(
@@ -345,7 +345,7 @@ def test_transforms_do_not_change_the_posterior(prior):
 
 def test_fit_touches_only_the_target_noise(prior):
     X, Y = target_data(n=8)
-    model = ClusterMetaPriorGP(X, Y, prior)
+    model = ClusterMetaPriorGP(X, Y, prior=prior)
     assert [name for name, _ in model.named_parameters()] == ["likelihood.noise_covar.raw_noise"]
     before = {k: v.clone() for k, v in model.prior.posteriors.state().items()}
     noise_before = model.likelihood.noise.item()
@@ -362,9 +362,9 @@ def test_condition_on_observations_equals_rebuild(prior):
     X, Y = target_data(n=9)
     Yvar = torch.full_like(Y, 1e-3)
     w = torch.tensor([0.2, 0.3, 0.5], dtype=F64)
-    model = ClusterMetaPriorGP(X[:6], Y[:6], prior, weights=w, train_Yvar=Yvar[:6])
+    model = ClusterMetaPriorGP(X[:6], Y[:6], prior=prior, weights=w, train_Yvar=Yvar[:6])
     cond = model.condition_on_observations(X[6:], Y[6:], noise=Yvar[6:])
-    direct = ClusterMetaPriorGP(X, Y, prior, weights=w, train_Yvar=Yvar)
+    direct = ClusterMetaPriorGP(X, Y, prior=prior, weights=w, train_Yvar=Yvar)
     X_test = torch.rand(3, 2, D, dtype=F64)
     torch.testing.assert_close(cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=1e-8, atol=1e-10)
     torch.testing.assert_close(
@@ -376,11 +376,11 @@ def test_condition_on_observations_equals_rebuild(prior):
 
 def test_state_dict_pickle_and_to(prior, device):
     X, Y = target_data()
-    model = ClusterMetaPriorGP(X, Y, prior, weights=[0.6, 0.2, 0.2])
+    model = ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.6, 0.2, 0.2])
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     # weights (and the prior) are constructor data, not state
     assert not any("weights" in key or key.startswith("prior") for key in model.state_dict())
-    clone = ClusterMetaPriorGP(X, Y, prior, weights=[0.6, 0.2, 0.2])
+    clone = ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.6, 0.2, 0.2])
     clone.load_state_dict(model.state_dict())
     X_test = torch.rand(4, 3, D, dtype=F64)
     torch.testing.assert_close(clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
@@ -403,7 +403,7 @@ def test_save_load_round_trip(prior, bary_prior, which, tmp_path):
     assert torch.equal(loaded.assignments, p.assignments) and loaded.prototype == which
     V = p.index_points
     X, Y = V[:5], family(1, V[:5])
-    a, b = ClusterMetaPriorGP(X, Y, p, train_Yvar=torch.full_like(Y, 1e-3)), ClusterMetaPriorGP(X, Y, loaded, train_Yvar=torch.full_like(Y, 1e-3))
+    a, b = ClusterMetaPriorGP(X, Y, prior=p, train_Yvar=torch.full_like(Y, 1e-3)), ClusterMetaPriorGP(X, Y, prior=loaded, train_Yvar=torch.full_like(Y, 1e-3))
     assert torch.equal(a.posterior(V).mean, b.posterior(V).mean)
     assert torch.equal(a.posterior(V).distribution.covariance_matrix, b.posterior(V).distribution.covariance_matrix)
     assert torch.equal(a.updated_weights(), b.updated_weights())
@@ -442,17 +442,17 @@ def test_bad_inputs(meta, prior):
         build_cluster_prior(tasks[:2], posteriors=prior.posteriors)
     X, Y = target_data()
     with pytest.raises(ValueError, match="weights.*one entry per cluster"):
-        ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.5])
+        ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.5, 0.5])
     with pytest.raises(ValueError, match="non-negative"):
-        ClusterMetaPriorGP(X, Y, prior, weights=[1.2, -0.1, -0.1])
+        ClusterMetaPriorGP(X, Y, prior=prior, weights=[1.2, -0.1, -0.1])
     with pytest.raises(ValueError, match="sum to 1"):
-        ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.5, 0.5])
+        ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.5, 0.5, 0.5])
     with pytest.raises(ValueError, match="train_X.*d=3"):
-        ClusterMetaPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior)
+        ClusterMetaPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior=prior)
     with pytest.raises(TypeError, match="prior"):
         ClusterMetaPriorGP(X, Y, prior="not a prior")
     with pytest.raises(ValueError, match="train_Y"):
-        ClusterMetaPriorGP(X, Y[:-1], prior)
+        ClusterMetaPriorGP(X, Y[:-1], prior=prior)
 
 
 # ----------------------------------------------------------------------- BO loops
@@ -466,7 +466,7 @@ def test_bo_loop_center_prototype_with_weight_updates(prior, meta, acq):
     X = torch.tensor([[0.5, 0.5]], dtype=F64)
     Y, weights, history = family(0, X), None, []
     for _ in range(10):
-        model = ClusterMetaPriorGP(X, Y, prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
+        model = ClusterMetaPriorGP(X, Y, prior=prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
         if acq == "ucb":
             acqf = UpperConfidenceBound(model, beta=3.0)
         else:
@@ -490,7 +490,7 @@ def test_bo_loop_barycenter_prototype_on_index_set(bary_prior, meta):
     X = V[:1]
     Y, weights, history = family(2, X), None, []
     for t in range(10):
-        model = ClusterMetaPriorGP(X, Y, bary_prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
+        model = ClusterMetaPriorGP(X, Y, prior=bary_prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
         # query each index point at most once (the prior variance is small, so UCB
         # would otherwise keep re-querying its favourite point)
         unseen = V[~(V.unsqueeze(1) == X).all(-1).any(-1)]
@@ -506,7 +506,7 @@ def test_bo_loop_barycenter_prototype_on_index_set(bary_prior, meta):
 def test_fantasy_based_acquisitions(prior):
     # qKG and qMES (with pending points) condition on fantasies of the target
     X, Y = target_data()
-    model = ClusterMetaPriorGP(X, Y, prior, weights=[0.5, 0.25, 0.25], train_Yvar=torch.full_like(Y, NOISE))
+    model = ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.5, 0.25, 0.25], train_Yvar=torch.full_like(Y, NOISE))
     for acqf in (
         qKnowledgeGradient(model, num_fantasies=4),
         qMaxValueEntropy(model, candidate_set=torch.rand(64, D, dtype=F64), num_fantasies=4, X_pending=X[:1] + 0.01),

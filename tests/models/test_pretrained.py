@@ -38,7 +38,7 @@ def test_posterior_equals_reference(mean, kernel, known_noise):
     prior = make_prior(mean, kernel)
     X, Y = data()
     Yvar = torch.linspace(0.01, 0.05, X.shape[0], dtype=F64).unsqueeze(-1) if known_noise else None
-    model = PretrainedPriorGP(X, Y, prior, train_Yvar=Yvar)
+    model = PretrainedPriorGP(X, Y, prior=prior, train_Yvar=Yvar)
     X_test = torch.rand(5, 2, dtype=F64) * 3 - 1
     post = model.posterior(X_test)
     p = ref.prior_parts(prior)
@@ -53,7 +53,7 @@ def test_posterior_equals_reference(mean, kernel, known_noise):
 def test_zero_target_points_is_the_prior():
     prior = make_prior()
     X, Y = data(n=0)
-    model = PretrainedPriorGP(X, Y, prior)
+    model = PretrainedPriorGP(X, Y, prior=prior)
     X_test = torch.rand(4, 2, dtype=F64)
     post = model.posterior(X_test)
     p = ref.prior_parts(prior)
@@ -69,7 +69,7 @@ def test_shapes_dtypes_devices(device, dtype, batch, normalize):
     X, Y = data(dtype=dtype, device=device, batch=batch)
     # an input transform with fixed bounds equal to the identity keeps the prior's units
     tf = Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=dtype, device=device)) if normalize else None
-    model = PretrainedPriorGP(X, Y, prior, input_transform=tf)
+    model = PretrainedPriorGP(X, Y, prior=prior, input_transform=tf)
     assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
     for shape in [(3, 2), (4, 3, 2)] if not batch else [(3, 2), (4, 1, 3, 2)]:
         X_test = torch.rand(*shape, dtype=dtype, device=device)
@@ -83,13 +83,13 @@ def test_shapes_dtypes_devices(device, dtype, batch, normalize):
 def test_frozen_by_default_fit_is_a_no_op_and_fine_tune_trains_a_copy():
     prior = make_prior()
     X, Y = data()
-    model = PretrainedPriorGP(X, Y, prior)
+    model = PretrainedPriorGP(X, Y, prior=prior)
     assert not any(p.requires_grad for p in model.parameters())
     before = {k: v.clone() for k, v in model.state_dict().items()}
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     prior_state = {k: v.clone() for k, v in prior.state_dict().items()}
-    tuned = PretrainedPriorGP(X, Y, prior, fine_tune=True)
+    tuned = PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
     mll = ExactMarginalLogLikelihood(tuned.likelihood, tuned)
     mll.train()
     loss_before = -mll(tuned(*tuned.train_inputs), tuned.train_targets).item()
@@ -103,10 +103,10 @@ def test_frozen_by_default_fit_is_a_no_op_and_fine_tune_trains_a_copy():
 def test_condition_on_observations_equals_rebuilding_and_fantasize():
     prior = make_prior()
     X, Y = data(n=8)
-    model = PretrainedPriorGP(X[:5], Y[:5], prior)
+    model = PretrainedPriorGP(X[:5], Y[:5], prior=prior)
     model.posterior(X[:1])  # build the caches conditioning reuses
     conditioned = model.condition_on_observations(X[5:], Y[5:])
-    rebuilt = PretrainedPriorGP(X, Y, prior)
+    rebuilt = PretrainedPriorGP(X, Y, prior=prior)
     X_test = torch.rand(4, 2, dtype=F64)
     a, b = conditioned.posterior(X_test), rebuilt.posterior(X_test)
     torch.testing.assert_close(a.mean, b.mean, rtol=1e-8, atol=1e-10)
@@ -118,10 +118,10 @@ def test_condition_on_observations_equals_rebuilding_and_fantasize():
 def test_state_dict_and_pickle_round_trip():
     prior = make_prior()
     X, Y = data()
-    model = PretrainedPriorGP(X, Y, prior, fine_tune=True)
+    model = PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
     with torch.no_grad():
         model.mean_module.head.bias.add_(0.3)
-    other = PretrainedPriorGP(X, Y, make_prior(seed=9), fine_tune=True)
+    other = PretrainedPriorGP(X, Y, prior=make_prior(seed=9), fine_tune=True)
     other.load_state_dict(model.state_dict())
     X_test = torch.rand(3, 2, dtype=F64)
     torch.testing.assert_close(other.posterior(X_test).mean, model.posterior(X_test).mean)
@@ -135,15 +135,15 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="`prior`"):
         PretrainedPriorGP(X, Y, prior=None)
     with pytest.raises(ValueError, match="outcome_transform"):
-        PretrainedPriorGP(X, Y, prior, outcome_transform=Standardize(m=1))
+        PretrainedPriorGP(X, Y, prior=prior, outcome_transform=Standardize(m=1))
     with pytest.raises(ValueError, match="d=3"):
-        PretrainedPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior)
+        PretrainedPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior=prior)
     with pytest.raises(ValueError, match="train_Y"):
-        PretrainedPriorGP(X, Y[:, 0], prior)
+        PretrainedPriorGP(X, Y[:, 0], prior=prior)
     with pytest.raises(ValueError, match="NaN"):
-        PretrainedPriorGP(X, Y * float("nan"), prior)
+        PretrainedPriorGP(X, Y * float("nan"), prior=prior)
     with pytest.raises(ValueError, match="no training data"):
-        hyperbo_probability_of_improvement(PretrainedPriorGP(X[:0], Y[:0], prior))
+        hyperbo_probability_of_improvement(PretrainedPriorGP(X[:0], Y[:0], prior=prior))
 
 
 @pytest.mark.parametrize("acquisition", ["hyperbo-pi", "ucb", "qlognei"])
@@ -161,7 +161,7 @@ def test_bo_loop_from_a_pretrained_prior(acquisition):
     X = torch.rand(2, 2, generator=gen, dtype=F64)
     Y = f(X)
     for _ in range(10):
-        model = PretrainedPriorGP(X, Y, prior)
+        model = PretrainedPriorGP(X, Y, prior=prior)
         if acquisition == "hyperbo-pi":
             acqf = hyperbo_probability_of_improvement(model)
         elif acquisition == "ucb":
@@ -178,7 +178,7 @@ def test_bo_loop_from_a_pretrained_prior(acquisition):
 def test_to_after_a_posterior_call(device):
     prior = make_prior()
     X, Y = data()
-    model = PretrainedPriorGP(X, Y, prior)
+    model = PretrainedPriorGP(X, Y, prior=prior)
     model.posterior(torch.rand(2, 2, dtype=F64))  # caches a float64 prediction strategy
     moved = model.to(device=device, dtype=torch.float32)
     post = moved.posterior(torch.rand(3, 2, device=device))

@@ -1,0 +1,225 @@
+r"""The base class itself: a model written on its hooks alone, against a float64
+reference; BoTorch's argument order; the posterior-combination hook (a weighted
+posterior); laziness; errors that name the argument."""
+
+import inspect
+
+import pytest
+import torch
+from botorch.acquisition import qUpperConfidenceBound
+from botorch.models.transforms import Normalize, Standardize
+from botorch.sampling import SobolQMCNormalSampler
+from botorch.utils.datasets import SupervisedDataset
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.likelihoods import GaussianLikelihood
+from linear_operator.operators import DenseLinearOperator
+
+from botorch_transfer import (
+    ClusterMetaPriorGP,
+    DeltaBOModel,
+    DiffGP,
+    EnvGP,
+    PretrainedPriorGP,
+    TaskData,
+)
+from botorch_transfer.models.base import (
+    SourceConditionedGP,
+    TrainingData,
+    default_transfer_kernel,
+)
+from tests.models.reference import gp_posterior, rbf
+from tests.models.test_delta import (
+    ATOL,
+    F64,
+    RTOL,
+    TARGET_NOISE,
+    delta_kernel,
+    make_source,
+    make_target,
+)
+
+LS, OS = torch.tensor([0.5, 0.7], dtype=F64), 0.09
+SOURCE_WEIGHT = 0.7
+
+
+class WeightedOffsetGP(SourceConditionedGP):
+    r"""A toy model written on the hooks only: a GP on ``y - c`` (``c`` the mean of
+    the source outcomes), predicted as ``c + w * GP`` (a *weighted* part, as an
+    ensemble would weight its members)."""
+
+    def _build_modules(self, transfer, train_X, covar_module, mean_module, input_transform):
+        Y = torch.cat([self._to_model_units(s.Y) for s in transfer])
+        self.register_buffer("offset", Y.mean())
+        self.covar_module = covar_module or default_transfer_kernel(train_X.shape[-1])
+
+    def _training_data(self, X, Y, Yvar):
+        noise = None if self.learns_target_noise else Yvar
+        return TrainingData(X, Y - self.offset, noise)
+
+    def _combine_posterior(self, gp_posterior, X):
+        w = SOURCE_WEIGHT
+        return MultivariateNormal(
+            self.offset + w * gp_posterior.mean,
+            gp_posterior.lazy_covariance_matrix * w**2,
+        )
+
+    def forward(self, x):
+        if self.training:
+            x = self.transform_inputs(x)
+        mean = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
+        return MultivariateNormal(mean, self.covar_module(x))
+
+
+def kernel():
+    return delta_kernel()
+
+
+def reference(source, X, Y):
+    c = source.Y.mean()
+    k = lambda A, B: rbf(A, B, LS, OS)  # noqa: E731
+    mean, cov = gp_posterior(k, X, Y.squeeze(-1) - c, torch.full((X.shape[0],), TARGET_NOISE, dtype=F64))
+    w = SOURCE_WEIGHT
+    return (lambda A: c + w * mean(A)), (lambda A, B: w**2 * cov(A, B))
+
+
+def test_a_model_written_on_the_hooks_matches_its_reference():
+    source = make_source()
+    X, Y = make_target()
+    model = WeightedOffsetGP(X, Y, torch.full_like(Y, TARGET_NOISE), covar_module=kernel(), transfer=source)
+    ref_mean, ref_cov = reference(source, X, Y)
+    X_test = torch.rand(3, 4, 2, dtype=F64)
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(post.distribution.covariance_matrix, ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL)
+    # the template stored the target data and derived the training data from them
+    torch.testing.assert_close(model.target_Y, Y.squeeze(-1))
+    torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - source.Y.mean())
+    # ... and conditioning goes through the same hook
+    X_new, Y_new = make_target(n=3, seed=7)
+    cond = model.condition_on_observations(X_new, Y_new)
+    ref_mean, ref_cov = reference(source, torch.cat([X, X_new]), torch.cat([Y, Y_new]))
+    torch.testing.assert_close(cond.posterior(X_test).mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL)
+    # and works with BoTorch's MC acquisition functions (q-batch joint posterior)
+    acqf = qUpperConfidenceBound(model, beta=0.2, sampler=SobolQMCNormalSampler(torch.Size([16])))
+    assert acqf(X_test).shape == (3,)
+
+
+def test_shared_outcome_map_and_transforms():
+    source = make_source()
+    X, Y = make_target()
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
+    model = WeightedOffsetGP(
+        X, Y, torch.full_like(Y, TARGET_NOISE), covar_module=kernel(),
+        outcome_transform=Standardize(m=1), input_transform=Normalize(2, bounds=bounds),
+        transfer=source,
+    )
+    pooled = torch.cat([source.Y, Y])
+    o, s = pooled.mean(), pooled.std()
+    torch.testing.assert_close(model.output_offset, o)
+    torch.testing.assert_close(model.output_scale, s)
+    # the model works in standardized units: the offset is the standardized source mean
+    torch.testing.assert_close(model.offset, ((source.Y - o) / s).mean())
+    assert model.posterior(torch.rand(4, 2, dtype=F64)).mean.shape == (4, 1)
+
+
+def test_posterior_keeps_the_gp_covariance_object(monkeypatch):
+    # the base class neither densifies nor re-wraps what the GP and the hook return
+    source = make_source()
+    X, Y = make_target()
+    model = DeltaBOModel(X, Y, torch.full_like(Y, TARGET_NOISE), source=source, residual_covariance="full")
+    seen = []
+    combine = model._combine_posterior
+
+    def spy(gp_posterior, X):
+        seen.append(gp_posterior.lazy_covariance_matrix)
+        return combine(gp_posterior, X)
+
+    monkeypatch.setattr(model, "_combine_posterior", spy)
+    mvn = model.posterior(torch.rand(5, 2, dtype=F64)).distribution
+    assert mvn.lazy_covariance_matrix is seen[0]
+    # with the source covariance added (diagonal mode) the sum stays a lazy operator
+    diag = DeltaBOModel(X, Y, torch.full_like(Y, TARGET_NOISE), source=source)
+    noisy = diag.posterior(torch.rand(5, 2, dtype=F64), observation_noise=True).distribution
+    assert not isinstance(noisy.lazy_covariance_matrix, DenseLinearOperator)
+
+
+@pytest.mark.parametrize("cls", [DeltaBOModel, EnvGP, DiffGP])
+def test_botorch_positional_order(cls):
+    source = make_source()
+    X, Y = make_target()
+    Yvar = torch.full_like(Y, TARGET_NOISE)
+    model = cls(X, Y, Yvar, source=source)  # SingleTaskGP's order
+    torch.testing.assert_close(model.target_Yvar, Yvar.squeeze(-1))
+    # Ax inspects the positional-or-keyword arguments for its submodules
+    args = inspect.getfullargspec(cls).args
+    for name in ("train_Yvar", "likelihood", "covar_module", "mean_module", "outcome_transform", "input_transform"):
+        assert name in args
+
+
+@pytest.mark.parametrize("cls", [ClusterMetaPriorGP, PretrainedPriorGP])
+def test_meta_models_take_train_yvar_third_and_prior_by_keyword(cls):
+    args = inspect.getfullargspec(cls)
+    assert args.args[1:4] == ["train_X", "train_Y", "train_Yvar"]
+    assert "prior" in args.kwonlyargs and "input_transform" in args.args
+    assert cls.transfer_argument == "prior"
+
+
+def test_a_source_passed_positionally_is_a_clear_error():
+    source = make_source()
+    X, Y = make_target()
+    with pytest.raises(TypeError, match="keyword-only argument: 'source'"):
+        DeltaBOModel(X, Y, source)
+    with pytest.raises(TypeError, match="`train_Yvar` must be a floating point.*source="):
+        DeltaBOModel(X, Y, source, source=source)
+    with pytest.raises(TypeError, match="`source` is required"):
+        DeltaBOModel(X, Y, source=None)
+
+
+def test_likelihoods_that_cannot_carry_the_noise_are_rejected():
+    source = make_source()
+    X, Y = make_target()
+    with pytest.raises(TypeError, match="FixedNoiseGaussianLikelihood `likelihood`"):
+        DeltaBOModel(X, Y, source=source, likelihood=GaussianLikelihood())
+    with pytest.raises(TypeError, match="`likelihood` of a EnvGP must be a TaskIndexedGaussianLikelihood"):
+        EnvGP(X, Y, source=source, likelihood=GaussianLikelihood())
+    with pytest.raises(ValueError, match="`covar_module`.*`delta_covar_module`"):
+        DeltaBOModel(X, Y, source=source, covar_module=delta_kernel(), delta_covar_module=delta_kernel())
+
+
+def test_integer_inputs_pass_through_input_transforms():
+    model = EnvGP(*make_target(), source=make_source(), input_transform=Normalize(2))
+    index = model.train_inputs[1]
+    assert not index.is_floating_point()
+    assert model.transform_inputs(index) is index
+
+
+def test_construct_inputs_needs_the_transfer_argument():
+    X, Y = make_target()
+    data = SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"])
+    with pytest.raises(ValueError, match="needs `source=`"):
+        DeltaBOModel.construct_inputs(data)
+    inputs = DeltaBOModel.construct_inputs(data, source=make_source())
+    assert set(inputs) == {"train_X", "train_Y", "source"}
+    with pytest.raises(ValueError, match="needs `prior=`"):
+        ClusterMetaPriorGP.construct_inputs(data)
+    assert PretrainedPriorGP.fixes_outcome_units and not DeltaBOModel.fixes_outcome_units
+
+
+def test_a_new_point_gets_target_noise_whatever_the_number_of_points():
+    # regression: noise used to be decided by counting points (N + T points got the
+    # source noise); it is now decided by the task index carried with the inputs
+    source = TaskData(make_source(n=20).X, make_source(n=20).Y)
+    X, Y = make_target(n=5)
+    model = EnvGP(X, Y, source=source)
+    noise = model.likelihood.noise_covar
+    noise.learned[0].noise = torch.tensor(0.5, dtype=F64)  # source stretch
+    noise.learned[1].noise = torch.tensor(0.003, dtype=F64)  # target noise
+    X_new = torch.rand(25, 2, dtype=F64)  # exactly N + T new points
+    mvn = model.posterior(X_new).distribution
+    _, index = model._test_inputs(X_new)
+    noisy = model.likelihood(mvn, X_new, index)
+    added = noisy.covariance_matrix.diagonal() - mvn.covariance_matrix.diagonal()
+    torch.testing.assert_close(added, torch.full((25,), 0.003, dtype=F64))
+    # the training points keep their own noise
+    expected = torch.cat([torch.full((20,), 0.5, dtype=F64), torch.full((5,), 0.003, dtype=F64)])
+    torch.testing.assert_close(model.likelihood.noise, expected)
