@@ -39,7 +39,7 @@ def test_learned_noise_without_prior_starts_at_initial_value():
     level = learned_noise(torch.Size(), prior=False, initial_value=0.3)
     assert not list(level.named_priors())
     torch.testing.assert_close(level.noise.item(), 0.3)
-    assert level.raw_noise_constraint.lower_bound.item() == MIN_INFERRED_NOISE_LEVEL
+    torch.testing.assert_close(level.raw_noise_constraint.lower_bound.item(), MIN_INFERRED_NOISE_LEVEL)
 
 
 def make_noise():
