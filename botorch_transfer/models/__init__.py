@@ -7,7 +7,6 @@ from botorch_transfer.models.cluster_meta import (
     cluster_weights_from_distances,
 )
 from botorch_transfer.models.base import (
-    PooledTransferGP,
     SourceConditionedGP,
     TrainingData,
     default_transfer_kernel,
@@ -19,6 +18,7 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
 )
+from botorch_transfer.models.pooled import PooledTransferGP
 from botorch_transfer.models.pretrained import PretrainedPriorGP, hyperbo_probability_of_improvement
 from botorch_transfer.models.randomized_nn import (
     LogPowerSchedule,

@@ -30,9 +30,9 @@ Who overrides what:
   ``_default_likelihood``, ``_combine_posterior``, ``target_noise``,
   ``_frozen_modules``, ``forward`` (default: ``mean_module``, ``covar_module``).
 
-:class:`PooledTransferGP` adds what GPs over pooled ``[source; target]`` data share
-(Env-GP, Diff-GP): one mean and kernel, and task-indexed noise whose task index
-travels with the inputs.
+:class:`~botorch_transfer.models.pooled.PooledTransferGP` adds what GPs over pooled
+``[source; target]`` data share (Env-GP, Diff-GP): one mean and kernel, and
+task-indexed noise whose task index travels with the inputs.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.gpytorch import GPyTorchModel
-from botorch.models.model import FantasizeMixin, Model
+from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
@@ -55,13 +55,13 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import (
     FixedNoiseGaussianLikelihood,
     GaussianLikelihood,
     Likelihood,
 )
-from gpytorch.means import ConstantMean, Mean
+from gpytorch.means import Mean
 from gpytorch.models import ExactGP
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
@@ -69,121 +69,14 @@ from torch.nn import Module
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.likelihoods import (
-    TaskIndexedGaussianLikelihood,
     target_likelihood,
 )
-from botorch_transfer.models.source_posterior import SourcePosterior, outcome_affine
-
-
-# ------------------------------------------------------------------- validation
-def validate_training_data(
-    train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None
-) -> None:
-    r"""Check target data: shapes ``batch x n x d`` / ``batch x n x 1``, one dtype and
-    device, finite values, non-negative ``train_Yvar``. Errors name the argument."""
-    for name, value in (
-        ("train_X", train_X),
-        ("train_Y", train_Y),
-        ("train_Yvar", train_Yvar),
-    ):
-        if value is None:
-            continue
-        if not isinstance(value, Tensor) or not value.is_floating_point():
-            hint = ""
-            if name == "train_Yvar":
-                hint = (
-                    " Sources and priors are keyword arguments: "
-                    "Model(train_X, train_Y, source=...) or (..., prior=...)."
-                )
-            raise TypeError(
-                f"`{name}` must be a floating point torch.Tensor, got "
-                f"{type(value).__name__}.{hint}"
-            )
-        if value.dtype != train_X.dtype:
-            raise TypeError(
-                f"`{name}` has dtype {value.dtype} but `train_X` has {train_X.dtype}; "
-                "use one dtype for all inputs."
-            )
-        if value.device != train_X.device:
-            raise ValueError(
-                f"`{name}` is on {value.device} but `train_X` on {train_X.device}."
-            )
-        if not torch.isfinite(value).all():
-            raise ValueError(f"`{name}` contains NaN or infinite values.")
-    if train_X.dim() < 2:
-        raise ValueError(
-            "`train_X` must have shape batch_shape x n x d, got "
-            f"{tuple(train_X.shape)}."
-        )
-    expected = train_X.shape[:-1] + torch.Size([1])
-    if train_Y.shape != expected:
-        raise ValueError(
-            f"`train_Y` must have shape {tuple(expected)} (batch_shape x n x 1, "
-            f"matching `train_X`), got {tuple(train_Y.shape)}."
-        )
-    if train_Yvar is not None:
-        if train_Yvar.shape != expected:
-            raise ValueError(
-                f"`train_Yvar` must have the shape of `train_Y` {tuple(expected)}, "
-                f"got {tuple(train_Yvar.shape)}."
-            )
-        if (train_Yvar < 0).any():
-            raise ValueError("`train_Yvar` must be non-negative (it is a variance).")
-
-
-def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> list:
-    r"""Normalize ``source`` to a non-empty list and check it against the target.
-
-    Args:
-        source: One source or a list/tuple of them.
-        train_X: The target inputs (for ``d``, dtype).
-        allow_models: Whether the first source may be a fitted ``Model`` or a
-            ``SourcePosterior`` (otherwise only ``TaskData`` are accepted).
-
-    Returns:
-        The list of sources.
-    """
-    if source is None:
-        raise TypeError(
-            "`source` is required: a TaskData, a fitted model or a list of them."
-        )
-    sources = list(source) if isinstance(source, (list, tuple)) else [source]
-    if len(sources) == 0:
-        raise ValueError("`source` must contain at least one source, got an empty list.")
-    dim = train_X.shape[-1]
-    allowed = (TaskData, Model, SourcePosterior) if allow_models else (TaskData,)
-    for i, s in enumerate(sources):
-        if not isinstance(s, allowed):
-            expected = (
-                "a TaskData, a fitted BoTorch Model or a SourcePosterior"
-                if allow_models
-                else "a TaskData"
-            )
-            raise TypeError(f"`source[{i}]` must be {expected}, got {type(s).__name__}.")
-        if i > 0 and not isinstance(s, TaskData):
-            raise TypeError(
-                f"`source[{i}]` is a {type(s).__name__}: only the first source may be "
-                "a fitted model; later sources are TaskData modelled as residuals of "
-                "the stack before them. To stack fitted models, pass a fitted "
-                "DeltaBOModel."
-            )
-        if isinstance(s, TaskData):
-            if s.d != dim:
-                raise ValueError(
-                    f"`source[{i}]` has input dimension d={s.d} but `train_X` has "
-                    f"d={dim}; source and target must share the input space."
-                )
-            if s.X.dtype != train_X.dtype:
-                raise TypeError(
-                    f"`source[{i}]` has dtype {s.X.dtype} but `train_X` has "
-                    f"{train_X.dtype}; use one dtype for source and target data."
-                )
-            if s.X.device != train_X.device:
-                raise ValueError(
-                    f"`source[{i}]` is on {s.X.device} but `train_X` on "
-                    f"{train_X.device}."
-                )
-    return sources
+from botorch_transfer.models.source_posterior import outcome_affine
+from botorch_transfer.validation import (
+    as_source_list,
+    check_invertible_input_transform,
+    validate_training_data,
+)
 
 
 def fit_shared_outcome_affine(
@@ -215,29 +108,6 @@ def fit_shared_outcome_affine(
     outcome_transform.eval()
     scale, offset = outcome_affine(outcome_transform)
     return scale.to(train_Y), offset.to(train_Y)
-
-
-def check_invertible_input_transform(
-    input_transform: InputTransform, train_X: Tensor, reason: str
-) -> None:
-    r"""Raise unless ``input_transform.untransform`` inverts it on ``train_X``.
-
-    Args:
-        input_transform: The transform.
-        train_X: Raw inputs to check on.
-        reason: Why the model needs an invertible transform (for the message).
-    """
-    with torch.no_grad():
-        transformed = input_transform.transform(train_X)
-        try:
-            recovered = input_transform.untransform(transformed)
-        except NotImplementedError as e:
-            raise ValueError(
-                f"{reason} and needs an invertible `input_transform` (e.g. Normalize); "
-                f"{type(input_transform).__name__} is not."
-            ) from e
-    if not torch.allclose(recovered, train_X, rtol=1e-4, atol=1e-6):
-        raise ValueError("`input_transform.untransform` does not invert it.")
 
 
 def default_transfer_kernel(
@@ -732,163 +602,3 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             )
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, **kwargs}
-
-
-# ------------------------------------------------------------------ pooled data
-def pool_source_tasks(
-    sources: Sequence[TaskData], scale: Tensor, offset: Tensor
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    r"""Concatenate source tasks in model units.
-
-    Args:
-        sources: The source ``TaskData``.
-        scale: Output scale of the shared outcome map.
-        offset: Output offset of the shared outcome map.
-
-    Returns:
-        ``(X, Y, Yvar, task)``: ``N x d`` inputs, ``N`` outcomes and ``N`` noise
-        variances in model units (``NaN`` where a task has no ``Yvar``), and the ``N``
-        task index of each point.
-    """
-    nan = float("nan")
-    X = torch.cat([s.X for s in sources])
-    Y = torch.cat([((s.Y - offset) / scale).squeeze(-1) for s in sources])
-    Yvar = torch.cat(
-        [
-            (s.Yvar / scale**2).squeeze(-1)
-            if s.Yvar is not None
-            else torch.full((s.n,), nan, dtype=s.X.dtype, device=s.X.device)
-            for s in sources
-        ]
-    )
-    task = torch.cat(
-        [
-            torch.full((s.n,), i, dtype=torch.long, device=s.X.device)
-            for i, s in enumerate(sources)
-        ]
-    )
-    return X, Y, Yvar, task
-
-
-class PooledTransferGP(SourceConditionedGP):
-    r"""A source-conditioned GP over pooled ``[source; target]`` data: one prior
-    mean, one kernel, and task-indexed noise (the Env-GP/Diff-GP family).
-
-    The GP's inputs are ``(X, noise_index)``: each point carries its task index
-    (source tasks ``0 .. K-1``, the target ``K``) and its row in the table of fixed
-    per-point noise; the likelihood
-    (:class:`~botorch_transfer.models.likelihoods.TaskIndexedNoise`) adds each
-    task's learned level. A subclass builds the noise model in
-    ``_default_likelihood`` and returns :meth:`_pooled_training_data` from
-    ``_training_data``.
-    """
-
-    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[TaskData]:
-        return as_source_list(transfer, train_X, allow_models=False)
-
-    def _build_modules(
-        self,
-        transfer: list[TaskData],
-        train_X: Tensor,
-        covar_module: Module | None,
-        mean_module: Mean | None,
-        input_transform: InputTransform | None,
-    ) -> None:
-        if not isinstance(self.likelihood, TaskIndexedGaussianLikelihood):
-            raise TypeError(
-                f"`likelihood` of a {type(self).__name__} must be a "
-                "TaskIndexedGaussianLikelihood (noise per source task and target), got "
-                f"{type(self.likelihood).__name__}."
-            )
-        X_s, Y_s, Yvar_s, task = pool_source_tasks(
-            transfer, self.output_scale, self.output_offset
-        )
-        batch_shape = train_X.shape[:-2]
-        self.register_buffer("source_X", X_s, persistent=False)
-        self.register_buffer("source_Y", Y_s, persistent=False)
-        self.register_buffer("source_Yvar", Yvar_s, persistent=False)
-        self.register_buffer("source_task", task, persistent=False)
-        self.target_task = len(transfer)
-        self.mean_module = (
-            mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
-        )
-        self.covar_module = (
-            covar_module
-            if covar_module is not None
-            else default_transfer_kernel(X_s.shape[-1], batch_shape=batch_shape)
-        )
-
-    def _pooled_training_data(
-        self, source_targets: Tensor, source_fixed_noise: Tensor
-    ) -> TrainingData:
-        r"""Pool ``[source; target]`` inputs, targets, task indices and fixed noise.
-
-        Args:
-            source_targets: ``batch x N`` targets of the source points.
-            source_fixed_noise: ``batch x N`` fixed noise of the source points.
-
-        Returns:
-            The pooled training data with inputs ``(X, noise_index)``.
-        """
-        X, Y, Yvar = self.target_X, self.target_Y, self.target_Yvar
-        batch = torch.broadcast_shapes(
-            X.shape[:-2], source_targets.shape[:-1], source_fixed_noise.shape[:-1]
-        )
-        n_source, n_target = self.source_X.shape[0], Y.shape[-1]
-        inputs = torch.cat(
-            [
-                self.source_X.expand(*batch, *self.source_X.shape),
-                X.expand(*batch, *X.shape[-2:]),
-            ],
-            dim=-2,
-        )
-        targets = torch.cat(
-            [source_targets.expand(*batch, n_source), Y.expand(*batch, n_target)], dim=-1
-        )
-        target_fixed = torch.zeros_like(Y) if self.learns_target_noise else Yvar
-        fixed = torch.cat(
-            [
-                source_fixed_noise.expand(*batch, n_source),
-                target_fixed.expand(*batch, n_target),
-            ],
-            dim=-1,
-        )
-        target_task = torch.full(
-            (n_target,), self.target_task, dtype=torch.long, device=Y.device
-        )
-        task = torch.cat([self.source_task, target_task])
-        index = self.likelihood.noise_covar.set_training_points(task, fixed)
-        index = index.expand(*batch, n_source + n_target, 2)
-        return TrainingData(inputs=(inputs, index), targets=targets)
-
-    def _test_inputs(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        # new target points: the target's task and no fixed noise (row -1)
-        index = torch.tensor([self.target_task, -1], device=X.device)
-        return X, index.expand(*X.shape[:-1], 2)
-
-    def target_noise(self) -> Tensor:
-        r"""The target noise ``sigma_a^2`` at new points (model units)."""
-        noise = self.likelihood.noise_covar
-        level = noise.level(self.target_task)
-        if level is not None:
-            return level.squeeze(-1).expand(self.batch_shape)
-        if self.num_train == 0:
-            raise RuntimeError("No known target noise: the model has no target data.")
-        return self.target_Yvar.mean(dim=-1)
-
-    def forward(self, x: Tensor, noise_index: Tensor | None = None) -> MultivariateNormal:
-        r"""The prior at ``x``; the noise index only enters the likelihood."""
-        return super().forward(x)
-
-
-__all__ = [
-    "PooledTransferGP",
-    "SourceConditionedGP",
-    "TrainingData",
-    "as_source_list",
-    "check_invertible_input_transform",
-    "default_transfer_kernel",
-    "fit_shared_outcome_affine",
-    "pool_source_tasks",
-    "validate_training_data",
-]

@@ -36,7 +36,7 @@ from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, Likelihood
+from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean, ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator

@@ -36,7 +36,8 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import PooledTransferGP, TrainingData
+from botorch_transfer.models.base import TrainingData
+from botorch_transfer.models.pooled import PooledTransferGP
 from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,

@@ -20,7 +20,8 @@ from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihoo
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.models.base import MovableExactGPMixin, validate_training_data
+from botorch_transfer.models.base import MovableExactGPMixin
+from botorch_transfer.validation import validate_training_data
 from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
 
 

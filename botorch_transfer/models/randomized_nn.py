@@ -52,7 +52,7 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.optim import optimize_acqf
 from torch import Tensor
 
-from botorch_transfer.models.base import validate_training_data
+from botorch_transfer.validation import validate_training_data
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
