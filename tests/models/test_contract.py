@@ -1,5 +1,6 @@
 r"""The BoTorch contract, checked the same way for every source-conditioned GP."""
 
+import functools
 import itertools
 import pickle
 
@@ -10,10 +11,31 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer import DeltaBOModel, DiffGP, EnvGP
+from botorch_transfer import (
+    ClusterMetaPriorGP,
+    DeltaBOModel,
+    DiffGP,
+    EnvGP,
+    TaskData,
+    build_cluster_prior,
+)
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
 
-KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp"]
+KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp", "cmbo"]
+
+
+@functools.lru_cache
+def cmbo_prior():
+    r"""A small cm-BO prior on the contract's input space (two families of tasks)."""
+    gen = torch.Generator().manual_seed(0)
+    families = [f, lambda X: X.sum(-1, keepdim=True) - 1]
+    tasks = []
+    for fn in families:
+        for _ in range(3):
+            X = torch.rand(10, 2, generator=gen, dtype=F64)
+            Y = fn(X) + 0.01 * torch.randn(10, 1, generator=gen, dtype=F64)
+            tasks.append(TaskData(X, Y))
+    return build_cluster_prior(tasks, n_clusters=2, n_index_points=16, n_init=2)
 
 
 def build(kind, X, Y, source, **kwargs):
@@ -21,6 +43,8 @@ def build(kind, X, Y, source, **kwargs):
         return DeltaBOModel(X, Y, source=source, **kwargs)
     if kind == "deltabo-full":
         return DeltaBOModel(X, Y, source=source, residual_covariance="full", **kwargs)
+    if kind == "cmbo":  # the meta prior takes the place of the source
+        return ClusterMetaPriorGP(X, Y, prior=cmbo_prior(), **kwargs)
     return (EnvGP if kind == "envgp" else DiffGP)(X, Y, source=source, **kwargs)
 
 
