@@ -1,11 +1,6 @@
 r"""Transfer-learning models for BoTorch."""
 
-from botorch_transfer.models.cluster_meta import (
-    ClusterMetaPrior,
-    ClusterMetaPriorGP,
-    build_cluster_prior,
-    cluster_weights_from_distances,
-)
+from botorch_transfer.models.cluster_meta import ClusterMetaPriorGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
@@ -24,10 +19,7 @@ from botorch_transfer.models.source_posterior import (
 )
 
 __all__ = [
-    "ClusterMetaPrior",
     "ClusterMetaPriorGP",
-    "build_cluster_prior",
-    "cluster_weights_from_distances",
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",
