@@ -55,6 +55,7 @@ from botorch_transfer.clustering.weights import (
 )
 
 __all__ = [
+    "DISTANCES",
     "Barycenter",
     "BarycenterConvergenceWarning",
     "ClusterCountSelection",
@@ -62,7 +63,6 @@ __all__ = [
     "ClusterPriorKernel",
     "ClusterPriorMean",
     "ClusterPrototype",
-    "DISTANCES",
     "GaussianKMeansResult",
     "MetaTaskPosteriors",
     "ProductMaternKernel",
