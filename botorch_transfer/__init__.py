@@ -1,9 +1,13 @@
 r"""botorch_transfer: Bayesian optimization with knowledge transfer for BoTorch."""
 
 from botorch_transfer.acquisition import beta_t
+from botorch_transfer.clustering import (
+    ClusterMetaPrior,
+    build_cluster_prior,
+    cluster_weights_from_distances,
+)
 from botorch_transfer.data import TaskData
 from botorch_transfer.models import (
-    ClusterMetaPrior,
     ClusterMetaPriorGP,
     DeltaBOModel,
     DiffGP,
@@ -11,7 +15,6 @@ from botorch_transfer.models import (
     LogPowerSchedule,
     PretrainedPriorGP,
     RandomizedNNEnsemble,
-    build_cluster_prior,
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
@@ -32,6 +35,7 @@ __all__ = [
     "TaskData",
     "beta_t",
     "build_cluster_prior",
+    "cluster_weights_from_distances",
     "hyperbo_probability_of_improvement",
     "pretrain_prior",
     "randomized_nn_thompson_candidate",

@@ -34,13 +34,13 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.cluster_meta import (
+from botorch_transfer.clustering import (
     ClusterMetaPrior,
-    ClusterMetaPriorGP,
     MetaTaskPosteriors,
     build_cluster_prior,
     meta_task_posteriors,
 )
+from botorch_transfer.models.cluster_meta import ClusterMetaPriorGP
 from botorch_transfer.models.pretrained import (
     PretrainedPriorGP,
     hyperbo_probability_of_improvement,
@@ -368,7 +368,7 @@ def run_meta_experiment(
             if method == "random":
                 nxt = int(torch.randint(problem.pool_size, (1,), generator=policy_gen))
             elif method in CMBO_METHODS:
-                model = ClusterMetaPriorGP(X, Y, cluster_prior, weights=weights, train_Yvar=torch.full_like(Y, noise_var))
+                model = ClusterMetaPriorGP(X, Y, torch.full_like(Y, noise_var), prior=cluster_prior, weights=weights)
                 free = torch.ones(problem.pool_size, dtype=torch.bool)
                 free[idx] = False
                 if not free.any():
@@ -389,7 +389,7 @@ def run_meta_experiment(
                 elif method == "gp-ucb":
                     acqf = UpperConfidenceBound(_single_task_gp(X, Y), beta=1.8**2)
                 else:
-                    model = PretrainedPriorGP(X, Y, prior)
+                    model = PretrainedPriorGP(X, Y, prior=prior)
                     acqf = hyperbo_probability_of_improvement(model, margin=0.1 * prior.mean_module.scale.item())
                 best, _ = optimize_acqf_discrete(acqf, q=1, choices=pool, max_batch_size=2048)
                 nxt = int(((pool - best).abs().sum(-1)).argmin())

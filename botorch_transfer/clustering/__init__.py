@@ -1,7 +1,15 @@
-r"""Clustering of Gaussians for meta-learning (cm-BO paper, Sec. 2.1 and Sec. 3).
+r"""The cm-BO meta prior (Nguyen et al.): clustering of Gaussians and the prior.
 
-Divergences between Gaussians (KL, Jeffreys, 2-Wasserstein), the Wasserstein
-barycenter, k-means over Gaussians and the paper's cluster-quality criteria.
+Mirrors :mod:`botorch_transfer.pretraining` (HyperBO's prior): a prior object with
+GPyTorch mean/kernel modules and save/load, and a builder function.
+
+- Math: divergences between Gaussians (KL, Jeffreys, 2-Wasserstein), the
+  Wasserstein barycenter, k-means over Gaussians and the paper's cluster-quality
+  criteria (Sec. 2.1 and Sec. 3).
+- Stage 1 (``stage1``): one GP per meta-task and their frozen posteriors.
+- The prior (``prior``, ``weights``): :class:`ClusterMetaPrior`, its prototypes,
+  cluster weights and mean/kernel modules.
+- The builder (``build``): :func:`build_cluster_prior`.
 """
 
 from botorch_transfer.clustering.barycenter import (
@@ -9,6 +17,7 @@ from botorch_transfer.clustering.barycenter import (
     BarycenterConvergenceWarning,
     wasserstein_barycenter,
 )
+from botorch_transfer.clustering.build import build_cluster_prior
 from botorch_transfer.clustering.divergences import (
     DISTANCES,
     divergence,
@@ -26,20 +35,51 @@ from botorch_transfer.clustering.kmeans import (
     intra_cluster_entropy,
     select_n_clusters,
 )
+from botorch_transfer.clustering.prior import (
+    ClusterMetaPrior,
+    ClusterPriorKernel,
+    ClusterPriorMean,
+    ClusterPrototype,
+)
+from botorch_transfer.clustering.stage1 import (
+    MetaTaskPosteriors,
+    ProductMaternKernel,
+    fit_meta_task_gps,
+    meta_task_kernel,
+    meta_task_posteriors,
+    product_matern,
+)
+from botorch_transfer.clustering.weights import (
+    check_weights,
+    cluster_weights_from_distances,
+)
 
 __all__ = [
+    "DISTANCES",
     "Barycenter",
     "BarycenterConvergenceWarning",
     "ClusterCountSelection",
-    "DISTANCES",
+    "ClusterMetaPrior",
+    "ClusterPriorKernel",
+    "ClusterPriorMean",
+    "ClusterPrototype",
     "GaussianKMeansResult",
+    "MetaTaskPosteriors",
+    "ProductMaternKernel",
+    "build_cluster_prior",
+    "check_weights",
+    "cluster_weights_from_distances",
     "divergence",
+    "fit_meta_task_gps",
     "gaussian_kl",
     "gaussian_kmeans",
     "inter_cluster_separation",
     "intra_cluster_entropy",
     "jeffreys_divergence",
+    "meta_task_kernel",
+    "meta_task_posteriors",
     "pairwise_divergence",
+    "product_matern",
     "select_n_clusters",
     "symmetric_sqrtm",
     "wasserstein_barycenter",

@@ -1,16 +1,11 @@
 r"""Transfer-learning models for BoTorch."""
 
-from botorch_transfer.models.cluster_meta import (
-    ClusterMetaPrior,
-    ClusterMetaPriorGP,
-    build_cluster_prior,
-    cluster_weights_from_distances,
-)
 from botorch_transfer.models.base import (
     SourceConditionedGP,
     TrainingData,
     default_transfer_kernel,
 )
+from botorch_transfer.models.cluster_meta import ClusterMetaPriorGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
@@ -34,10 +29,7 @@ from botorch_transfer.models.source_posterior import (
 )
 
 __all__ = [
-    "ClusterMetaPrior",
     "ClusterMetaPriorGP",
-    "build_cluster_prior",
-    "cluster_weights_from_distances",
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",

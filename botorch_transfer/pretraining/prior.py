@@ -18,7 +18,6 @@ user's units.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,10 +27,26 @@ from gpytorch.means import ConstantMean, Mean, ZeroMean
 from gpytorch.module import Module
 from torch import Tensor, nn
 
+from botorch_transfer.priors_io import (
+    PathLike,
+    PriorFileError,
+    check_keys,
+    describe_path,
+    load_prior,
+    save_prior,
+)
+
 MEANS = ("mlp", "constant", "zero")
 KERNELS = ("matern52_on_features", "matern52")
 #: Smallest noise variance of the prior, relative to the outcome variance.
 MIN_NOISE = 1e-6
+#: Tensors a saved prior must hold to be rebuilt (the rest depends on its config).
+_STATE_KEYS = (
+    "features.lower",
+    "features.range",
+    "mean_module.offset",
+    "mean_module.scale",
+)
 
 
 class InputFeatures(nn.Module):
@@ -220,41 +235,63 @@ class PretrainedPrior(Module):
         return K
 
     # --- persistence -----------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        r"""Save the prior (structure and weights) to ``path`` (one ``torch.save`` file)."""
-        torch.save(
-            {
-                "format": "PretrainedPrior",
-                "version": 1,
-                "config": dict(self.config),
-                "state": {k: v.detach().cpu() for k, v in self.state_dict().items()},
-                "training_history": list(self.training_history),
-            },
-            path,
-        )
+    def save(self, path: PathLike) -> None:
+        r"""Save the prior (structure, weights, training history) to ``path``.
+
+        One ``torch.save`` file in the shared prior format
+        (:mod:`botorch_transfer.priors_io`).
+
+        Args:
+            path: File path or writable binary file object.
+        """
+        payload = {
+            "config": dict(self.config),
+            "state": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+            "training_history": list(self.training_history),
+        }
+        save_prior(self, payload, path)
 
     @classmethod
-    def load(cls, path: str | Path, map_location: str | torch.device | None = None) -> PretrainedPrior:
+    def load(
+        cls, path: PathLike, map_location: str | torch.device | None = None
+    ) -> PretrainedPrior:
         r"""Load a prior written by :meth:`save`.
 
         Args:
-            path: The file.
+            path: File path or readable binary file object.
             map_location: Device to load onto (as in ``torch.load``).
 
         Returns:
             The prior, in eval mode.
+
+        Raises:
+            ~botorch_transfer.priors_io.PriorFileError: If the file is not a readable
+                saved ``PretrainedPrior`` (see
+                :func:`~botorch_transfer.priors_io.load_prior`).
         """
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(blob, dict) or blob.get("format") != "PretrainedPrior":
-            raise ValueError(f"{path} is not a file written by PretrainedPrior.save().")
+        name = cls.__name__
+        blob = load_prior(path, name, ("config", "state"), map_location="cpu")
         config, state = blob["config"], blob["state"]
+        check_keys(config, ("mean", "kernel", "hidden"), path, name, "config")
+        check_keys(state, _STATE_KEYS, path, name, "state")
         lower = state["features.lower"]
         upper = lower + state["features.range"]
         prior = cls(
-            lower, upper, state["mean_module.offset"], state["mean_module.scale"],
-            mean=config["mean"], kernel=config["kernel"], hidden=tuple(config["hidden"]),
+            lower,
+            upper,
+            state["mean_module.offset"],
+            state["mean_module.scale"],
+            mean=config["mean"],
+            kernel=config["kernel"],
+            hidden=tuple(config["hidden"]),
         )
-        prior.load_state_dict(state)
+        try:
+            prior.load_state_dict(state)
+        except RuntimeError as e:  # missing / unexpected / mis-shaped tensors
+            raise PriorFileError(
+                f"{describe_path(path)}: the state of the saved {name} does not match "
+                f"its config: {e}"
+            ) from e
         prior.config.update(config)
         prior.training_history = list(blob.get("training_history", []))
         if map_location is not None:

@@ -10,3 +10,34 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="package")
+def meta():
+    r"""Meta-tasks of three families (interleaved) and each task's family."""
+    from tests.clustering.reference import make_tasks
+
+    return make_tasks()
+
+
+@pytest.fixture(scope="package")
+def prior(meta):
+    r"""A cm-BO prior with center prototypes on 24 index points."""
+    from botorch_transfer.clustering import build_cluster_prior
+
+    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3)
+
+
+@pytest.fixture(scope="package")
+def bary_prior(meta, prior):
+    r"""The same clustering with barycenter prototypes (Stage 1 reused)."""
+    from botorch_transfer.clustering import build_cluster_prior
+
+    return build_cluster_prior(
+        meta[0],
+        n_clusters=3,
+        n_index_points=24,
+        n_init=3,
+        prototype="barycenter",
+        posteriors=prior.posteriors,
+    )

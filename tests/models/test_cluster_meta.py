@@ -1,9 +1,7 @@
-r"""cm-BO: the meta prior (stages 1-2) and ClusterMetaPriorGP (stage 3) against a
-float64 reference written from Algorithm 1 line 15, Theorem 3.1 and eqs. 1-2."""
+r"""cm-BO: ClusterMetaPriorGP (stage 3) against a float64 reference written from
+Algorithm 1 line 15, Theorem 3.1 and eqs. 1-2 (``tests/clustering/reference.py``).
+The prior itself (stages 1-2) is tested in ``tests/clustering``."""
 
-import io
-import itertools
-import math
 import pickle
 
 import pytest
@@ -19,23 +17,21 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
-from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer import ClusterMetaPrior, ClusterMetaPriorGP, TaskData, build_cluster_prior
-from botorch_transfer.clustering import wasserstein_distance
-from botorch_transfer.models.cluster_meta import (
-    cluster_weights_from_distances,
-    fit_meta_task_gps,
-    meta_task_posteriors,
+from botorch_transfer import ClusterMetaPriorGP, build_cluster_prior
+from botorch_transfer.clustering import cluster_weights_from_distances, wasserstein_distance
+from tests.clustering.reference import (
+    D,
+    F64,
+    NOISE,
+    family,
+    gp_posterior,
+    make_tasks,
+    reference_prior,
 )
-
-F64 = torch.float64
-D = 2
-NOISE = 1e-4
-FAMILIES = 3
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -46,30 +42,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def family(c, X):
-    r"""Three visibly different response surfaces on [0, 1]^2."""
-    if c == 0:
-        return (torch.sin(6 * X[..., :1]) + torch.sin(6 * X[..., 1:])) / 2
-    if c == 1:
-        return X[..., :1] + X[..., 1:] - 1
-    return 1.0 - 2 * ((X - 0.7) ** 2).sum(-1, keepdim=True) * 3
-
-
-def make_tasks(per_family=4, n=14, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    tasks, truth = [], []
-    for c in range(FAMILIES):
-        for k in range(per_family):
-            X = torch.rand(n - 3 * (k % 2), D, generator=gen, dtype=F64)  # unequal sizes: padding
-            amp = 1 + 0.05 * torch.randn(1, generator=gen, dtype=F64)
-            Y = amp * family(c, X) + 0.01 * torch.randn(X.shape[0], 1, generator=gen, dtype=F64)
-            tasks.append(TaskData(X, Y, torch.full_like(Y, NOISE) if c == 1 else None, name=f"f{c}"))
-            truth.append(c)
-    # interleave families so that cluster numbering is not the input order
-    order = [i for k in range(per_family) for i in range(k, len(tasks), per_family)]
-    return [tasks[i] for i in order], torch.tensor([truth[i] for i in order])
 
 
 @pytest.fixture(scope="module")
@@ -85,121 +57,6 @@ def prior(meta):
 @pytest.fixture(scope="module")
 def bary_prior(meta, prior):
     return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3, prototype="barycenter", posteriors=prior.posteriors)
-
-
-def same_partition(a, b):
-    return bool(((a.unsqueeze(0) == a.unsqueeze(1)) == (b.unsqueeze(0) == b.unsqueeze(1))).all())
-
-
-# ----------------------------------------------------------------------- reference
-def matern32x12(X1, X2, ls32, ls12, outputscale, bounds):
-    r"""``s^2 (1 + sqrt3 r) exp(-sqrt3 r) exp(-r')`` on inputs normalized by ``bounds``."""
-    Z1, Z2 = (X1 - bounds[0]) / (bounds[1] - bounds[0]), (X2 - bounds[0]) / (bounds[1] - bounds[0])
-    diff = Z1.unsqueeze(-2) - Z2.unsqueeze(-3)
-    r = (diff / ls32).pow(2).sum(-1).sqrt()
-    r12 = (diff / ls12).pow(2).sum(-1).sqrt()
-    return outputscale * (1 + math.sqrt(3) * r) * torch.exp(-math.sqrt(3) * r) * torch.exp(-r12)
-
-
-def task_posterior(post, j):
-    r"""Eqs. 1-2 for meta-task ``j`` from its stored data and hyperparameters (user units)."""
-    m = post.mask[j]
-    X, z, noise = post.X[j, m], post.Z_targets[j, m], post.noise[j, m]
-    k = lambda A, B: matern32x12(A, B, post.lengthscale_32[j], post.lengthscale_12[j], post.outputscale[j], post.bounds)  # noqa: E731
-    Kn = k(X, X) + torch.diag(noise)
-    c, a, s = post.constant[j], post.y_offset[j], post.y_scale[j]
-    alpha = torch.linalg.solve(Kn, z - c)
-    mean = lambda A: a + s * (c + k(A, X) @ alpha)  # noqa: E731
-    cov = lambda A, B: s**2 * (k(A, B) - k(A, X) @ torch.linalg.solve(Kn, k(X, B)))  # noqa: E731
-    return mean, cov
-
-
-def reference_prior(prior, weights):
-    r"""Alg. 1 line 15 with center prototypes: ``mu0 = sum_i w_i mean_{j in C_i} mu_j``,
-    ``k0 = sum_i w_i^2 mean_{j in C_i} k_j``."""
-    parts = [task_posterior(prior.posteriors, j) for j in range(prior.n_tasks)]
-    sizes = torch.bincount(prior.assignments)
-
-    def mean(A):
-        return sum(weights[c] / sizes[c] * parts[j][0](A) for j, c in enumerate(prior.assignments.tolist()))
-
-    def cov(A, B):
-        return sum(weights[c] ** 2 / sizes[c] * parts[j][1](A, B) for j, c in enumerate(prior.assignments.tolist()))
-
-    return mean, cov
-
-
-def gp_posterior(mean0, cov0, X, y, noise):
-    r"""Eqs. 1-2."""
-    Kn = cov0(X, X) + torch.diag(noise)
-    alpha = torch.linalg.solve(Kn, y - mean0(X))
-    return (
-        lambda A: mean0(A) + cov0(A, X) @ alpha,
-        lambda A, B: cov0(A, B) - cov0(A, X) @ torch.linalg.solve(Kn, cov0(X, B)),
-    )
-
-
-# ----------------------------------------------------------------------- stage 1-2
-def test_meta_task_posteriors_equal_botorch_gps(meta):
-    tasks = meta[0]
-    bounds = torch.tensor([[0.0] * D, [1.0] * D], dtype=F64)
-    fitted = fit_meta_task_gps(tasks, bounds)
-    post = meta_task_posteriors(tasks, bounds, fitted=fitted)
-    X = torch.rand(7, D, dtype=F64)
-    means, covs = post.means(X), post.covariances(X, X)
-    for idx, model in fitted:
-        p = model.posterior(X.unsqueeze(0).expand(len(idx), -1, -1))
-        # GPyTorch's Matern distances lose ~1e-8 relative precision (see reference.py)
-        torch.testing.assert_close(means[idx], p.mean.squeeze(-1), rtol=1e-6, atol=1e-7)
-        torch.testing.assert_close(covs[idx], p.distribution.covariance_matrix, rtol=1e-5, atol=1e-7)
-    # and the bank is exactly eqs. 1-2 with its hyperparameters
-    for j in range(len(tasks)):
-        mean, cov = task_posterior(post, j)
-        torch.testing.assert_close(means[j], mean(X), rtol=1e-9, atol=1e-10)
-        torch.testing.assert_close(covs[j], cov(X, X), rtol=1e-8, atol=1e-10)
-
-
-@pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
-def test_clustering_recovers_three_families(meta, prior, distance):
-    tasks, truth = meta
-    if distance != prior.distance:  # reuse the fitted meta-task GPs
-        prior = build_cluster_prior(tasks, n_clusters=3, distance=distance, n_index_points=24, n_init=3, posteriors=prior.posteriors)
-    assert same_partition(prior.assignments, truth)
-    assert prior.assignments.shape == (len(tasks),) and prior.n_clusters == 3
-    for c, proto in enumerate(prior.prototypes):  # eq. 7 centers on V
-        assert proto.members == (prior.assignments == c).nonzero().flatten().tolist()
-        torch.testing.assert_close(proto.mean, prior.task_means[proto.members].mean(0))
-        torch.testing.assert_close(proto.covariance, prior.task_covs[proto.members].mean(0))
-
-
-def test_automatic_number_of_clusters(meta, prior):
-    tasks, truth = meta
-    prior = build_cluster_prior(tasks, n_clusters=None, n_clusters_range=(2, 4), n_index_points=24, n_init=3, posteriors=prior.posteriors)
-    assert prior.info["selection"]["candidates"] == [2, 3, 4]
-    scores = prior.info["selection"]["scores"]
-    assert prior.n_clusters == [2, 3, 4][max(range(3), key=lambda i: scores[i])]
-
-
-def test_center_prototype_on_domain_matches_discretization(prior):
-    V = prior.index_points
-    eye = torch.eye(3, dtype=F64)
-    torch.testing.assert_close(prior.prototype_means_at(V), prior.prototype_means, rtol=1e-10, atol=1e-10)
-    for c in range(3):
-        cov = prior.covariance(V, V, eye[c])
-        jitter = prior.prototype_covs[c] - cov  # only the documented diagonal jitter
-        assert torch.allclose(jitter - torch.diag(torch.diagonal(jitter)), torch.zeros_like(jitter), atol=1e-10)
-        levels = [prior.jitter * torch.diagonal(prior.task_covs[j]).mean() / (1 + prior.jitter) for j in prior.prototypes[c].members]
-        torch.testing.assert_close(torch.diagonal(jitter), torch.stack(levels).mean().expand(V.shape[0]), rtol=1e-6, atol=1e-12)
-
-
-def test_barycenter_prototypes(meta, bary_prior):
-    from botorch_transfer.clustering import wasserstein_barycenter
-
-    assert bary_prior.prototype == "barycenter"
-    for proto in bary_prior.prototypes:
-        expected = wasserstein_barycenter(bary_prior.task_means[proto.members], bary_prior.task_covs[proto.members])
-        torch.testing.assert_close(proto.mean, expected.mean)
-        torch.testing.assert_close(proto.covariance, expected.covariance)
 
 
 # ----------------------------------------------------------------------- stage 3
@@ -299,34 +156,17 @@ def test_weights_move_toward_the_right_cluster(prior, meta, c):
 
 
 # ----------------------------------------------------------------------- contract
-@pytest.mark.parametrize(
-    "dtype, transforms, batch", list(itertools.product([torch.float32, F64], [False, True], [(), (2,)]))
-)
-def test_shapes_dtypes_devices_transforms(prior, device, dtype, transforms, batch):
+# The BoTorch contract (shapes, dtypes, devices, transforms, conditioning, fantasies)
+# is checked for every model in tests/models/test_contract.py; only cm-BO's own part
+# is checked here.
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_updated_weights_in_every_dtype_and_device(prior, device, dtype):
     X, Y = target_data()
-    X, Y = X.expand(*batch, -1, -1).to(device, dtype), Y.expand(*batch, -1, -1).to(device, dtype)
-    options = dict(input_transform=Normalize(D), outcome_transform=Standardize(m=1)) if transforms else {}
-    model = ClusterMetaPriorGP(X, Y, prior=prior, **options)
-    assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
-    for shape in [(3, D), (4, 3, D), (2, 4, 3, D)] if not batch else [(3, D), (4, 1, 3, D)]:
-        X_test = torch.rand(*shape, dtype=dtype, device=device)
-        post = model.posterior(X_test)
-        out = torch.broadcast_shapes(torch.Size(shape[:-2]), model.batch_shape)
-        assert post.mean.shape == out + torch.Size([shape[-2], 1])
-        assert post.mean.dtype == dtype and post.mean.device.type == device.type
-        assert post.distribution.covariance_matrix.shape == out + torch.Size([shape[-2]] * 2)
-        assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
-        assert (model.posterior(X_test, observation_noise=True).variance > post.variance).all()
-    if not batch:
-        for distance in ("wasserstein", "jeffreys"):
-            weights = model.updated_weights(distance)
-            assert weights.dtype == dtype and torch.isfinite(weights).all()
-            assert torch.isclose(weights.sum(), torch.ones((), dtype=dtype, device=device))
-    X_new = torch.rand(*batch, 2, D, dtype=dtype, device=device)
-    assert model.condition_on_observations(X_new, family(0, X_new)).num_train == 8
-    fantasy = model.fantasize(torch.rand(*batch, 1, D, dtype=dtype, device=device), SobolQMCNormalSampler(torch.Size([3])))
-    assert fantasy.batch_shape == torch.Size([3, *batch])
-    assert fantasy.posterior(torch.rand(5, 1, *batch, 1, D, dtype=dtype, device=device)).mean.shape == torch.Size([5, 3, *batch, 1, 1])
+    model = ClusterMetaPriorGP(X.to(device, dtype), Y.to(device, dtype), prior=prior)
+    for distance in ("wasserstein", "jeffreys"):
+        weights = model.updated_weights(distance)
+        assert weights.dtype == dtype and torch.isfinite(weights).all()
+        assert torch.isclose(weights.sum(), torch.ones((), dtype=dtype, device=device))
 
 
 def test_transforms_do_not_change_the_posterior(prior):
@@ -392,28 +232,6 @@ def test_state_dict_pickle_and_to(prior, device):
     assert all(b.device.type == device.type for b in moved.buffers())
 
 
-@pytest.mark.parametrize("which", ["center", "barycenter"])
-def test_save_load_round_trip(prior, bary_prior, which, tmp_path):
-    p = prior if which == "center" else bary_prior
-    path = tmp_path / "prior.pt"
-    p.save(path)
-    payload = torch.load(path, weights_only=True)
-    assert payload["format"] == "ClusterMetaPrior" and payload["version"] == 1
-    loaded = ClusterMetaPrior.load(path, map_location="cpu")
-    assert torch.equal(loaded.assignments, p.assignments) and loaded.prototype == which
-    V = p.index_points
-    X, Y = V[:5], family(1, V[:5])
-    a, b = ClusterMetaPriorGP(X, Y, prior=p, train_Yvar=torch.full_like(Y, 1e-3)), ClusterMetaPriorGP(X, Y, prior=loaded, train_Yvar=torch.full_like(Y, 1e-3))
-    assert torch.equal(a.posterior(V).mean, b.posterior(V).mean)
-    assert torch.equal(a.posterior(V).distribution.covariance_matrix, b.posterior(V).distribution.covariance_matrix)
-    assert torch.equal(a.updated_weights(), b.updated_weights())
-    buffer = io.BytesIO()
-    torch.save({"format": "PretrainedPrior", "version": 1}, buffer)
-    buffer.seek(0)
-    with pytest.raises(ValueError, match="not a saved ClusterMetaPrior"):
-        ClusterMetaPrior.load(buffer)
-
-
 def test_construct_inputs_and_pathwise_refusal(prior):
     X, Y = target_data()
     inputs = ClusterMetaPriorGP.construct_inputs(SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"]), prior=prior)
@@ -423,23 +241,7 @@ def test_construct_inputs_and_pathwise_refusal(prior):
         draw_matheron_paths(model, sample_shape=torch.Size([2]))
 
 
-def test_bad_inputs(meta, prior):
-    tasks, _ = meta
-    with pytest.raises(ValueError, match="`tasks`"):
-        build_cluster_prior([])
-    other = TaskData(torch.rand(5, 3, dtype=F64), torch.rand(5, 1, dtype=F64))
-    with pytest.raises(ValueError, match=r"tasks\[1\]"):
-        build_cluster_prior([tasks[0], other])
-    with pytest.raises(ValueError, match="n_clusters"):
-        build_cluster_prior(tasks[:2], n_clusters=3)
-    with pytest.raises(ValueError, match="distance"):
-        build_cluster_prior(tasks[:2], distance="kl")
-    with pytest.raises(ValueError, match="prototype"):
-        build_cluster_prior(tasks[:2], prototype="median")
-    with pytest.raises(ValueError, match="index_points"):
-        build_cluster_prior(tasks[:2], index_points=torch.rand(10, 3, dtype=F64))
-    with pytest.raises(ValueError, match="posteriors"):
-        build_cluster_prior(tasks[:2], posteriors=prior.posteriors)
+def test_bad_inputs(prior):
     X, Y = target_data()
     with pytest.raises(ValueError, match="weights.*one entry per cluster"):
         ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.5, 0.5])

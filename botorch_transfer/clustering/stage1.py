@@ -1,0 +1,415 @@
+r"""cm-BO Stage 1: one GP per meta-task and its frozen posterior (Alg. 1 line 6).
+
+Every meta-task gets an exact GP with the kernel of Sec. 4.1, outputscale x
+Matern-3/2 x Matern-1/2 (ARD), on inputs normalized by shared bounds and with
+standardized outcomes. :func:`fit_meta_task_gps` fits them with BoTorch;
+:class:`MetaTaskPosteriors` freezes their posteriors and evaluates all ``K`` of them
+in bulk. Both go through one kernel implementation, :func:`product_matern`: the
+fitted GPs through the GPyTorch module :class:`ProductMaternKernel`, the frozen
+posteriors by calling it directly with a task batch dimension on the lengthscales.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms.input import Normalize
+from botorch.models.transforms.outcome import Standardize
+from gpytorch.constraints import Interval, Positive
+from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import LogNormalPrior, Prior
+from torch import Tensor
+from torch.nn import Module, Parameter
+
+from botorch_transfer.data import TaskData
+
+
+def product_matern(
+    x1: Tensor,
+    x2: Tensor,
+    lengthscale_32: Tensor,
+    lengthscale_12: Tensor,
+    diag: bool = False,
+) -> Tensor:
+    r"""Correlation ``M32(r_32) * M12(r_12)`` of the Sec. 4.1 meta-task kernel.
+
+    ``M32(r) = (1 + sqrt(3) r) exp(-sqrt(3) r)`` and ``M12(r) = exp(-r)``, with
+    ``r_32`` / ``r_12`` the Euclidean distances of the inputs divided by the
+    respective ARD lengthscales. This is the only implementation of the kernel: the
+    fitted GPs (:class:`ProductMaternKernel`) and the frozen posteriors
+    (:class:`MetaTaskPosteriors`) both call it.
+
+    Distances come from ``torch.cdist`` without the matrix-product shortcut: exact in
+    float64 (unlike ``||a||^2 + ||b||^2 - 2ab``, which GPyTorch's Matern kernels
+    use), fast, and with finite gradients at ``r = 0`` (the test-test diagonal).
+
+    Args:
+        x1: ``batch1 x n1 x d`` inputs.
+        x2: ``batch2 x n2 x d`` inputs.
+        lengthscale_32: ``batch3 x 1 x d`` Matern-3/2 lengthscales (GPyTorch's
+            layout: a leading task dimension here evaluates every task at once).
+        lengthscale_12: Matern-1/2 lengthscales, shaped like ``lengthscale_32``.
+        diag: Return only the diagonal (``x1`` and ``x2`` hold the same number of
+            points).
+
+    Returns:
+        ``batch x n1 x n2`` (``batch x n1`` with ``diag``), ``batch`` the broadcast
+        of the three batch shapes.
+    """
+
+    def dist(lengthscale: Tensor) -> Tensor:
+        a, b = x1 / lengthscale, x2 / lengthscale
+        if diag:
+            return torch.linalg.vector_norm(a - b, dim=-1)
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a, b = a.expand(*batch, *a.shape[-2:]), b.expand(*batch, *b.shape[-2:])
+        if a.shape[-2] == 0 or b.shape[-2] == 0:
+            return a.new_zeros(*batch, a.shape[-2], b.shape[-2])
+        return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
+
+    r32 = math.sqrt(3) * dist(lengthscale_32)
+    return (1 + r32) * torch.exp(-r32 - dist(lengthscale_12))
+
+
+def _get_lengthscale_32(module: ProductMaternKernel) -> Tensor:
+    return module.lengthscale_32
+
+
+def _set_lengthscale_32(module: ProductMaternKernel, value: Tensor) -> None:
+    module._set_lengthscale("lengthscale_32", value)
+
+
+def _get_lengthscale_12(module: ProductMaternKernel) -> Tensor:
+    return module.lengthscale_12
+
+
+def _set_lengthscale_12(module: ProductMaternKernel, value: Tensor) -> None:
+    module._set_lengthscale("lengthscale_12", value)
+
+
+class ProductMaternKernel(Kernel):
+    r"""GPyTorch kernel ``M32(x, x'; l_32) * M12(x, x'; l_12)`` with ARD lengthscales.
+
+    A thin module around :func:`product_matern` (one implementation for fitting and
+    for the frozen posteriors). Each lengthscale has GPyTorch's default ``Positive``
+    (softplus) constraint, starts at ``softplus(0)`` like ``MaternKernel`` and gets
+    its own copy of ``lengthscale_prior``.
+
+    Args:
+        ard_num_dims: Input dimension ``d``.
+        batch_shape: Batch shape of the hyperparameters (default: none).
+        lengthscale_prior: Optional prior on both lengthscales.
+        lengthscale_constraint: Constraint of both lengthscales (default
+            ``Positive()``).
+    """
+
+    has_lengthscale = False
+
+    def __init__(
+        self,
+        ard_num_dims: int,
+        batch_shape: torch.Size | None = None,
+        lengthscale_prior: Prior | None = None,
+        lengthscale_constraint: Interval | None = None,
+    ) -> None:
+        batch_shape = torch.Size() if batch_shape is None else torch.Size(batch_shape)
+        super().__init__(batch_shape=batch_shape)
+        accessors = {
+            "lengthscale_32": (_get_lengthscale_32, _set_lengthscale_32),
+            "lengthscale_12": (_get_lengthscale_12, _set_lengthscale_12),
+        }
+        for name, (getter, setter) in accessors.items():
+            raw = Parameter(torch.zeros(*batch_shape, 1, ard_num_dims))
+            self.register_parameter(f"raw_{name}", raw)
+            # each lengthscale gets its own constraint / prior module (as with two
+            # MaternKernels)
+            constraint = copy.deepcopy(lengthscale_constraint or Positive())
+            self.register_constraint(f"raw_{name}", constraint)
+            if lengthscale_prior is not None:
+                prior = copy.deepcopy(lengthscale_prior)
+                self.register_prior(f"{name}_prior", prior, getter, setter)
+
+    @property
+    def lengthscale_32(self) -> Tensor:
+        r"""Matern-3/2 lengthscales, ``batch_shape x 1 x d``."""
+        return self.raw_lengthscale_32_constraint.transform(self.raw_lengthscale_32)
+
+    @lengthscale_32.setter
+    def lengthscale_32(self, value: Tensor | float) -> None:
+        self._set_lengthscale("lengthscale_32", value)
+
+    @property
+    def lengthscale_12(self) -> Tensor:
+        r"""Matern-1/2 lengthscales, ``batch_shape x 1 x d``."""
+        return self.raw_lengthscale_12_constraint.transform(self.raw_lengthscale_12)
+
+    @lengthscale_12.setter
+    def lengthscale_12(self, value: Tensor | float) -> None:
+        self._set_lengthscale("lengthscale_12", value)
+
+    def _set_lengthscale(self, name: str, value: Tensor | float) -> None:
+        raw = getattr(self, f"raw_{name}")
+        value = torch.as_tensor(value).to(raw)
+        constraint = getattr(self, f"raw_{name}_constraint")
+        self.initialize(**{f"raw_{name}": constraint.inverse_transform(value)})
+
+    def forward(
+        self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any
+    ) -> Tensor:
+        return product_matern(
+            x1, x2, self.lengthscale_32, self.lengthscale_12, diag=diag
+        )
+
+
+def meta_task_kernel(d: int, batch_shape: torch.Size) -> ScaleKernel:
+    r"""The Sec. 4.1 kernel: outputscale x Matern-3/2 x Matern-1/2 (ARD).
+
+    Both lengthscales get BoTorch's dimension-scaled log-normal prior.
+
+    Args:
+        d: Input dimension.
+        batch_shape: Batch shape of the hyperparameters.
+
+    Returns:
+        ``ScaleKernel(ProductMaternKernel)``.
+    """
+    prior = LogNormalPrior(loc=math.sqrt(2) + 0.5 * math.log(d), scale=math.sqrt(3))
+    base = ProductMaternKernel(d, batch_shape=batch_shape, lengthscale_prior=prior)
+    return ScaleKernel(base, batch_shape=batch_shape)
+
+
+class MetaTaskPosteriors(Module):
+    r"""Frozen exact GP posteriors of ``K`` meta-tasks (Alg. 1 line 6), in bulk.
+
+    Task ``j`` has a constant mean ``c_j``, kernel
+    ``s_j^2 M32(x, x'; l32_j) M12(x, x'; l12_j)`` on inputs normalized by ``bounds``,
+    per-point noise, and standardized outcomes ``y = y_offset_j + y_scale_j * z``. Its
+    posterior (eqs. 1-2) in user units is
+    ``mu_j(x) = y_offset_j + y_scale_j (c_j + k_j(x, X_j) alpha_j)`` and
+    ``k_j(x, x') = y_scale_j^2 (k_j(x, x') - v_j(x)^T v_j(x'))`` with
+    ``v_j(x) = L_j^-1 k_j(X_j, x)``, ``L_j L_j^T = k_j(X_j, X_j) + diag(noise_j)``.
+
+    The kernel is :func:`product_matern` with a leading task dimension on the
+    lengthscales, so all tasks are evaluated in one call. Tasks with fewer than
+    ``n_max`` points are padded (``mask``); padded points have zero cross-covariance,
+    an identity block in ``L`` and zero ``alpha``, so they do not change anything.
+    All tensors are buffers (frozen, moved by ``.to()``), left out of ``state_dict``;
+    the factorizations are recomputed from the stored data and hyperparameters on
+    construction.
+
+    Args:
+        X: ``K x n_max x d`` raw training inputs (padded).
+        Z_targets: ``K x n_max`` standardized training outcomes (padded with 0).
+        mask: ``K x n_max`` bool, True for real points.
+        noise: ``K x n_max`` noise variances in standardized units (padding: any).
+        lengthscale_32: ``K x d`` Matern-3/2 lengthscales (normalized inputs).
+        lengthscale_12: ``K x d`` Matern-1/2 lengthscales.
+        outputscale: ``K`` signal variances (standardized units).
+        constant: ``K`` constant prior means (standardized units).
+        y_offset: ``K`` outcome offsets (user units).
+        y_scale: ``K`` outcome scales (user units).
+        bounds: ``2 x d`` input bounds used for normalization.
+    """
+
+    _FIELDS = (
+        "X",
+        "Z_targets",
+        "mask",
+        "noise",
+        "lengthscale_32",
+        "lengthscale_12",
+        "outputscale",
+        "constant",
+        "y_offset",
+        "y_scale",
+        "bounds",
+    )
+
+    def __init__(
+        self,
+        X: Tensor,
+        Z_targets: Tensor,
+        mask: Tensor,
+        noise: Tensor,
+        lengthscale_32: Tensor,
+        lengthscale_12: Tensor,
+        outputscale: Tensor,
+        constant: Tensor,
+        y_offset: Tensor,
+        y_scale: Tensor,
+        bounds: Tensor,
+    ) -> None:
+        super().__init__()
+        values = (X, Z_targets, mask, noise, lengthscale_32, lengthscale_12)
+        values += (outputscale, constant, y_offset, y_scale, bounds)
+        for name, value in zip(self._FIELDS, values):
+            self.register_buffer(name, value, persistent=False)
+        with torch.no_grad():
+            m = mask.to(X)
+            K = self._kernel(self.normalize(X), self.normalize(X))
+            K = K * (m.unsqueeze(-1) * m.unsqueeze(-2))
+            # padded rows/columns are zero: a unit diagonal there makes L block-identity
+            K = K + torch.diag_embed(torch.where(mask, noise, torch.ones_like(noise)))
+            chol = torch.linalg.cholesky(K)
+            resid = (Z_targets - constant.unsqueeze(-1)) * m
+            alpha = torch.cholesky_solve(resid.unsqueeze(-1), chol).squeeze(-1) * m
+        self.register_buffer("chol", chol, persistent=False)
+        self.register_buffer("alpha", alpha, persistent=False)
+
+    @property
+    def num_tasks(self) -> int:
+        return self.X.shape[0]
+
+    def normalize(self, X: Tensor) -> Tensor:
+        r"""Map raw inputs to the unit cube of ``bounds``."""
+        return (X - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
+
+    def state(self) -> dict[str, Tensor]:
+        r"""The constructor's tensors (for saving)."""
+        return {name: getattr(self, name) for name in self._FIELDS}
+
+    def _kernel(self, Z1: Tensor, Z2: Tensor, batch_dims: int = 0) -> Tensor:
+        r"""``s_j^2 M32 M12`` of every task at normalized inputs.
+
+        The task dimension leads: ``Z1``/``Z2`` with ``batch_dims`` batch dimensions
+        broadcast against ``K x 1^batch_dims x 1 x d`` lengthscales, so task-aligned
+        ``K x n x d`` inputs (``batch_dims=0``) pair task ``j``'s points with task
+        ``j``'s lengthscales and shared inputs get every task's kernel.
+
+        Returns:
+            ``K x batch x n1 x n2``.
+        """
+        view = (self.num_tasks,) + (1,) * batch_dims + (1, self.X.shape[-1])
+        corr = product_matern(
+            Z1, Z2, self.lengthscale_32.reshape(view), self.lengthscale_12.reshape(view)
+        )
+        return self.outputscale.reshape((-1,) + (1,) * (corr.dim() - 1)) * corr
+
+    def _cross(self, x: Tensor) -> Tensor:
+        r"""``k_j(X_j, x)`` for flat ``N x d`` raw ``x``: ``K x n_max x N`` (masked)."""
+        kx = self._kernel(self.normalize(self.X), self.normalize(x).unsqueeze(0))
+        return kx * self.mask.to(kx).unsqueeze(-1)
+
+    def means(self, x: Tensor) -> Tensor:
+        r"""Posterior means at flat ``N x d`` raw ``x``: ``K x N`` (user units)."""
+        kx = self._cross(x)
+        z = self.constant.unsqueeze(-1) + (self.alpha.unsqueeze(-1) * kx).sum(-2)
+        return self.y_offset.unsqueeze(-1) + self.y_scale.unsqueeze(-1) * z
+
+    def features(self, x: Tensor) -> Tensor:
+        r"""``v_j(x) = L_j^-1 k_j(X_j, x)`` at flat ``N x d`` raw ``x``:
+        ``K x n_max x N``."""
+        return torch.linalg.solve_triangular(self.chol, self._cross(x), upper=False)
+
+    def prior_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+        r"""Prior kernels ``k_j(x1, x2)`` (standardized units) for broadcastable
+        ``... x n1 x d`` and ``... x n2 x d``: ``K x ... x n1 x n2``."""
+        batch_dims = max(x1.dim(), x2.dim()) - 2
+        return self._kernel(self.normalize(x1), self.normalize(x2), batch_dims)
+
+    def covariances(self, x1: Tensor, x2: Tensor) -> Tensor:
+        r"""Posterior covariances ``K x n1 x n2`` of every task (user units), flat
+        inputs."""
+        v1, v2 = self.features(x1), self.features(x2)
+        cov = self.prior_kernel(x1, x2) - v1.transpose(-1, -2) @ v2
+        return self.y_scale.reshape(-1, 1, 1).pow(2) * cov
+
+
+def fit_meta_task_gps(
+    tasks: Sequence[TaskData], bounds: Tensor
+) -> list[tuple[list[int], SingleTaskGP]]:
+    r"""Fit one GP per meta-task (Alg. 1 line 6).
+
+    Each task gets a ``SingleTaskGP`` with the Sec. 4.1 kernel
+    (:func:`meta_task_kernel`), inputs normalized by ``bounds`` and standardized
+    outcomes, fitted by ``fit_gpytorch_mll`` (known ``Yvar`` is used as fixed noise).
+    Tasks are fitted one by one: a batched model over equal-sized tasks was measured
+    ~3x slower with BoTorch's batched L-BFGS.
+
+    Args:
+        tasks: The meta-tasks.
+        bounds: ``2 x d`` input bounds (inputs are normalized with them).
+
+    Returns:
+        A list of ``(task indices, fitted batched SingleTaskGP)`` (batch shape
+        ``len(indices)``; currently one task per model).
+    """
+    fitted = []
+    d = tasks[0].d
+    batch = torch.Size([1])
+    for j, task in enumerate(tasks):
+        Yvar = None if task.Yvar is None else task.Yvar.unsqueeze(0)
+        model = SingleTaskGP(
+            task.X.unsqueeze(0),
+            task.Y.unsqueeze(0),
+            Yvar,
+            covar_module=meta_task_kernel(d, batch),
+            input_transform=Normalize(d, bounds=bounds),
+            outcome_transform=Standardize(m=1, batch_shape=batch),
+        )
+        if task.n > 1:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        model.eval()
+        fitted.append(([j], model))
+    return fitted
+
+
+def meta_task_posteriors(
+    tasks: Sequence[TaskData],
+    bounds: Tensor,
+    fitted: list[tuple[list[int], SingleTaskGP]] | None = None,
+) -> MetaTaskPosteriors:
+    r"""Fit the meta-task GPs and freeze their posteriors.
+
+    Args:
+        tasks: The meta-tasks.
+        bounds: ``2 x d`` input bounds.
+        fitted: Optional output of :func:`fit_meta_task_gps` (otherwise it is called).
+
+    Returns:
+        The frozen posteriors (see :class:`MetaTaskPosteriors`).
+    """
+    K, d = len(tasks), tasks[0].d
+    n_max = max(t.n for t in tasks)
+    opts = {"dtype": tasks[0].X.dtype, "device": tasks[0].X.device}
+    X = torch.zeros(K, n_max, d, **opts)
+    Zt = torch.zeros(K, n_max, **opts)
+    mask = torch.zeros(K, n_max, dtype=torch.bool, device=opts["device"])
+    noise = torch.ones(K, n_max, **opts)
+    ls32, ls12 = torch.ones(K, d, **opts), torch.ones(K, d, **opts)
+    outputscale, constant, y_offset, y_scale = (
+        torch.zeros(K, **opts) for _ in range(4)
+    )
+    fitted = fit_meta_task_gps(tasks, bounds) if fitted is None else fitted
+    with torch.no_grad():
+        for idx, model in fitted:
+            n = tasks[idx[0]].n
+            ot = model.outcome_transform
+            Y_std = (torch.stack([tasks[j].Y for j in idx]) - ot.means) / ot.stdvs
+            kernel = model.covar_module.base_kernel
+            if isinstance(model.likelihood, FixedNoiseGaussianLikelihood):
+                task_noise = model.likelihood.noise_covar.noise  # G x n, standardized
+            else:
+                task_noise = model.likelihood.noise.reshape(len(idx), 1)
+                task_noise = task_noise.expand(len(idx), n)
+            for g, j in enumerate(idx):
+                X[j, :n], Zt[j, :n] = tasks[j].X, Y_std[g, :, 0]
+                mask[j, :n], noise[j, :n] = True, task_noise[g]
+                ls32[j], ls12[j] = (
+                    kernel.lengthscale_32[g, 0],
+                    kernel.lengthscale_12[g, 0],
+                )
+                outputscale[j] = model.covar_module.outputscale[g]
+                constant[j] = model.mean_module.constant[g]
+                y_offset[j], y_scale[j] = ot.means[g, 0, 0], ot.stdvs[g, 0, 0]
+    return MetaTaskPosteriors(
+        X, Zt, mask, noise, ls32, ls12, outputscale, constant, y_offset, y_scale, bounds
+    )
