@@ -32,7 +32,7 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 
 try:
-    from ax.adapter.registry import MBM_X_trans, Generators
+    from ax.adapter.registry import Generators, MBM_X_trans
     from ax.core.trial_status import TrialStatus
     from ax.generation_strategy.generation_node import GenerationNode
     from ax.generation_strategy.generation_strategy import GenerationStrategy
@@ -46,7 +46,9 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
 
 
 def transfer_model_config(
-    botorch_model_class: type[Model], model_options: dict[str, Any], name: str | None = None
+    botorch_model_class: type[Model],
+    model_options: dict[str, Any],
+    name: str | None = None,
 ) -> ModelConfig:
     r"""An Ax ``ModelConfig`` for one of the package's models.
 
@@ -113,7 +115,11 @@ def transfer_generation_strategy(
     if initialization_trials > 0:
         sobol = GenerationNode(
             name="Sobol",
-            generator_specs=[GeneratorSpec(generator_enum=Generators.SOBOL, generator_kwargs={"seed": seed})],
+            generator_specs=[
+                GeneratorSpec(
+                    generator_enum=Generators.SOBOL, generator_kwargs={"seed": seed}
+                )
+            ],
             transition_criteria=[
                 MinTrials(
                     threshold=initialization_trials,

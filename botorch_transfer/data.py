@@ -89,7 +89,9 @@ class TaskData:
             if not torch.isfinite(value).all():
                 raise ValueError(f"{label}: `{field}` contains NaN or infinite values.")
         if self.Yvar is not None and (self.Yvar < 0).any():
-            raise ValueError(f"{label}: `Yvar` must be non-negative (it is a variance).")
+            raise ValueError(
+                f"{label}: `Yvar` must be non-negative (it is a variance)."
+            )
 
     @property
     def n(self) -> int:
@@ -111,7 +113,9 @@ class TaskData:
         )
 
 
-def validate_task_set(tasks: Sequence[TaskData], argument: str = "tasks") -> list[TaskData]:
+def validate_task_set(
+    tasks: Sequence[TaskData], argument: str = "tasks"
+) -> list[TaskData]:
     r"""Check that a set of tasks can be used together.
 
     Args:

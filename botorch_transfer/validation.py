@@ -91,7 +91,9 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
         )
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     if len(sources) == 0:
-        raise ValueError("`source` must contain at least one source, got an empty list.")
+        raise ValueError(
+            "`source` must contain at least one source, got an empty list."
+        )
     dim = train_X.shape[-1]
     allowed = (TaskData, Model, SourcePosterior) if allow_models else (TaskData,)
     for i, s in enumerate(sources):
@@ -101,7 +103,9 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
                 if allow_models
                 else "a TaskData"
             )
-            raise TypeError(f"`source[{i}]` must be {expected}, got {type(s).__name__}.")
+            raise TypeError(
+                f"`source[{i}]` must be {expected}, got {type(s).__name__}."
+            )
         if i > 0 and not isinstance(s, TaskData):
             raise TypeError(
                 f"`source[{i}]` is a {type(s).__name__}: only the first source may be "

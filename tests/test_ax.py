@@ -11,7 +11,14 @@ from botorch.fit import fit_gpytorch_mll  # noqa: E402
 from botorch.models.transforms import Normalize, Standardize  # noqa: E402
 from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
 
-from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, PretrainedPriorGP, TaskData, pretrain_prior  # noqa: E402
+from botorch_transfer import (
+    DeltaBOModel,
+    DiffGP,
+    EnvGP,
+    PretrainedPriorGP,
+    TaskData,
+    pretrain_prior,
+)  # noqa: E402
 from botorch_transfer.ax import transfer_generation_strategy  # noqa: E402
 
 F64 = torch.float64
@@ -28,12 +35,18 @@ def f(X):
 
 def run_client(model_class, model_options, trials=5, init=2):
     client = Client(random_seed=0)
-    client.configure_experiment(parameters=[
-        RangeParameterConfig(name="x0", parameter_type="float", bounds=(0.0, 1.0)),
-        RangeParameterConfig(name="x1", parameter_type="float", bounds=(-1.0, 2.0)),
-    ])
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x0", parameter_type="float", bounds=(0.0, 1.0)),
+            RangeParameterConfig(name="x1", parameter_type="float", bounds=(-1.0, 2.0)),
+        ]
+    )
     client.configure_optimization(objective="y")
-    client.set_generation_strategy(transfer_generation_strategy(model_class, model_options, initialization_trials=init, seed=0))
+    client.set_generation_strategy(
+        transfer_generation_strategy(
+            model_class, model_options, initialization_trials=init, seed=0
+        )
+    )
     for _ in range(trials):
         for index, params in client.get_next_trials(max_trials=1).items():
             x = torch.tensor([[params["x0"], params["x1"]]], dtype=F64)
@@ -50,7 +63,10 @@ def observed(client):
 @pytest.mark.parametrize("model_class", [DeltaBOModel, EnvGP, DiffGP])
 def test_source_conditioned_model_in_an_ax_client_loop(model_class):
     gen = torch.Generator().manual_seed(0)
-    X_src = torch.rand(30, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    X_src = (
+        torch.rand(30, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
+        + BOUNDS[0]
+    )
     source = TaskData(X_src, g(X_src))
     client = run_client(model_class, {"source": source})
     model = client._generation_strategy.adapter.generator.surrogate.model
@@ -59,14 +75,24 @@ def test_source_conditioned_model_in_an_ax_client_loop(model_class):
     X, Y = observed(client)
     n = model.target_X.shape[-2]
     assert n == 4
-    by_hand = model_class(X[:n], Y[:n], source=source, input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
+    by_hand = model_class(
+        X[:n],
+        Y[:n],
+        source=source,
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
     fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
-    X_test = torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    X_test = (
+        torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    )
     a, b = model.posterior(X_test), by_hand.posterior(X_test)
     torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-6)
     # and Ax's predictions (in the user's units) are the model's
-    prediction = client.predict([{"x0": float(X_test[0, 0]), "x1": float(X_test[0, 1])}])[0]["y"]
+    prediction = client.predict(
+        [{"x0": float(X_test[0, 0]), "x1": float(X_test[0, 1])}]
+    )[0]["y"]
     assert prediction[0] == pytest.approx(b.mean[0, 0].item(), rel=1e-5)
 
 
@@ -74,7 +100,10 @@ def test_pretrained_prior_gp_in_an_ax_client_loop():
     gen = torch.Generator().manual_seed(1)
     tasks = []
     for i in range(6):
-        X = torch.rand(15, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+        X = (
+            torch.rand(15, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
+            + BOUNDS[0]
+        )
         tasks.append(TaskData(X, f(X) + 0.1 * i))
     prior = pretrain_prior(tasks, num_steps=30, hidden=(8, 8), progress=False)
     client = run_client(PretrainedPriorGP, {"prior": prior}, trials=3, init=1)
@@ -82,9 +111,13 @@ def test_pretrained_prior_gp_in_an_ax_client_loop():
     assert type(model) is PretrainedPriorGP and not hasattr(model, "outcome_transform")
     X, Y = observed(client)
     n = model.train_inputs[0].shape[-2]
-    by_hand = PretrainedPriorGP(X[:n], Y[:n], prior=prior, input_transform=Normalize(2, bounds=BOUNDS))
+    by_hand = PretrainedPriorGP(
+        X[:n], Y[:n], prior=prior, input_transform=Normalize(2, bounds=BOUNDS)
+    )
     X_test = torch.rand(4, 2, generator=gen, dtype=F64)
-    torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)
+    torch.testing.assert_close(
+        model.posterior(X_test).mean, by_hand.posterior(X_test).mean
+    )
 
 
 def test_cluster_meta_prior_gp_in_an_ax_client_loop():
@@ -93,7 +126,10 @@ def test_cluster_meta_prior_gp_in_an_ax_client_loop():
     gen = torch.Generator().manual_seed(2)
     tasks = []
     for i in range(6):
-        X = torch.rand(12, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+        X = (
+            torch.rand(12, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
+            + BOUNDS[0]
+        )
         tasks.append(TaskData(X, f(X) + (0.0 if i < 3 else 2.0)))
     prior = build_cluster_prior(tasks, n_clusters=2, bounds=BOUNDS, seed=0)
     client = run_client(ClusterMetaPriorGP, {"prior": prior}, trials=3, init=1)
@@ -101,7 +137,17 @@ def test_cluster_meta_prior_gp_in_an_ax_client_loop():
     assert type(model) is ClusterMetaPriorGP
     X, Y = observed(client)
     n = model.target_X.shape[-2]
-    by_hand = ClusterMetaPriorGP(X[:n], Y[:n], prior=prior, input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
+    by_hand = ClusterMetaPriorGP(
+        X[:n],
+        Y[:n],
+        prior=prior,
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
     by_hand.load_state_dict(model.state_dict())
-    X_test = torch.rand(4, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
-    torch.testing.assert_close(model.posterior(X_test).mean, by_hand.posterior(X_test).mean)
+    X_test = (
+        torch.rand(4, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    )
+    torch.testing.assert_close(
+        model.posterior(X_test).mean, by_hand.posterior(X_test).mean
+    )

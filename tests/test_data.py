@@ -7,7 +7,12 @@ from botorch_transfer.data import validate_task_set
 
 def test_valid_task(device):
     X = torch.rand(5, 3, dtype=torch.float64, device=device)
-    task = TaskData(X, X.sum(-1, keepdim=True), torch.full((5, 1), 0.1, dtype=torch.float64, device=device), name="a")
+    task = TaskData(
+        X,
+        X.sum(-1, keepdim=True),
+        torch.full((5, 1), 0.1, dtype=torch.float64, device=device),
+        name="a",
+    )
     assert (task.n, task.d, task.name) == (5, 3, "a")
     moved = task.to(torch.float32)
     assert moved.X.dtype == moved.Y.dtype == moved.Yvar.dtype == torch.float32
@@ -17,13 +22,41 @@ def test_valid_task(device):
     "kwargs, error, match",
     [
         (dict(X=torch.rand(5), Y=torch.rand(5, 1)), ValueError, "`X` must be a 2-D"),
-        (dict(X=torch.rand(5, 2), Y=torch.rand(5)), ValueError, "`Y` must have shape n x 1"),
-        (dict(X=torch.rand(5, 2), Y=torch.rand(4, 1)), ValueError, "`X` has 5 rows but `Y` has 4"),
-        (dict(X=torch.rand(5, 2), Y=torch.tensor([[float("nan")]] * 5)), ValueError, "`Y` contains NaN"),
-        (dict(X=torch.rand(5, 2), Y=torch.rand(5, 1), Yvar=-torch.rand(5, 1)), ValueError, "`Yvar` must be non-negative"),
-        (dict(X=torch.rand(5, 2), Y=torch.rand(5, 1), Yvar=torch.rand(5)), ValueError, "`Yvar` must have the shape"),
-        (dict(X=torch.rand(5, 2), Y=torch.rand(5, 1, dtype=torch.float64)), TypeError, "`Y` has dtype torch.float64"),
-        (dict(X=torch.ones(5, 2, dtype=torch.long), Y=torch.rand(5, 1)), TypeError, "`X` must have a floating"),
+        (
+            dict(X=torch.rand(5, 2), Y=torch.rand(5)),
+            ValueError,
+            "`Y` must have shape n x 1",
+        ),
+        (
+            dict(X=torch.rand(5, 2), Y=torch.rand(4, 1)),
+            ValueError,
+            "`X` has 5 rows but `Y` has 4",
+        ),
+        (
+            dict(X=torch.rand(5, 2), Y=torch.tensor([[float("nan")]] * 5)),
+            ValueError,
+            "`Y` contains NaN",
+        ),
+        (
+            dict(X=torch.rand(5, 2), Y=torch.rand(5, 1), Yvar=-torch.rand(5, 1)),
+            ValueError,
+            "`Yvar` must be non-negative",
+        ),
+        (
+            dict(X=torch.rand(5, 2), Y=torch.rand(5, 1), Yvar=torch.rand(5)),
+            ValueError,
+            "`Yvar` must have the shape",
+        ),
+        (
+            dict(X=torch.rand(5, 2), Y=torch.rand(5, 1, dtype=torch.float64)),
+            TypeError,
+            "`Y` has dtype torch.float64",
+        ),
+        (
+            dict(X=torch.ones(5, 2, dtype=torch.long), Y=torch.rand(5, 1)),
+            TypeError,
+            "`X` must have a floating",
+        ),
         (dict(X=[[0.0]], Y=torch.rand(1, 1)), TypeError, "`X` must be a torch.Tensor"),
     ],
 )

@@ -14,11 +14,23 @@ NOTEBOOKS = sorted((Path(__file__).parents[1] / "tutorials").rglob("*.ipynb"))
 def test_tutorial_runs(path, monkeypatch):
     monkeypatch.setenv("SMOKE_TEST", "1")
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    outputs = [
+        o
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for o in cell.get("outputs", [])
+    ]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs), "a tutorial shows a plot"
+    assert any("image/png" in o.get("data", {}) for o in outputs), (
+        "a tutorial shows a plot"
+    )
 
 
 def test_there_are_tutorials():

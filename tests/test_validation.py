@@ -27,7 +27,11 @@ def data(n=4, d=2):
         ("Y wrong shape", ValueError, r"`train_Y` must have shape \(4, 1\)"),
         ("Yvar negative", ValueError, "`train_Yvar` must be non-negative"),
         ("Yvar wrong shape", ValueError, "`train_Yvar` must have the shape"),
-        ("Yvar not a tensor", TypeError, "`train_Yvar` must be a floating point.*source="),
+        (
+            "Yvar not a tensor",
+            TypeError,
+            "`train_Yvar` must be a floating point.*source=",
+        ),
         ("X 1-d", ValueError, "`train_X` must have shape batch_shape x n x d"),
         ("Y inf", ValueError, "`train_Y` contains NaN or infinite"),
         ("dtype mix", TypeError, "`train_Y` has dtype torch.float32"),
@@ -56,9 +60,13 @@ def test_source_list():
     assert as_source_list((source, source), X) == [source, source]
     gp = SingleTaskGP(*data(n=6))
     assert as_source_list([gp, source], X)[0] is gp
-    with pytest.raises(TypeError, match=r"`source\[1\]` is a SingleTaskGP: only the first"):
+    with pytest.raises(
+        TypeError, match=r"`source\[1\]` is a SingleTaskGP: only the first"
+    ):
         as_source_list([source, gp], X)
-    with pytest.raises(TypeError, match=r"`source\[0\]` must be a TaskData, got SingleTaskGP"):
+    with pytest.raises(
+        TypeError, match=r"`source\[0\]` must be a TaskData, got SingleTaskGP"
+    ):
         as_source_list(gp, X, allow_models=False)
     with pytest.raises(ValueError, match=r"`source\[0\]` has input dimension d=3"):
         as_source_list(TaskData(*data(d=3)), X)
@@ -72,5 +80,7 @@ def test_invertible_input_transform():
     X, _ = data()
     check_invertible_input_transform(Normalize(2), X, "M needs raw inputs")
     perturbation = InputPerturbation(torch.zeros(2, 2, dtype=F64))
-    with pytest.raises(ValueError, match="M needs raw inputs and needs an invertible `input_transform`"):
+    with pytest.raises(
+        ValueError, match="M needs raw inputs and needs an invertible `input_transform`"
+    ):
         check_invertible_input_transform(perturbation, X, "M needs raw inputs")

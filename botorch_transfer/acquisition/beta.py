@@ -30,7 +30,11 @@ def beta_t(t: int, domain_size: int, rho: float = 0.1) -> float:
     """
     if isinstance(t, bool) or not isinstance(t, int) or t < 1:
         raise ValueError(f"`t` must be an integer >= 1, got {t!r}.")
-    if isinstance(domain_size, bool) or not isinstance(domain_size, int) or domain_size < 1:
+    if (
+        isinstance(domain_size, bool)
+        or not isinstance(domain_size, int)
+        or domain_size < 1
+    ):
         raise ValueError(f"`domain_size` must be an integer >= 1, got {domain_size!r}.")
     if not 0.0 < rho < 1.0:
         raise ValueError(f"`rho` must lie in (0, 1), got {rho!r}.")

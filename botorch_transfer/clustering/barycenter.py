@@ -72,7 +72,11 @@ def wasserstein_barycenter(
         tensor([[2.2500, 0.0000],
                 [0.0000, 2.2500]], dtype=torch.float64)
     """
-    if means.dim() != 2 or covs.dim() != 3 or covs.shape != means.shape[:1] + means.shape[-1:] * 2:
+    if (
+        means.dim() != 2
+        or covs.dim() != 3
+        or covs.shape != means.shape[:1] + means.shape[-1:] * 2
+    ):
         raise ValueError(
             f"`means` must be k x n and `covs` k x n x n, got {tuple(means.shape)} and "
             f"{tuple(covs.shape)}."
@@ -83,8 +87,12 @@ def wasserstein_barycenter(
     if weights is None:
         weights = torch.full((k,), 1.0 / k, dtype=means.dtype, device=means.device)
     if weights.shape != (k,):
-        raise ValueError(f"`weights` must have shape ({k},), got {tuple(weights.shape)}.")
-    if (weights < 0).any() or not torch.isclose(weights.sum(), weights.new_tensor(1.0), atol=1e-6):
+        raise ValueError(
+            f"`weights` must have shape ({k},), got {tuple(weights.shape)}."
+        )
+    if (weights < 0).any() or not torch.isclose(
+        weights.sum(), weights.new_tensor(1.0), atol=1e-6
+    ):
         raise ValueError("`weights` must be non-negative and sum to 1.")
     if max_iter < 1:
         raise ValueError(f"`max_iter` must be at least 1, got {max_iter}.")
@@ -99,7 +107,9 @@ def wasserstein_barycenter(
         T = torch.einsum("k,kij->ij", weights, symmetric_sqrtm(root @ covs @ root))
         S_new = inv_root @ T @ T @ inv_root
         S_new = 0.5 * (S_new + S_new.T)
-        change = (torch.linalg.matrix_norm(S_new - S) / torch.linalg.matrix_norm(S)).item()
+        change = (
+            torch.linalg.matrix_norm(S_new - S) / torch.linalg.matrix_norm(S)
+        ).item()
         S = S_new
         if change < tol:
             converged = True
@@ -111,4 +121,6 @@ def wasserstein_barycenter(
             BarycenterConvergenceWarning,
             stacklevel=2,
         )
-    return Barycenter(mean=mean, covariance=S, n_iter=it, converged=converged, change=change)
+    return Barycenter(
+        mean=mean, covariance=S, n_iter=it, converged=converged, change=change
+    )

@@ -52,7 +52,9 @@ def symmetric_sqrtm(A: Tensor) -> Tensor:
 
 def _check(mean: Tensor, cov: Tensor, name: str) -> None:
     if cov.dim() < 2 or cov.shape[-1] != cov.shape[-2]:
-        raise ValueError(f"`cov_{name}` must have shape ... x n x n, got {tuple(cov.shape)}.")
+        raise ValueError(
+            f"`cov_{name}` must have shape ... x n x n, got {tuple(cov.shape)}."
+        )
     if mean.shape[-1] != cov.shape[-1]:
         raise ValueError(
             f"`mean_{name}` has {mean.shape[-1]} entries but `cov_{name}` is "
@@ -94,7 +96,9 @@ def gaussian_kl(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor) ->
     _check(mean_q, cov_q, "q")
     L_p, L_q = _cholesky(cov_p, "p"), _cholesky(cov_q, "q")
     n = cov_p.shape[-1]
-    batch = torch.broadcast_shapes(mean_p.shape[:-1], cov_p.shape[:-2], mean_q.shape[:-1], cov_q.shape[:-2])
+    batch = torch.broadcast_shapes(
+        mean_p.shape[:-1], cov_p.shape[:-2], mean_q.shape[:-1], cov_q.shape[:-2]
+    )
     L_q = L_q.expand(*batch, n, n)
     # tr(S_q^-1 S_p) = ||L_q^-1 L_p||_F^2
     M = torch.linalg.solve_triangular(L_q, L_p.expand(*batch, n, n), upper=False)
@@ -102,10 +106,14 @@ def gaussian_kl(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor) ->
     z = torch.linalg.solve_triangular(L_q, dm, upper=False)
     logdet_p = 2 * torch.diagonal(L_p, dim1=-2, dim2=-1).log().sum(-1)
     logdet_q = 2 * torch.diagonal(L_q, dim1=-2, dim2=-1).log().sum(-1)
-    return 0.5 * (M.pow(2).sum((-2, -1)) + z.pow(2).sum((-2, -1)) - n + logdet_q - logdet_p)
+    return 0.5 * (
+        M.pow(2).sum((-2, -1)) + z.pow(2).sum((-2, -1)) - n + logdet_q - logdet_p
+    )
 
 
-def jeffreys_divergence(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor) -> Tensor:
+def jeffreys_divergence(
+    mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor
+) -> Tensor:
     r"""Jeffreys divergence ``KL(P||Q) + KL(Q||P)`` (eq. 4).
 
     The log-determinants cancel, leaving
@@ -131,7 +139,9 @@ def jeffreys_divergence(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Te
     Q_inv = torch.cholesky_inverse(_cholesky(cov_q, "q"))
     n = cov_p.shape[-1]
     dm = (mean_q - mean_p).unsqueeze(-1)
-    trace = (Q_inv * cov_p).sum((-2, -1)) + (P_inv * cov_q).sum((-2, -1))  # tr(A B) for symmetric B
+    trace = (Q_inv * cov_p).sum((-2, -1)) + (P_inv * cov_q).sum(
+        (-2, -1)
+    )  # tr(A B) for symmetric B
     maha = (dm.transpose(-1, -2) @ (P_inv + Q_inv) @ dm).squeeze(-1).squeeze(-1)
     return 0.5 * (trace + maha) - n
 
@@ -168,19 +178,32 @@ def wasserstein_distance(
 
 
 def _wasserstein_from_root(
-    mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor, root_q: Tensor, squared: bool
+    mean_p: Tensor,
+    cov_p: Tensor,
+    mean_q: Tensor,
+    cov_q: Tensor,
+    root_q: Tensor,
+    squared: bool,
 ) -> Tensor:
     inner = root_q @ cov_p @ root_q
     inner = 0.5 * (inner + inner.transpose(-1, -2))  # symmetric up to rounding
     cross = torch.linalg.eigvalsh(inner).clamp_min(0).sqrt().sum(-1)
-    trace = torch.diagonal(cov_p, dim1=-2, dim2=-1).sum(-1) + torch.diagonal(cov_q, dim1=-2, dim2=-1).sum(-1)
+    trace = torch.diagonal(cov_p, dim1=-2, dim2=-1).sum(-1) + torch.diagonal(
+        cov_q, dim1=-2, dim2=-1
+    ).sum(-1)
     sq = (mean_p - mean_q).pow(2).sum(-1) + trace - 2 * cross
-    sq = sq.clamp_min(0)  # rounding can make W2^2 of (near-)identical Gaussians negative
+    sq = sq.clamp_min(
+        0
+    )  # rounding can make W2^2 of (near-)identical Gaussians negative
     return sq if squared else sq.sqrt()
 
 
 def divergence(
-    mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor, distance: str = "wasserstein"
+    mean_p: Tensor,
+    cov_p: Tensor,
+    mean_q: Tensor,
+    cov_q: Tensor,
+    distance: str = "wasserstein",
 ) -> Tensor:
     r"""Dispatch to :func:`wasserstein_distance` (``W2``) or :func:`jeffreys_divergence`.
 
@@ -259,7 +282,10 @@ def pairwise_divergence(
         inv_b = inv_a if same else torch.cholesky_inverse(_cholesky(covs_b, "b"))
         n = covs_a.shape[-1]
         # tr(S_b^-1 S_a) + tr(S_a^-1 S_b) as Frobenius products of flattened matrices
-        trace = covs_a.reshape(A, -1) @ inv_b.reshape(B, -1).T + inv_a.reshape(A, -1) @ covs_b.reshape(B, -1).T
+        trace = (
+            covs_a.reshape(A, -1) @ inv_b.reshape(B, -1).T
+            + inv_a.reshape(A, -1) @ covs_b.reshape(B, -1).T
+        )
         # dm^T (S_a^-1 + S_b^-1) dm expanded into per-set quadratic forms
         Pa_ma = inv_a @ means_a.unsqueeze(-1)  # A x n x 1
         Pb_mb = inv_b @ means_b.unsqueeze(-1)
@@ -268,8 +294,12 @@ def pairwise_divergence(
         quad_a = (means_a.unsqueeze(-2) @ Pa_ma).reshape(A, 1)  # m_a^T P_a m_a
         quad_b = (means_b.unsqueeze(-2) @ Pb_mb).reshape(1, B)
         maha = (
-            quad_a + (Pa_mb * means_b.unsqueeze(0)).sum(-1) - 2 * (Pa_mb * means_a.unsqueeze(1)).sum(-1)
-            + quad_b + (Pb_ma * means_a.unsqueeze(1)).sum(-1) - 2 * (Pb_ma * means_b.unsqueeze(0)).sum(-1)
+            quad_a
+            + (Pa_mb * means_b.unsqueeze(0)).sum(-1)
+            - 2 * (Pa_mb * means_a.unsqueeze(1)).sum(-1)
+            + quad_b
+            + (Pb_ma * means_a.unsqueeze(1)).sum(-1)
+            - 2 * (Pb_ma * means_b.unsqueeze(0)).sum(-1)
         )
         D = (0.5 * (trace + maha) - n).clamp_min(0)
     else:
@@ -278,14 +308,21 @@ def pairwise_divergence(
             i, j = torch.triu_indices(A, A, offset=1, device=means_a.device)
         else:
             i, j = torch.meshgrid(
-                torch.arange(A, device=means_a.device), torch.arange(B, device=means_a.device), indexing="ij"
+                torch.arange(A, device=means_a.device),
+                torch.arange(B, device=means_a.device),
+                indexing="ij",
             )
             i, j = i.reshape(-1), j.reshape(-1)
         values = torch.empty(i.numel(), dtype=means_a.dtype, device=means_a.device)
         for start in range(0, i.numel(), chunk_size):
             ii, jj = i[start : start + chunk_size], j[start : start + chunk_size]
             values[start : start + chunk_size] = _wasserstein_from_root(
-                means_a[ii], covs_a[ii], means_b[jj], covs_b[jj], root_b[jj], squared=False
+                means_a[ii],
+                covs_a[ii],
+                means_b[jj],
+                covs_b[jj],
+                root_b[jj],
+                squared=False,
             )
         D = torch.zeros(A, B, dtype=means_a.dtype, device=means_a.device)
         D[i, j] = values

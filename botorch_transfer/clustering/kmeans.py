@@ -48,7 +48,11 @@ class GaussianKMeansResult(NamedTuple):
 
 
 def _check_set(means: Tensor, covs: Tensor) -> None:
-    if means.dim() != 2 or covs.dim() != 3 or covs.shape != means.shape[:1] + means.shape[-1:] * 2:
+    if (
+        means.dim() != 2
+        or covs.dim() != 3
+        or covs.shape != means.shape[:1] + means.shape[-1:] * 2
+    ):
         raise ValueError(
             f"`means` must be k x n and `covs` k x n x n, got {tuple(means.shape)} and "
             f"{tuple(covs.shape)}."
@@ -59,7 +63,9 @@ def _cost(D: Tensor, distance: str) -> Tensor:
     return D.pow(2) if distance == "wasserstein" else D
 
 
-def _centers(means: Tensor, covs: Tensor, labels: Tensor, C: int) -> tuple[Tensor, Tensor]:
+def _centers(
+    means: Tensor, covs: Tensor, labels: Tensor, C: int
+) -> tuple[Tensor, Tensor]:
     r"""Eq. 7: ``m_C = mean of m_j``, ``S_C = mean of S_j`` over the members ``j``."""
     onehot = torch.nn.functional.one_hot(labels, C).to(means)  # k x C
     counts = onehot.sum(0)
@@ -76,7 +82,9 @@ def _relabel(labels: Tensor, C: int) -> Tensor:
             order.append(lab)
     order += [c for c in range(C) if c not in order]
     mapping = torch.empty(C, dtype=torch.long, device=labels.device)
-    mapping[torch.tensor(order, device=labels.device)] = torch.arange(C, device=labels.device)
+    mapping[torch.tensor(order, device=labels.device)] = torch.arange(
+        C, device=labels.device
+    )
     return mapping[labels]
 
 
@@ -86,7 +94,10 @@ def _seed_plus_plus(means, covs, C, distance, generator) -> Tensor:
     k = means.shape[0]
     first = torch.randint(k, (1,), generator=generator).item()
     chosen = [first]
-    nearest = _cost(pairwise_divergence(means, covs, means[[first]], covs[[first]], distance), distance)[:, 0]
+    nearest = _cost(
+        pairwise_divergence(means, covs, means[[first]], covs[[first]], distance),
+        distance,
+    )[:, 0]
     for _ in range(1, C):
         probs = nearest.clamp_min(0).cpu()
         probs[chosen] = 0
@@ -95,7 +106,10 @@ def _seed_plus_plus(means, covs, C, distance, generator) -> Tensor:
             probs[chosen] = 0
         nxt = torch.multinomial(probs, 1, generator=generator).item()
         chosen.append(nxt)
-        cost = _cost(pairwise_divergence(means, covs, means[[nxt]], covs[[nxt]], distance), distance)[:, 0]
+        cost = _cost(
+            pairwise_divergence(means, covs, means[[nxt]], covs[[nxt]], distance),
+            distance,
+        )[:, 0]
         nearest = torch.minimum(nearest, cost)
     return torch.tensor(chosen, device=means.device)
 
@@ -144,7 +158,9 @@ def gaussian_kmeans(
             f"got {n_clusters!r}."
         )
     if n_init < 1 or max_iter < 1:
-        raise ValueError(f"`n_init` and `max_iter` must be at least 1, got {n_init}, {max_iter}.")
+        raise ValueError(
+            f"`n_init` and `max_iter` must be at least 1, got {n_init}, {max_iter}."
+        )
     generator = torch.Generator().manual_seed(seed)
     best = None
     for _ in range(n_init):
@@ -155,7 +171,9 @@ def gaussian_kmeans(
             D = pairwise_divergence(means, covs, center_means, center_covs, distance)
             new_labels = D.argmin(-1)
             counts = torch.bincount(new_labels, minlength=n_clusters)
-            for c in (counts == 0).nonzero().flatten().tolist():  # re-seed empty clusters
+            for c in (
+                (counts == 0).nonzero().flatten().tolist()
+            ):  # re-seed empty clusters
                 far = D.gather(-1, new_labels.unsqueeze(-1)).squeeze(-1)
                 far[counts[new_labels] <= 1] = -1  # never empty another cluster
                 j = far.argmax().item()
@@ -303,14 +321,27 @@ def select_n_clusters(
             f"No candidate number of clusters in {given} is between 1 and the number of "
             f"Gaussians ({k})."
         )
-    D = pairwise if pairwise is not None else pairwise_divergence(means, covs, distance=check_distance(criterion_distance, "criterion_distance"))
+    D = (
+        pairwise
+        if pairwise is not None
+        else pairwise_divergence(
+            means,
+            covs,
+            distance=check_distance(criterion_distance, "criterion_distance"),
+        )
+    )
     intra, inter, scores, results = [], [], [], []
     for C in cands:
         result = gaussian_kmeans(means, covs, C, distance=distance, **kmeans_options)
-        a, b = intra_cluster_entropy(D, result.assignments), inter_cluster_separation(D, result.assignments)
+        a, b = (
+            intra_cluster_entropy(D, result.assignments),
+            inter_cluster_separation(D, result.assignments),
+        )
         intra.append(a)
         inter.append(b)
-        scores.append(float("nan") if a != a or b != b else (b / a if a > 0 else float("inf")))
+        scores.append(
+            float("nan") if a != a or b != b else (b / a if a > 0 else float("inf"))
+        )
         results.append(result)
     valid = [i for i, s in enumerate(scores) if s == s]
     best = max(valid, key=lambda i: (scores[i], -cands[i])) if valid else 0

@@ -14,7 +14,10 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
 )
 from botorch_transfer.models.pooled import PooledTransferGP
-from botorch_transfer.models.pretrained import PretrainedPriorGP, hyperbo_probability_of_improvement
+from botorch_transfer.models.pretrained import (
+    PretrainedPriorGP,
+    hyperbo_probability_of_improvement,
+)
 from botorch_transfer.models.randomized_nn import (
     LogPowerSchedule,
     RandomizedNNEnsemble,

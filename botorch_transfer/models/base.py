@@ -125,7 +125,9 @@ def default_transfer_kernel(
         ``ScaleKernel(RBFKernel(ard_num_dims=dim))`` with BoTorch's priors.
     """
     return ScaleKernel(
-        get_covar_module_with_dim_scaled_prior(ard_num_dims=dim, batch_shape=batch_shape),
+        get_covar_module_with_dim_scaled_prior(
+            ard_num_dims=dim, batch_shape=batch_shape
+        ),
         batch_shape=batch_shape,
     )
 
@@ -391,7 +393,11 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         r"""GPyTorch's ``set_train_data``; a lone tensor replaces the features
         ``train_inputs[0]`` and keeps the other inputs (e.g. task indices), as
         BoTorch's input-transform handling expects."""
-        if isinstance(inputs, Tensor) and self.train_inputs and len(self.train_inputs) > 1:
+        if (
+            isinstance(inputs, Tensor)
+            and self.train_inputs
+            and len(self.train_inputs) > 1
+        ):
             inputs = (inputs, *self.train_inputs[1:])
         super().set_train_data(inputs=inputs, targets=targets, strict=strict)
 
@@ -571,7 +577,9 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         with fantasize_flag(), botorch_settings.propagate_grads(propagate_grads):
             post_X = self.posterior(
                 X,
-                observation_noise=True if observation_noise is None else observation_noise,
+                observation_noise=True
+                if observation_noise is None
+                else observation_noise,
             )
             Y_fantasized = sampler(post_X)
             noise = None

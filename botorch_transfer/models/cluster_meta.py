@@ -194,7 +194,9 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         r"""Distances ``d_i`` from the posterior on the index points to each prototype
         (Alg. 1 line 19); see :meth:`updated_weights`."""
         if len(self.batch_shape) != 0:
-            raise UnsupportedError("Weight updates need a non-batched ClusterMetaPriorGP.")
+            raise UnsupportedError(
+                "Weight updates need a non-batched ClusterMetaPriorGP."
+            )
         with torch.no_grad():
             post = self.posterior(self.prior.index_points)
             mean = post.mean.squeeze(-1)
@@ -216,5 +218,9 @@ def _draw_matheron_paths_cluster(model: ClusterMetaPriorGP, **kwargs: Any) -> No
 
 
 @DrawKernelFeaturePaths.register(ClusterMetaPriorGP)
-def _draw_kernel_feature_paths_cluster(model: ClusterMetaPriorGP, **kwargs: Any) -> None:
-    raise UnsupportedError("Kernel-feature prior paths are not implemented for ClusterMetaPriorGP.")
+def _draw_kernel_feature_paths_cluster(
+    model: ClusterMetaPriorGP, **kwargs: Any
+) -> None:
+    raise UnsupportedError(
+        "Kernel-feature prior paths are not implemented for ClusterMetaPriorGP."
+    )

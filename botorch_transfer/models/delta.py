@@ -166,7 +166,9 @@ class DeltaBOModel(SourceConditionedGP):
             train_Yvar,
             transfer=source,
             likelihood=likelihood,
-            covar_module=covar_module if covar_module is not None else delta_covar_module,
+            covar_module=covar_module
+            if covar_module is not None
+            else delta_covar_module,
             mean_module=mean_module,
             input_transform=input_transform,
             outcome_transform=outcome_transform,
@@ -221,7 +223,9 @@ class DeltaBOModel(SourceConditionedGP):
                 fixed = fixed + self.source_posterior.variance(X)
             if not self.learns_target_noise:
                 fixed = fixed + Yvar
-        per_point = self.residual_covariance == "diagonal" or not self.learns_target_noise
+        per_point = (
+            self.residual_covariance == "diagonal" or not self.learns_target_noise
+        )
         return TrainingData(X, residuals, fixed if per_point else None)
 
     def _combine_posterior(
@@ -257,9 +261,13 @@ class DeltaBOModel(SourceConditionedGP):
                 stack = (
                     copy.deepcopy(s)
                     if isinstance(s, SourcePosterior)
-                    else source_posterior_from_model(s, max_rank=max_rank, tolerance=tolerance)
+                    else source_posterior_from_model(
+                        s, max_rank=max_rank, tolerance=tolerance
+                    )
                 )
-                stack.set_output_affine(1.0 / scale, -offset / scale)  # user -> model units
+                stack.set_output_affine(
+                    1.0 / scale, -offset / scale
+                )  # user -> model units
                 continue
             Y = (s.Y - offset) / scale
             Yvar = None if s.Yvar is None else s.Yvar / scale**2
@@ -271,18 +279,29 @@ class DeltaBOModel(SourceConditionedGP):
             transform = copy.deepcopy(input_transform)
             if stack is None:
                 layer = SingleTaskGP(
-                    s.X, Y, Yvar, covar_module=kernel,
-                    input_transform=transform, outcome_transform=None,
+                    s.X,
+                    Y,
+                    Yvar,
+                    covar_module=kernel,
+                    input_transform=transform,
+                    outcome_transform=None,
                 )
             else:
                 layer = DeltaBOModel(
-                    s.X, Y, Yvar, source=stack, delta_covar_module=kernel,
-                    input_transform=transform, source_max_rank=max_rank,
+                    s.X,
+                    Y,
+                    Yvar,
+                    source=stack,
+                    delta_covar_module=kernel,
+                    input_transform=transform,
+                    source_max_rank=max_rank,
                     source_tolerance=tolerance,
                 )
             if fit_source:
                 fit_gpytorch_mll(ExactMarginalLogLikelihood(layer.likelihood, layer))
-            stack = source_posterior_from_model(layer, max_rank=max_rank, tolerance=tolerance)
+            stack = source_posterior_from_model(
+                layer, max_rank=max_rank, tolerance=tolerance
+            )
         return stack
 
     def frozen_source(self) -> SourcePosterior:
@@ -322,18 +341,27 @@ class DeltaBOModel(SourceConditionedGP):
             noise = self.likelihood.noise.expand(self.train_targets.shape)
             if self.residual_covariance == "diagonal":
                 delta = GPSourcePosterior(
-                    X, self.train_targets, noise, self.delta_covar_module,
+                    X,
+                    self.train_targets,
+                    noise,
+                    self.delta_covar_module,
                     mean_module=self._delta_mean(),
                     input_transform=getattr(self, "input_transform", None),
-                    max_rank=max_rank, tolerance=tolerance,
+                    max_rank=max_rank,
+                    tolerance=tolerance,
                 )
                 source = SumSourcePosterior([source, delta])
             else:
                 source = GPSourcePosterior(
-                    X, self.train_targets + source.mean(X), noise, self.delta_covar_module,
+                    X,
+                    self.train_targets + source.mean(X),
+                    noise,
+                    self.delta_covar_module,
                     mean_module=self._delta_mean(),
                     input_transform=getattr(self, "input_transform", None),
-                    prior_source=source, max_rank=max_rank, tolerance=tolerance,
+                    prior_source=source,
+                    max_rank=max_rank,
+                    tolerance=tolerance,
                 )
         source.set_output_affine(self.output_scale, self.output_offset)
         return source

@@ -37,12 +37,12 @@ from torch import Tensor
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import TrainingData
-from botorch_transfer.models.pooled import PooledTransferGP
 from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
     learned_noise,
 )
+from botorch_transfer.models.pooled import PooledTransferGP
 
 # slots of the learned noise levels: sigma'^2 (sources without Yvar), sigma_a^2
 SOURCE, TARGET = 0, 1
@@ -212,7 +212,9 @@ class DiffGP(PooledTransferGP):
             batch = X_a.shape[:-2]
             return y_s.expand(*batch, -1) + 0 * m_s, prior_var_s.expand(*batch, -1)
         # 1. source posterior at the target points (noise sigma'^2)
-        K_S = k(Xs_t).to_dense() + torch.diag_embed(self._source_noise().expand(*prior_var_s.shape))
+        K_S = k(Xs_t).to_dense() + torch.diag_embed(
+            self._source_noise().expand(*prior_var_s.shape)
+        )
         L_S = psd_safe_cholesky(K_S)
         K_sa = k(Xs_t, Xa_t).to_dense()  # N x T (batched)
         V = torch.linalg.solve_triangular(L_S, K_sa, upper=False)
@@ -220,9 +222,13 @@ class DiffGP(PooledTransferGP):
         mu_S = m_a + (K_sa.transpose(-1, -2) @ alpha_s).squeeze(-1)
         var_S = k(Xa_t, diag=True) - V.pow(2).sum(-2)
         # 2. difference GP on Delta y with noise sigma_a^2 + sigma^2_S(x_a)
-        K_D = k(Xa_t).to_dense() + torch.diag_embed(self._target_noise_per_point() + var_S)
+        K_D = k(Xa_t).to_dense() + torch.diag_embed(
+            self._target_noise_per_point() + var_S
+        )
         L_D = psd_safe_cholesky(K_D)
-        W = torch.linalg.solve_triangular(L_D, K_sa.transpose(-1, -2), upper=False)  # T x N
+        W = torch.linalg.solve_triangular(
+            L_D, K_sa.transpose(-1, -2), upper=False
+        )  # T x N
         alpha_d = torch.cholesky_solve((y_a - mu_S).unsqueeze(-1), L_D)
         mu_D = (K_sa @ alpha_d).squeeze(-1)
         var_D = (prior_var_s - W.pow(2).sum(-2)).clamp_min(0.0)

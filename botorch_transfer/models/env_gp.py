@@ -28,12 +28,12 @@ from torch import Tensor
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import TrainingData
-from botorch_transfer.models.pooled import PooledTransferGP
 from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
     learned_noise,
 )
+from botorch_transfer.models.pooled import PooledTransferGP
 
 
 class EnvGP(PooledTransferGP):
@@ -111,7 +111,9 @@ class EnvGP(PooledTransferGP):
                 f"({n_tasks}), got {len(levels)}."
             )
         for k, (level, s) in enumerate(zip(levels, sources)):
-            if not (isinstance(level, (int, float)) and math.isfinite(level) and level > 0):
+            if not (
+                isinstance(level, (int, float)) and math.isfinite(level) and level > 0
+            ):
                 raise ValueError(
                     f"`source_noise` must be positive finite floats, got {level!r}."
                 )
@@ -131,13 +133,17 @@ class EnvGP(PooledTransferGP):
         and the learned target noise (none when ``train_Yvar`` is known)."""
         batch_shape = train_X.shape[:-2]
         learned = [
-            None if self.source_noise is not None else learned_noise(batch_shape, prior=False)
+            None
+            if self.source_noise is not None
+            else learned_noise(batch_shape, prior=False)
             for _ in transfer
         ]
         learned.append(learned_noise(batch_shape) if train_Yvar is None else None)
         return TaskIndexedGaussianLikelihood(TaskIndexedNoise(learned))
 
-    def _build_modules(self, transfer: list[TaskData], train_X: Tensor, **kwargs) -> None:
+    def _build_modules(
+        self, transfer: list[TaskData], train_X: Tensor, **kwargs
+    ) -> None:
         super()._build_modules(transfer, train_X=train_X, **kwargs)
         if self.source_noise is not None:
             levels = torch.tensor(

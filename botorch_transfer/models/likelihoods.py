@@ -77,7 +77,9 @@ def target_likelihood(
     batch_shape = train_X.shape[:-2]
     if not known_noise and not per_point_noise:
         return get_gaussian_likelihood_with_lognormal_prior(batch_shape)
-    placeholder = torch.ones(train_X.shape[:-1], dtype=train_X.dtype, device=train_X.device)
+    placeholder = torch.ones(
+        train_X.shape[:-1], dtype=train_X.dtype, device=train_X.device
+    )
     if known_noise:
         return FixedNoiseGaussianLikelihood(noise=placeholder, batch_shape=batch_shape)
     level = learned_noise(batch_shape)
@@ -96,7 +98,11 @@ def noise_index_input(params: tuple[Any, ...]) -> Tensor:
     GPyTorch passes the inputs unpacked (marginal log likelihood) or as one list
     (prediction strategy); both are accepted.
     """
-    inputs = params[0] if len(params) == 1 and isinstance(params[0], (list, tuple)) else params
+    inputs = (
+        params[0]
+        if len(params) == 1 and isinstance(params[0], (list, tuple))
+        else params
+    )
     if len(inputs) != 2 or inputs[1].is_floating_point() or inputs[1].shape[-1] != 2:
         raise ValueError(
             "Task-indexed noise needs the inputs (X, noise_index) of the points, with "
@@ -133,14 +139,20 @@ class TaskIndexedNoise(Noise):
         )
         self.is_learned = [m is not None for m in learned]
         if task_level is None:
-            task_level = [k if self.is_learned[k] else None for k in range(len(learned))]
+            task_level = [
+                k if self.is_learned[k] else None for k in range(len(learned))
+            ]
         for slot in task_level:
             if slot is not None and not self.is_learned[slot]:
-                raise ValueError(f"`task_level` points at slot {slot}, which has no level.")
+                raise ValueError(
+                    f"`task_level` points at slot {slot}, which has no level."
+                )
         self.task_level = list(task_level)
         # the training points' fixed noise (batch x n) and tasks (n): data, not state
         self.register_buffer("fixed", torch.zeros(0), persistent=False)
-        self.register_buffer("row_task", torch.zeros(0, dtype=torch.long), persistent=False)
+        self.register_buffer(
+            "row_task", torch.zeros(0, dtype=torch.long), persistent=False
+        )
 
     @property
     def num_tasks(self) -> int:

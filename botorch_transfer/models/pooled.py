@@ -97,7 +97,9 @@ class PooledTransferGP(SourceConditionedGP):
         self.register_buffer("source_task", task, persistent=False)
         self.target_task = len(transfer)
         self.mean_module = (
-            mean_module if mean_module is not None else ConstantMean(batch_shape=batch_shape)
+            mean_module
+            if mean_module is not None
+            else ConstantMean(batch_shape=batch_shape)
         )
         self.covar_module = (
             covar_module
@@ -130,7 +132,8 @@ class PooledTransferGP(SourceConditionedGP):
             dim=-2,
         )
         targets = torch.cat(
-            [source_targets.expand(*batch, n_source), Y.expand(*batch, n_target)], dim=-1
+            [source_targets.expand(*batch, n_source), Y.expand(*batch, n_target)],
+            dim=-1,
         )
         target_fixed = torch.zeros_like(Y) if self.learns_target_noise else Yvar
         fixed = torch.cat(
@@ -163,6 +166,8 @@ class PooledTransferGP(SourceConditionedGP):
             raise RuntimeError("No known target noise: the model has no target data.")
         return self.target_Yvar.mean(dim=-1)
 
-    def forward(self, x: Tensor, noise_index: Tensor | None = None) -> MultivariateNormal:
+    def forward(
+        self, x: Tensor, noise_index: Tensor | None = None
+    ) -> MultivariateNormal:
         r"""The prior at ``x``; the noise index only enters the likelihood."""
         return super().forward(x)

@@ -21,8 +21,8 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.models.base import MovableExactGPMixin
-from botorch_transfer.validation import validate_training_data
 from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
+from botorch_transfer.validation import validate_training_data
 
 
 class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
@@ -75,7 +75,9 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
     ) -> None:
         validate_training_data(train_X, train_Y, train_Yvar)
         if not isinstance(prior, PretrainedPrior):
-            raise TypeError(f"`prior` must be a PretrainedPrior, got {type(prior).__name__}.")
+            raise TypeError(
+                f"`prior` must be a PretrainedPrior, got {type(prior).__name__}."
+            )
         if outcome_transform is not None:
             raise ValueError(
                 "`outcome_transform` must be None: the pre-trained prior fixes the output "
@@ -131,15 +133,22 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
         the prior's noise is added at ``X``; pass a tensor for other noise levels.
         """
         if X.dim() < 2:
-            raise ValueError(f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}.")
+            raise ValueError(
+                f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}."
+            )
         if observation_noise is True and self._known_noise:
             observation_noise = self.prior_noise.expand(X.shape[:-1] + torch.Size([1]))
         return super().posterior(
-            X, output_indices=output_indices, observation_noise=observation_noise,
-            posterior_transform=posterior_transform, **kwargs,
+            X,
+            output_indices=output_indices,
+            observation_noise=observation_noise,
+            posterior_transform=posterior_transform,
+            **kwargs,
         )
 
-    def custom_fit(self, mll: MarginalLogLikelihood, **kwargs: Any) -> MarginalLogLikelihood:
+    def custom_fit(
+        self, mll: MarginalLogLikelihood, **kwargs: Any
+    ) -> MarginalLogLikelihood:
         r"""Called by ``fit_gpytorch_mll``: a no-op for a frozen prior (HyperBO never
         re-fits it), BoTorch's default fit when ``fine_tune=True``."""
         if not any(p.requires_grad for p in mll.parameters()):

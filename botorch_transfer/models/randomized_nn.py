@@ -225,35 +225,75 @@ class RandomizedNNEnsemble(EnsembleModel):
                 f"supported), got {tuple(train_X.shape)}."
             )
         if train_X.shape[-1] < 1:
-            raise ValueError("`train_X` must have at least one input dimension (d >= 1).")
+            raise ValueError(
+                "`train_X` must have at least one input dimension (d >= 1)."
+            )
         if train_Yvar is not None:
             raise ValueError(
                 "`train_Yvar` must be None: the loss of eq. 10 has no per-point noise; "
                 "noise enters through `lambda_schedule`."
             )
-        if isinstance(num_members, bool) or not isinstance(num_members, int) or num_members < 1:
-            raise ValueError(f"`num_members` must be a positive integer, got {num_members!r}.")
+        if (
+            isinstance(num_members, bool)
+            or not isinstance(num_members, int)
+            or num_members < 1
+        ):
+            raise ValueError(
+                f"`num_members` must be a positive integer, got {num_members!r}."
+            )
         hidden = tuple(hidden)
         if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in hidden):
-            raise ValueError(f"`hidden` must be a sequence of positive integers, got {hidden!r}.")
+            raise ValueError(
+                f"`hidden` must be a sequence of positive integers, got {hidden!r}."
+            )
         if activation not in ACTIVATIONS:
-            raise ValueError(f"Unknown `activation` {activation!r}; choose from {sorted(ACTIVATIONS)}.")
+            raise ValueError(
+                f"Unknown `activation` {activation!r}; choose from {sorted(ACTIVATIONS)}."
+            )
         if loss not in LOSSES:
             raise ValueError(f"Unknown `loss` {loss!r}; choose from {list(LOSSES)}.")
         if regularizer not in REGULARIZERS:
-            raise ValueError(f"Unknown `regularizer` {regularizer!r}; choose from {list(REGULARIZERS)}.")
+            raise ValueError(
+                f"Unknown `regularizer` {regularizer!r}; choose from {list(REGULARIZERS)}."
+            )
         if optimizer not in OPTIMIZERS:
-            raise ValueError(f"Unknown `optimizer` {optimizer!r}; choose from {list(OPTIMIZERS)}.")
-        if loss == "cross_entropy" and not (isinstance(gamma, (int, float)) and 0 < gamma < 1):
-            raise ValueError(f"`gamma` must lie in the open interval (0, 1), got {gamma!r}.")
-        for name, value in (("input_scale", input_scale), ("weight_scale", weight_scale),
-                            ("bias_scale", bias_scale), ("lr", 1.0 if lr is None else lr)):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"`{name}` must be a non-negative finite number, got {value!r}.")
-        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"`num_steps` must be a positive integer, got {num_steps!r}.")
-        if isinstance(num_anchors, bool) or not isinstance(num_anchors, int) or num_anchors < 0:
-            raise ValueError(f"`num_anchors` must be a non-negative integer, got {num_anchors!r}.")
+            raise ValueError(
+                f"Unknown `optimizer` {optimizer!r}; choose from {list(OPTIMIZERS)}."
+            )
+        if loss == "cross_entropy" and not (
+            isinstance(gamma, (int, float)) and 0 < gamma < 1
+        ):
+            raise ValueError(
+                f"`gamma` must lie in the open interval (0, 1), got {gamma!r}."
+            )
+        for name, value in (
+            ("input_scale", input_scale),
+            ("weight_scale", weight_scale),
+            ("bias_scale", bias_scale),
+            ("lr", 1.0 if lr is None else lr),
+        ):
+            if not (
+                isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+            ):
+                raise ValueError(
+                    f"`{name}` must be a non-negative finite number, got {value!r}."
+                )
+        if (
+            isinstance(num_steps, bool)
+            or not isinstance(num_steps, int)
+            or num_steps < 1
+        ):
+            raise ValueError(
+                f"`num_steps` must be a positive integer, got {num_steps!r}."
+            )
+        if (
+            isinstance(num_anchors, bool)
+            or not isinstance(num_anchors, int)
+            or num_anchors < 0
+        ):
+            raise ValueError(
+                f"`num_anchors` must be a non-negative integer, got {num_anchors!r}."
+            )
         if loss == "cross_entropy" and outcome_transform is not None:
             raise ValueError(
                 "`outcome_transform` is not used with loss='cross_entropy': the model "
@@ -265,7 +305,11 @@ class RandomizedNNEnsemble(EnsembleModel):
         self.num_members, self.hidden, self.activation = num_members, hidden, activation
         self.loss, self.regularizer, self.gamma = loss, regularizer, float(gamma)
         self.lambda_schedule, self.feature_map = lambda_schedule, feature_map
-        self.input_scale, self.weight_scale, self.bias_scale = input_scale, weight_scale, bias_scale
+        self.input_scale, self.weight_scale, self.bias_scale = (
+            input_scale,
+            weight_scale,
+            bias_scale,
+        )
         self.optimizer, self.num_steps, self.lr = optimizer, num_steps, lr
         if seed is None:
             seed = int(torch.randint(2**62, (1,)).item())
@@ -277,7 +321,9 @@ class RandomizedNNEnsemble(EnsembleModel):
             self.input_transform = input_transform.to(train_X)
         if outcome_transform is not None:
             if n == 0:
-                raise ValueError("`outcome_transform` cannot be fitted without observations (n = 0).")
+                raise ValueError(
+                    "`outcome_transform` cannot be fitted without observations (n = 0)."
+                )
             outcome_transform = outcome_transform.to(train_X)
             outcome_transform.train()
             train_Y_model, _ = outcome_transform(train_Y, X=train_X)
@@ -296,29 +342,43 @@ class RandomizedNNEnsemble(EnsembleModel):
         self.register_buffer("train_Y", train_Y.detach().clone())
 
         # Layer layout of the flat whitened parameter vector theta (one row per member).
-        in_dim = self._features(torch.zeros(1, d, dtype=train_X.dtype, device=train_X.device)).shape[-1]
+        in_dim = self._features(
+            torch.zeros(1, d, dtype=train_X.dtype, device=train_X.device)
+        ).shape[-1]
         widths = (in_dim, *hidden, 1)
         self._layout = [(widths[i + 1], widths[i]) for i in range(len(widths) - 1)]
         num_params = sum(o * i + o for o, i in self._layout)
         # theta_0 ~ Pi_0 = N(0, I), drawn on the CPU in float64 so a seed means the same
         # members everywhere; the member's training is then deterministic.
         gen = torch.Generator().manual_seed(seed)
-        theta0 = torch.randn(num_members, num_params, generator=gen, dtype=torch.float64)
+        theta0 = torch.randn(
+            num_members, num_params, generator=gen, dtype=torch.float64
+        )
         self.register_buffer("initial_parameters", theta0.to(train_X))
 
         if regularizer == "function":
             if anchors is None:
-                anchors_model = torch.rand(num_anchors, d, generator=gen, dtype=torch.float64).to(train_X)
+                anchors_model = torch.rand(
+                    num_anchors, d, generator=gen, dtype=torch.float64
+                ).to(train_X)
             else:
-                if not isinstance(anchors, Tensor) or anchors.dim() != 2 or anchors.shape[-1] != d:
-                    raise ValueError(f"`anchors` must be a k x d tensor with d={d}, got {getattr(anchors, 'shape', anchors)}.")
+                if (
+                    not isinstance(anchors, Tensor)
+                    or anchors.dim() != 2
+                    or anchors.shape[-1] != d
+                ):
+                    raise ValueError(
+                        f"`anchors` must be a k x d tensor with d={d}, got {getattr(anchors, 'shape', anchors)}."
+                    )
                 if not torch.isfinite(anchors).all():
                     raise ValueError("`anchors` contains NaN or infinite values.")
                 with torch.no_grad():
                     anchors_model = self.transform_inputs(anchors.to(train_X))
             reg_points = torch.cat([X_model, anchors_model], dim=0)
             if reg_points.shape[0] == 0:
-                raise ValueError("regularizer='function' needs training data or anchors; both are empty.")
+                raise ValueError(
+                    "regularizer='function' needs training data or anchors; both are empty."
+                )
             with torch.no_grad():
                 g0 = self._net(self.initial_parameters, reg_points)
         else:
@@ -360,13 +420,19 @@ class RandomizedNNEnsemble(EnsembleModel):
         h = self._features(X).unsqueeze(0).expand(theta.shape[0], -1, -1)
         offset, last = 0, len(self._layout) - 1
         for layer, (fan_out, fan_in) in enumerate(self._layout):
-            W = theta[:, offset : offset + fan_out * fan_in].reshape(-1, fan_out, fan_in)
+            W = theta[:, offset : offset + fan_out * fan_in].reshape(
+                -1, fan_out, fan_in
+            )
             offset += fan_out * fan_in
             b = theta[:, offset : offset + fan_out]
             offset += fan_out
-            scale = (self.input_scale if layer == 0 else self.weight_scale) / math.sqrt(fan_in)
+            scale = (self.input_scale if layer == 0 else self.weight_scale) / math.sqrt(
+                fan_in
+            )
             # batched over members: s x N x fan_in @ s x fan_in x fan_out
-            h = torch.baddbmm((self.bias_scale * b).unsqueeze(-2), h, W.transpose(-1, -2), alpha=scale)
+            h = torch.baddbmm(
+                (self.bias_scale * b).unsqueeze(-2), h, W.transpose(-1, -2), alpha=scale
+            )
             if layer < last:
                 h = act(h)
         return h.squeeze(-1)
@@ -376,7 +442,11 @@ class RandomizedNNEnsemble(EnsembleModel):
         if self.regularizer == "parameter":
             reg = (theta - self.initial_parameters).pow(2).sum(-1)
         else:
-            reg = (self._net(theta, self.regularization_points) - self.initial_outputs).pow(2).sum(-1)
+            reg = (
+                (self._net(theta, self.regularization_points) - self.initial_outputs)
+                .pow(2)
+                .sum(-1)
+            )
         total = 0.5 * self.lambda_t * reg
         if self.train_X_model.shape[0] > 0:
             out = self._net(theta, self.train_X_model)
@@ -384,7 +454,9 @@ class RandomizedNNEnsemble(EnsembleModel):
             if self.loss == "squared":
                 data = 0.5 * (out - z).pow(2)  # eq. 3
             else:  # eq. 2, with g the logit of the class probability
-                data = torch.nn.functional.binary_cross_entropy_with_logits(out, z.expand_as(out), reduction="none")
+                data = torch.nn.functional.binary_cross_entropy_with_logits(
+                    out, z.expand_as(out), reduction="none"
+                )
             total = total + data.sum(-1)
         return total
 
@@ -422,8 +494,16 @@ class RandomizedNNEnsemble(EnsembleModel):
             return value.item(), grad.reshape(-1).double().cpu().numpy()
 
         result = minimize(
-            value_and_grad, like.double().cpu().reshape(-1).numpy(), jac=True, method="L-BFGS-B",
-            options={"maxiter": self.num_steps, "maxcor": 50, "gtol": 1e-12, "ftol": 0.0},
+            value_and_grad,
+            like.double().cpu().reshape(-1).numpy(),
+            jac=True,
+            method="L-BFGS-B",
+            options={
+                "maxiter": self.num_steps,
+                "maxcor": 50,
+                "gtol": 1e-12,
+                "ftol": 0.0,
+            },
         )
         return torch.from_numpy(result.x).reshape(shape).to(like)
 
@@ -440,7 +520,9 @@ class RandomizedNNEnsemble(EnsembleModel):
             ``batch x s x q x 1`` outputs.
         """
         batch, q = X.shape[:-2], X.shape[-2]
-        out = self._net(self.trained_parameters, X.reshape(-1, X.shape[-1]))  # s x (batch*q)
+        out = self._net(
+            self.trained_parameters, X.reshape(-1, X.shape[-1])
+        )  # s x (batch*q)
         if self.loss == "cross_entropy" and not raw:
             out = torch.sigmoid(out)
         out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
@@ -455,7 +537,9 @@ class RandomizedNNEnsemble(EnsembleModel):
         r"""Members' predictions, ``batch x s x q x 1`` (model units; class
         probabilities for ``loss="cross_entropy"``)."""
         if X.dim() < 2:
-            raise ValueError(f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}.")
+            raise ValueError(
+                f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}."
+            )
         if X.shape[-1] != self.train_X.shape[-1]:
             raise ValueError(
                 f"`X` has input dimension {X.shape[-1]} but the model was trained on "
@@ -524,22 +608,43 @@ def randomized_nn_thompson_candidate(
     from botorch.models.transforms import Normalize
 
     if (bounds is None) == (choices is None):
-        raise ValueError("Pass exactly one of `bounds` (continuous domain) and `choices` (finite domain).")
+        raise ValueError(
+            "Pass exactly one of `bounds` (continuous domain) and `choices` (finite domain)."
+        )
     d = train_X.shape[-1]
-    if bounds is not None and (not isinstance(bounds, Tensor) or bounds.shape != (2, d)):
-        raise ValueError(f"`bounds` must be a 2 x d tensor with d={d}, got {getattr(bounds, 'shape', bounds)}.")
-    if choices is not None and (not isinstance(choices, Tensor) or choices.dim() != 2 or choices.shape[-1] != d or choices.shape[0] == 0):
-        raise ValueError(f"`choices` must be a non-empty N x d tensor with d={d}, got {getattr(choices, 'shape', choices)}.")
+    if bounds is not None and (
+        not isinstance(bounds, Tensor) or bounds.shape != (2, d)
+    ):
+        raise ValueError(
+            f"`bounds` must be a 2 x d tensor with d={d}, got {getattr(bounds, 'shape', bounds)}."
+        )
+    if choices is not None and (
+        not isinstance(choices, Tensor)
+        or choices.dim() != 2
+        or choices.shape[-1] != d
+        or choices.shape[0] == 0
+    ):
+        raise ValueError(
+            f"`choices` must be a non-empty N x d tensor with d={d}, got {getattr(choices, 'shape', choices)}."
+        )
     if "num_members" in model_kwargs:
         raise ValueError("`num_members` is fixed to 1: one fresh member per step.")
     if model_kwargs.get("input_transform") is None:
-        box = bounds if bounds is not None else torch.stack([choices.min(0).values, choices.max(0).values])
+        box = (
+            bounds
+            if bounds is not None
+            else torch.stack([choices.min(0).values, choices.max(0).values])
+        )
         model_kwargs["input_transform"] = Normalize(d, bounds=box.to(train_X))
     model = RandomizedNNEnsemble(train_X, train_Y, num_members=1, **model_kwargs)
     acqf = _MemberOutput(model)
     if choices is not None:
         with torch.no_grad():
-            values = torch.cat([acqf(c.unsqueeze(-2)) for c in choices.split(max_batch_size)])
+            values = torch.cat(
+                [acqf(c.unsqueeze(-2)) for c in choices.split(max_batch_size)]
+            )
         return choices[values.argmax()].unsqueeze(0).clone()
-    candidate, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=num_restarts, raw_samples=raw_samples)
+    candidate, _ = optimize_acqf(
+        acqf, bounds=bounds, q=1, num_restarts=num_restarts, raw_samples=raw_samples
+    )
     return candidate.detach()

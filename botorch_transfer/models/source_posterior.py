@@ -138,9 +138,14 @@ class SourcePosterior(Module):
         r"""Compose the output map with ``out -> scale * out + offset``."""
         scale, offset = torch.as_tensor(scale), torch.as_tensor(offset)
         # never lose precision to the (float32 by default) initial buffers
-        dtype = torch.promote_types(self.output_scale.dtype, torch.promote_types(scale.dtype, offset.dtype))
+        dtype = torch.promote_types(
+            self.output_scale.dtype, torch.promote_types(scale.dtype, offset.dtype)
+        )
         device = self.output_scale.device
-        scale, offset = scale.to(device=device, dtype=dtype), offset.to(device=device, dtype=dtype)
+        scale, offset = (
+            scale.to(device=device, dtype=dtype),
+            offset.to(device=device, dtype=dtype),
+        )
         self.output_offset = scale * self.output_offset.to(dtype) + offset
         self.output_scale = scale * self.output_scale.to(dtype)
 
@@ -226,8 +231,14 @@ class GPSourcePosterior(SourcePosterior):
         n = train_X.shape[0]
         for name, value in (("train_Y", train_Y), ("noise", noise)):
             if value.numel() != n:
-                raise ValueError(f"`{name}` must have {n} entries (one per row of `train_X`), got {tuple(value.shape)}.")
-        for name, value in (("train_X", train_X), ("train_Y", train_Y), ("noise", noise)):
+                raise ValueError(
+                    f"`{name}` must have {n} entries (one per row of `train_X`), got {tuple(value.shape)}."
+                )
+        for name, value in (
+            ("train_X", train_X),
+            ("train_Y", train_Y),
+            ("noise", noise),
+        ):
             if not torch.isfinite(value).all():
                 raise ValueError(f"`{name}` contains NaN or infinite values.")
         if (noise < 0).any():
@@ -325,7 +336,10 @@ class GPSourcePosterior(SourcePosterior):
 
     def _mean(self, X: Tensor) -> Tensor:
         X_flat, shape = _flatten(X)
-        mean = self._prior_mean(X_flat) + self._prior_covariance(X_flat, self.train_inputs) @ self.mean_weights
+        mean = (
+            self._prior_mean(X_flat)
+            + self._prior_covariance(X_flat, self.train_inputs) @ self.mean_weights
+        )
         return mean.reshape(shape)
 
     def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:

@@ -7,8 +7,8 @@ from botorch_transfer.pretraining.objectives import (
     matching_input_groups,
     nll_objective,
 )
-from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.pretraining.pretrain import pretrain_prior
+from botorch_transfer.pretraining.prior import PretrainedPrior
 
 __all__ = [
     "EKLGroup",

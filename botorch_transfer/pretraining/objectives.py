@@ -40,7 +40,9 @@ class MatchingInputGroup:
         return mu, centered @ centered.transpose(-1, -2) / self.Y.shape[-1]
 
 
-def matching_input_groups(tasks: Sequence[TaskData], min_tasks: int = 2) -> list[MatchingInputGroup]:
+def matching_input_groups(
+    tasks: Sequence[TaskData], min_tasks: int = 2
+) -> list[MatchingInputGroup]:
     r"""Find the matching-input datasets of Sec. 5.2.4 among ``tasks``.
 
     Every distinct input (exact match of all coordinates) is labelled with the set
@@ -64,12 +66,19 @@ def matching_input_groups(tasks: Sequence[TaskData], min_tasks: int = 2) -> list
     if len(tasks) == 0:
         return []
     X_all = torch.cat([t.X for t in tasks])
-    task_of_row = torch.cat([torch.full((t.n,), i, dtype=torch.long) for i, t in enumerate(tasks)])
+    task_of_row = torch.cat(
+        [torch.full((t.n,), i, dtype=torch.long) for i, t in enumerate(tasks)]
+    )
     unique_X, inverse = torch.unique(X_all, dim=0, return_inverse=True)
     inverse = inverse.cpu()
     Y_all = torch.cat([t.Y.reshape(-1) for t in tasks])
     Yvar_all = torch.cat(
-        [t.Yvar.reshape(-1) if t.Yvar is not None else torch.zeros_like(t.Y.reshape(-1)) for t in tasks]
+        [
+            t.Yvar.reshape(-1)
+            if t.Yvar is not None
+            else torch.zeros_like(t.Y.reshape(-1))
+            for t in tasks
+        ]
     )
     # (input, task) -> rows of that task at that input
     rows_of: dict[tuple[int, int], list[int]] = {}
@@ -86,10 +95,18 @@ def matching_input_groups(tasks: Sequence[TaskData], min_tasks: int = 2) -> list
     for task_indices, inputs in inputs_of_taskset.items():
         inputs = sorted(inputs)
         Y = torch.stack(
-            [torch.stack([Y_all[rows_of[(u, i)]].mean() for i in task_indices]) for u in inputs]
+            [
+                torch.stack([Y_all[rows_of[(u, i)]].mean() for i in task_indices])
+                for u in inputs
+            ]
         )
         Yvar = torch.stack(
-            [torch.stack([Yvar_all[rows_of[(u, i)]].mean() for i in task_indices]).mean() for u in inputs]
+            [
+                torch.stack(
+                    [Yvar_all[rows_of[(u, i)]].mean() for i in task_indices]
+                ).mean()
+                for u in inputs
+            ]
         )
         groups.append(MatchingInputGroup(unique_X[inputs], Y, Yvar, list(task_indices)))
     groups.sort(key=lambda g: (-g.Y.numel(), g.task_indices))
@@ -104,7 +121,9 @@ class EKLGroup:
     the ``r``-dimensional support of the empirical Gaussian.
     """
 
-    def __init__(self, group: MatchingInputGroup, rank_tolerance: float = 1e-10) -> None:
+    def __init__(
+        self, group: MatchingInputGroup, rank_tolerance: float = 1e-10
+    ) -> None:
         self.group = group
         mu_tilde, Sigma_tilde = group.empirical_gaussian()
         evals, evecs = torch.linalg.eigh(Sigma_tilde)
@@ -122,18 +141,24 @@ class EKLGroup:
         r"""Eq. 6: ``KL(N(mu~, Sigma~) || N(mu, Sigma))`` on the support of ``N(mu~, Sigma~)``."""
         X = self.group.X
         mu = prior.mean(X)
-        Sigma = prior.covariance(X, observation_noise=True) + torch.diag(self.group.Yvar)
+        Sigma = prior.covariance(X, observation_noise=True) + torch.diag(
+            self.group.Yvar
+        )
         diff = self.A_pinv @ (mu - self.mu_tilde)
         Sigma_p = self.A_pinv @ Sigma @ self.A_pinv.transpose(-1, -2)
         L = torch.linalg.cholesky(Sigma_p)
-        L_inv = torch.linalg.solve_triangular(L, torch.eye(self.rank, dtype=L.dtype, device=L.device), upper=False)
+        L_inv = torch.linalg.solve_triangular(
+            L, torch.eye(self.rank, dtype=L.dtype, device=L.device), upper=False
+        )
         trace = L_inv.pow(2).sum()
         quad = (L_inv @ diff).pow(2).sum()
         logdet = 2 * torch.log(torch.diagonal(L)).sum()
         return 0.5 * (trace + quad + logdet - self.rank)
 
 
-def ekl_objective(prior: PretrainedPrior, groups: Sequence[MatchingInputGroup | EKLGroup]) -> Tensor:
+def ekl_objective(
+    prior: PretrainedPrior, groups: Sequence[MatchingInputGroup | EKLGroup]
+) -> Tensor:
     r"""Eq. 8: the EKL (eq. 6) averaged over matching-input groups.
 
     Args:
@@ -145,7 +170,9 @@ def ekl_objective(prior: PretrainedPrior, groups: Sequence[MatchingInputGroup | 
         A scalar.
     """
     if len(groups) == 0:
-        raise ValueError("`groups` is empty: EKL needs at least one matching-input group.")
+        raise ValueError(
+            "`groups` is empty: EKL needs at least one matching-input group."
+        )
     prepared = [g if isinstance(g, EKLGroup) else EKLGroup(g) for g in groups]
     return torch.stack([g.kl(prior) for g in prepared]).mean()
 
@@ -194,11 +221,15 @@ def nll_objective(
     return -total / len(tasks)
 
 
-def _log_likelihood(prior: PretrainedPrior, X: Tensor, Y: Tensor, Yvar: Tensor, jitter: float) -> Tensor:
+def _log_likelihood(
+    prior: PretrainedPrior, X: Tensor, Y: Tensor, Yvar: Tensor, jitter: float
+) -> Tensor:
     M = X.shape[-2]
     Sigma = prior.covariance(X, observation_noise=True) + torch.diag_embed(Yvar)
     if jitter > 0:
-        Sigma = Sigma + jitter * prior.mean_module.scale.pow(2) * torch.eye(M, dtype=X.dtype, device=X.device)
+        Sigma = Sigma + jitter * prior.mean_module.scale.pow(2) * torch.eye(
+            M, dtype=X.dtype, device=X.device
+        )
     L = torch.linalg.cholesky(Sigma)
     r = (Y - prior.mean(X)).unsqueeze(-1)
     z = torch.linalg.solve_triangular(L, r, upper=False)

@@ -92,16 +92,25 @@ def pretrain_prior(
     for i, t in enumerate(tasks):
         if t.n == 0:
             label = names[i] if names else i
-            raise ValueError(f"`tasks[{label!r}]` has no observations; every task needs at least one.")
+            raise ValueError(
+                f"`tasks[{label!r}]` has no observations; every task needs at least one."
+            )
     # the prior is fitted to the data, never through it
     tasks = [
-        TaskData(t.X.detach(), t.Y.detach(), None if t.Yvar is None else t.Yvar.detach(), t.name)
+        TaskData(
+            t.X.detach(),
+            t.Y.detach(),
+            None if t.Yvar is None else t.Yvar.detach(),
+            t.name,
+        )
         for t in tasks
     ]
     if objective not in OBJECTIVES:
         raise ValueError(f"`objective` must be one of {OBJECTIVES}, got {objective!r}.")
     if not 0 <= validation_fraction < 1:
-        raise ValueError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}.")
+        raise ValueError(
+            f"`validation_fraction` must be in [0, 1), got {validation_fraction}."
+        )
     if batch_size is not None and batch_size < 2:
         raise ValueError(f"`batch_size` must be >= 2 or None, got {batch_size}.")
     if num_steps is not None and num_steps < 1:
@@ -109,7 +118,9 @@ def pretrain_prior(
     X0 = tasks[0].X
     d = X0.shape[-1]
     if bounds is not None and tuple(bounds.shape) != (2, d):
-        raise ValueError(f"`bounds` must have shape (2, {d}), got {tuple(bounds.shape)}.")
+        raise ValueError(
+            f"`bounds` must have shape (2, {d}), got {tuple(bounds.shape)}."
+        )
 
     gen = torch.Generator().manual_seed(seed)
     n_val = int(math.floor(validation_fraction * len(tasks))) if len(tasks) >= 5 else 0
@@ -135,7 +146,9 @@ def pretrain_prior(
             except ValueError as e:  # a zero-covariance group carries nothing
                 warnings.warn(str(e), stacklevel=2)
         if not groups:
-            raise ValueError("No matching-input group has a non-zero empirical covariance.")
+            raise ValueError(
+                "No matching-input group has a non-zero empirical covariance."
+            )
 
     Y_all = torch.cat([t.Y.reshape(-1) for t in train_tasks])
     X_all = torch.cat([t.X for t in train_tasks])
@@ -143,10 +156,16 @@ def pretrain_prior(
     scale = Y_all.std() if Y_all.numel() > 1 else torch.ones_like(offset)
     if not scale > 0:
         scale = torch.ones_like(offset)
-    lower, upper = (X_all.min(0).values, X_all.max(0).values) if bounds is None else (bounds[0], bounds[1])
+    lower, upper = (
+        (X_all.min(0).values, X_all.max(0).values)
+        if bounds is None
+        else (bounds[0], bounds[1])
+    )
     with torch.random.fork_rng(devices=[X0.device] if X0.device.type == "cuda" else []):
         torch.manual_seed(seed)
-        prior = PretrainedPrior(lower, upper, offset, scale, mean=mean, kernel=kernel, hidden=hidden)
+        prior = PretrainedPrior(
+            lower, upper, offset, scale, mean=mean, kernel=kernel, hidden=hidden
+        )
     prior = prior.to(X0)
     prior.train()
 
@@ -158,7 +177,9 @@ def pretrain_prior(
     def loss_fn() -> torch.Tensor:
         loss = torch.zeros((), dtype=X0.dtype, device=X0.device)
         if "nll" in objective:
-            loss = loss + nll_objective(prior, train_tasks, batch_size=batch_size, generator=gen, jitter=jitter)
+            loss = loss + nll_objective(
+                prior, train_tasks, batch_size=batch_size, generator=gen, jitter=jitter
+            )
         if groups:
             loss = loss + ekl_objective(prior, groups)
         return loss
@@ -180,6 +201,7 @@ def pretrain_prior(
     bar = tqdm(total=num_steps, disable=not progress, desc=f"pretrain ({objective})")
     for step in range(1, num_steps + 1):
         if use_lbfgs:
+
             def closure() -> torch.Tensor:
                 optimizer.zero_grad()
                 loss = loss_fn()
@@ -198,7 +220,9 @@ def pretrain_prior(
             if val_tasks:
                 val = validation_nll()
                 record["validation_nll"] = val
-                if val < best_val - 1e-6 * abs(best_val if math.isfinite(best_val) else 1.0):
+                if val < best_val - 1e-6 * abs(
+                    best_val if math.isfinite(best_val) else 1.0
+                ):
                     best_val, bad_checks = val, 0
                     best_state = copy.deepcopy(prior.state_dict())
                 else:

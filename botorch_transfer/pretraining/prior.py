@@ -56,7 +56,9 @@ class InputFeatures(nn.Module):
     network's last hidden layer).
     """
 
-    def __init__(self, lower: Tensor, range_: Tensor, hidden: tuple[int, ...] | None) -> None:
+    def __init__(
+        self, lower: Tensor, range_: Tensor, hidden: tuple[int, ...] | None
+    ) -> None:
         super().__init__()
         self.register_buffer("lower", lower.clone())
         self.register_buffer("range", range_.clone())
@@ -81,7 +83,9 @@ class InputFeatures(nn.Module):
 class PretrainedMean(Mean):
     r"""``mu(x) = offset + scale * m(phi(x))`` with ``m`` linear, constant or zero."""
 
-    def __init__(self, features: InputFeatures, kind: str, offset: Tensor, scale: Tensor) -> None:
+    def __init__(
+        self, features: InputFeatures, kind: str, offset: Tensor, scale: Tensor
+    ) -> None:
         super().__init__()
         self.features = features
         self.kind = kind
@@ -107,7 +111,9 @@ class PretrainedKernel(Kernel):
 
     has_lengthscale = False
 
-    def __init__(self, features: InputFeatures, on_features: bool, scale: Tensor) -> None:
+    def __init__(
+        self, features: InputFeatures, on_features: bool, scale: Tensor
+    ) -> None:
         super().__init__()
         self.features = features
         self.on_features = on_features
@@ -166,23 +172,44 @@ class PretrainedPrior(Module):
             raise ValueError(f"`kernel` must be one of {KERNELS}, got {kernel!r}.")
         hidden = tuple(int(h) for h in hidden)
         if any(h < 1 for h in hidden):
-            raise ValueError(f"`hidden` must contain positive layer widths, got {hidden}.")
+            raise ValueError(
+                f"`hidden` must contain positive layer widths, got {hidden}."
+            )
         if input_lower.shape != input_upper.shape or input_lower.dim() != 1:
             raise ValueError(
                 "`input_lower` and `input_upper` must be 1-D tensors of length d, got shapes "
                 f"{tuple(input_lower.shape)} and {tuple(input_upper.shape)}."
             )
         if not (output_scale > 0):
-            raise ValueError(f"`output_scale` must be positive, got {float(output_scale)}.")
+            raise ValueError(
+                f"`output_scale` must be positive, got {float(output_scale)}."
+            )
         needs_features = mean == "mlp" or kernel == "matern52_on_features"
-        self.config = {"mean": mean, "kernel": kernel, "hidden": list(hidden), "dim": input_lower.shape[-1]}
+        self.config = {
+            "mean": mean,
+            "kernel": kernel,
+            "hidden": list(hidden),
+            "dim": input_lower.shape[-1],
+        }
         # a constant input dimension gets range 1 (its unit-cube coordinate is then 0)
-        range_ = torch.where(input_upper > input_lower, input_upper - input_lower, torch.ones_like(input_lower))
-        self.features = InputFeatures(input_lower, range_, hidden if needs_features else None)
-        self.mean_module = PretrainedMean(self.features, mean, output_offset, output_scale)
-        self.covar_module = PretrainedKernel(self.features, kernel == "matern52_on_features", output_scale)
+        range_ = torch.where(
+            input_upper > input_lower,
+            input_upper - input_lower,
+            torch.ones_like(input_lower),
+        )
+        self.features = InputFeatures(
+            input_lower, range_, hidden if needs_features else None
+        )
+        self.mean_module = PretrainedMean(
+            self.features, mean, output_offset, output_scale
+        )
+        self.covar_module = PretrainedKernel(
+            self.features, kernel == "matern52_on_features", output_scale
+        )
         # noise in units of the outcome variance; softplus-constrained
-        self.register_parameter("raw_noise", nn.Parameter(torch.zeros((), dtype=input_lower.dtype)))
+        self.register_parameter(
+            "raw_noise", nn.Parameter(torch.zeros((), dtype=input_lower.dtype))
+        )
         self.register_constraint("raw_noise", GreaterThan(MIN_NOISE))
         self.noise_relative = torch.tensor(0.1, dtype=input_lower.dtype)
         self.to(input_lower)
@@ -196,7 +223,9 @@ class PretrainedPrior(Module):
 
     @noise_relative.setter
     def noise_relative(self, value: Tensor) -> None:
-        value = torch.as_tensor(value, dtype=self.raw_noise.dtype, device=self.raw_noise.device)
+        value = torch.as_tensor(
+            value, dtype=self.raw_noise.dtype, device=self.raw_noise.device
+        )
         self.initialize(raw_noise=self.raw_noise_constraint.inverse_transform(value))
 
     @property
@@ -221,7 +250,9 @@ class PretrainedPrior(Module):
         self._check(X, "X")
         return self.mean_module(X)
 
-    def covariance(self, X1: Tensor, X2: Tensor | None = None, observation_noise: bool = False) -> Tensor:
+    def covariance(
+        self, X1: Tensor, X2: Tensor | None = None, observation_noise: bool = False
+    ) -> Tensor:
         r"""Dense prior covariance ``k(X1, X2)``; with ``observation_noise`` (and
         ``X2=None``) the noisy-observation covariance ``k o sigma^2`` of the paper."""
         self._check(X1, "X1")
@@ -230,7 +261,9 @@ class PretrainedPrior(Module):
         K = self.covar_module(X1, X1 if X2 is None else X2).to_dense()
         if observation_noise:
             if X2 is not None:
-                raise ValueError("`observation_noise=True` needs `X2=None` (noise is on the diagonal).")
+                raise ValueError(
+                    "`observation_noise=True` needs `X2=None` (noise is on the diagonal)."
+                )
             K = K + self.noise * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
         return K
 
@@ -300,4 +333,3 @@ class PretrainedPrior(Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.config.items())
-

@@ -32,8 +32,11 @@ def kl_numpy(m0, S0, m1, S1):
     S1_inv = np.linalg.inv(S1)
     dm = m1 - m0
     return 0.5 * (
-        np.trace(S1_inv @ S0) + dm @ S1_inv @ dm - len(m0)
-        + np.linalg.slogdet(S1)[1] - np.linalg.slogdet(S0)[1]
+        np.trace(S1_inv @ S0)
+        + dm @ S1_inv @ dm
+        - len(m0)
+        + np.linalg.slogdet(S1)[1]
+        - np.linalg.slogdet(S0)[1]
     )
 
 
@@ -50,21 +53,34 @@ def test_one_dimensional_by_hand(device):
     c = lambda v: torch.tensor([[v]], dtype=F64, device=device)  # noqa: E731
     kl = math.log(s1 / s0) + (s0**2 + (m0 - m1) ** 2) / (2 * s1**2) - 0.5
     kl_rev = math.log(s0 / s1) + (s1**2 + (m0 - m1) ** 2) / (2 * s0**2) - 0.5
-    assert gaussian_kl(t(m0), c(s0**2), t(m1), c(s1**2)).item() == pytest.approx(kl, rel=1e-12)
-    assert jeffreys_divergence(t(m0), c(s0**2), t(m1), c(s1**2)).item() == pytest.approx(kl + kl_rev, rel=1e-12)
+    assert gaussian_kl(t(m0), c(s0**2), t(m1), c(s1**2)).item() == pytest.approx(
+        kl, rel=1e-12
+    )
+    assert jeffreys_divergence(
+        t(m0), c(s0**2), t(m1), c(s1**2)
+    ).item() == pytest.approx(kl + kl_rev, rel=1e-12)
     w2 = math.sqrt((m0 - m1) ** 2 + (s0 - s1) ** 2)
-    assert wasserstein_distance(t(m0), c(s0**2), t(m1), c(s1**2)).item() == pytest.approx(w2, rel=1e-12)
-    assert wasserstein_distance(t(m0), c(s0**2), t(m1), c(s1**2), squared=True).item() == pytest.approx(w2**2, rel=1e-12)
+    assert wasserstein_distance(
+        t(m0), c(s0**2), t(m1), c(s1**2)
+    ).item() == pytest.approx(w2, rel=1e-12)
+    assert wasserstein_distance(
+        t(m0), c(s0**2), t(m1), c(s1**2), squared=True
+    ).item() == pytest.approx(w2**2, rel=1e-12)
 
 
 def test_identity_covariances():
     gen = torch.Generator().manual_seed(1)
-    m0, m1 = torch.randn(7, generator=gen, dtype=F64), torch.randn(7, generator=gen, dtype=F64)
+    m0, m1 = (
+        torch.randn(7, generator=gen, dtype=F64),
+        torch.randn(7, generator=gen, dtype=F64),
+    )
     eye = torch.eye(7, dtype=F64)
     sq = (m0 - m1).pow(2).sum().item()
     assert gaussian_kl(m0, eye, m1, eye).item() == pytest.approx(sq / 2, rel=1e-12)
     assert jeffreys_divergence(m0, eye, m1, eye).item() == pytest.approx(sq, rel=1e-12)
-    assert wasserstein_distance(m0, eye, m1, eye).item() == pytest.approx(math.sqrt(sq), rel=1e-12)
+    assert wasserstein_distance(m0, eye, m1, eye).item() == pytest.approx(
+        math.sqrt(sq), rel=1e-12
+    )
     # scaled identities: W2^2 = |dm|^2 + n (a - b)^2 for covariances a^2 I, b^2 I
     w2 = wasserstein_distance(m0, 4 * eye, m1, 0.25 * eye, squared=True).item()
     assert w2 == pytest.approx(sq + 7 * (2 - 0.5) ** 2, rel=1e-12)
@@ -75,8 +91,14 @@ def test_diagonal_and_rotated_covariances():
     # both Gaussians rotated by one orthogonal Q (W2 is rotation invariant)
     gen = torch.Generator().manual_seed(2)
     n = 6
-    a, b = torch.rand(n, generator=gen, dtype=F64) + 0.1, torch.rand(n, generator=gen, dtype=F64) + 0.1
-    m0, m1 = torch.randn(n, generator=gen, dtype=F64), torch.randn(n, generator=gen, dtype=F64)
+    a, b = (
+        torch.rand(n, generator=gen, dtype=F64) + 0.1,
+        torch.rand(n, generator=gen, dtype=F64) + 0.1,
+    )
+    m0, m1 = (
+        torch.randn(n, generator=gen, dtype=F64),
+        torch.randn(n, generator=gen, dtype=F64),
+    )
     expected = (m0 - m1).pow(2).sum() + (a.sqrt() - b.sqrt()).pow(2).sum()
     kl = 0.5 * (a / b + (m1 - m0).pow(2) / b - 1 + (b / a).log()).sum()
     Q, _ = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=F64))
@@ -84,55 +106,104 @@ def test_diagonal_and_rotated_covariances():
         S0, S1 = R @ torch.diag(a) @ R.T, R @ torch.diag(b) @ R.T
         got = wasserstein_distance(R @ m0, S0, R @ m1, S1, squared=True)
         torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
-        torch.testing.assert_close(gaussian_kl(R @ m0, S0, R @ m1, S1), kl, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(
+            gaussian_kl(R @ m0, S0, R @ m1, S1), kl, rtol=1e-10, atol=1e-12
+        )
 
 
 def test_general_covariances_against_numpy_scipy():
     gen = torch.Generator().manual_seed(3)
     for n in (2, 5, 12):
-        m0, m1 = torch.randn(n, generator=gen, dtype=F64), torch.randn(n, generator=gen, dtype=F64)
+        m0, m1 = (
+            torch.randn(n, generator=gen, dtype=F64),
+            torch.randn(n, generator=gen, dtype=F64),
+        )
         S0, S1 = random_spd(n, gen), random_spd(n, gen, scale=2.0)
-        assert gaussian_kl(m0, S0, m1, S1).item() == pytest.approx(kl_numpy(m0, S0, m1, S1), rel=1e-10)
-        assert wasserstein_distance(m0, S0, m1, S1).item() == pytest.approx(w2_scipy(m0, S0, m1, S1), rel=1e-8)
+        assert gaussian_kl(m0, S0, m1, S1).item() == pytest.approx(
+            kl_numpy(m0, S0, m1, S1), rel=1e-10
+        )
+        assert wasserstein_distance(m0, S0, m1, S1).item() == pytest.approx(
+            w2_scipy(m0, S0, m1, S1), rel=1e-8
+        )
         # W2 is symmetric although the formula treats P and Q differently
         torch.testing.assert_close(
-            wasserstein_distance(m0, S0, m1, S1), wasserstein_distance(m1, S1, m0, S0), rtol=1e-10, atol=1e-12
+            wasserstein_distance(m0, S0, m1, S1),
+            wasserstein_distance(m1, S1, m0, S0),
+            rtol=1e-10,
+            atol=1e-12,
         )
         # Jeffreys = KL(P||Q) + KL(Q||P), and it is symmetric
         jef = jeffreys_divergence(m0, S0, m1, S1)
-        torch.testing.assert_close(jef, gaussian_kl(m0, S0, m1, S1) + gaussian_kl(m1, S1, m0, S0), rtol=1e-10, atol=1e-12)
-        torch.testing.assert_close(jef, jeffreys_divergence(m1, S1, m0, S0), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(
+            jef,
+            gaussian_kl(m0, S0, m1, S1) + gaussian_kl(m1, S1, m0, S0),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+        torch.testing.assert_close(
+            jef, jeffreys_divergence(m1, S1, m0, S0), rtol=1e-10, atol=1e-12
+        )
         # identical Gaussians are at distance 0
-        assert wasserstein_distance(m0, S0, m0, S0).item() == pytest.approx(0.0, abs=1e-6)
-        assert jeffreys_divergence(m0, S0, m0, S0).item() == pytest.approx(0.0, abs=1e-10)
+        assert wasserstein_distance(m0, S0, m0, S0).item() == pytest.approx(
+            0.0, abs=1e-6
+        )
+        assert jeffreys_divergence(m0, S0, m0, S0).item() == pytest.approx(
+            0.0, abs=1e-10
+        )
 
 
 def test_batched_broadcasting(device):
     gen = torch.Generator().manual_seed(4)
     means = torch.randn(3, 4, 5, generator=gen, dtype=F64).to(device)
-    covs = torch.stack([random_spd(5, gen) for _ in range(4)]).to(device)  # 4 x 5 x 5, broadcast over 3
+    covs = torch.stack([random_spd(5, gen) for _ in range(4)]).to(
+        device
+    )  # 4 x 5 x 5, broadcast over 3
     ref_m, ref_S = means[0, 0], covs[0]
     for fn in (gaussian_kl, jeffreys_divergence, wasserstein_distance):
         out = fn(means, covs, ref_m, ref_S)
         assert out.shape == (3, 4) and out.device.type == device.type
         for i in range(3):
             for j in range(4):
-                torch.testing.assert_close(out[i, j], fn(means[i, j], covs[j], ref_m, ref_S), rtol=1e-10, atol=1e-12)
+                torch.testing.assert_close(
+                    out[i, j],
+                    fn(means[i, j], covs[j], ref_m, ref_S),
+                    rtol=1e-10,
+                    atol=1e-12,
+                )
 
 
 @pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
 def test_pairwise_matches_single_calls(distance):
     gen = torch.Generator().manual_seed(5)
     A, B, n = 6, 4, 5
-    means_a, means_b = torch.randn(A, n, generator=gen, dtype=F64), torch.randn(B, n, generator=gen, dtype=F64)
+    means_a, means_b = (
+        torch.randn(A, n, generator=gen, dtype=F64),
+        torch.randn(B, n, generator=gen, dtype=F64),
+    )
     covs_a = torch.stack([random_spd(n, gen) for _ in range(A)])
     covs_b = torch.stack([random_spd(n, gen) for _ in range(B)])
     fn = wasserstein_distance if distance == "wasserstein" else jeffreys_divergence
-    D = pairwise_divergence(means_a, covs_a, means_b, covs_b, distance=distance, chunk_size=5)
-    expected = torch.stack([torch.stack([fn(means_a[i], covs_a[i], means_b[j], covs_b[j]) for j in range(B)]) for i in range(A)])
+    D = pairwise_divergence(
+        means_a, covs_a, means_b, covs_b, distance=distance, chunk_size=5
+    )
+    expected = torch.stack(
+        [
+            torch.stack(
+                [fn(means_a[i], covs_a[i], means_b[j], covs_b[j]) for j in range(B)]
+            )
+            for i in range(A)
+        ]
+    )
     torch.testing.assert_close(D, expected, rtol=1e-9, atol=1e-12)
     D_self = pairwise_divergence(means_a, covs_a, distance=distance)
-    expected_self = torch.stack([torch.stack([fn(means_a[i], covs_a[i], means_a[j], covs_a[j]) for j in range(A)]) for i in range(A)])
+    expected_self = torch.stack(
+        [
+            torch.stack(
+                [fn(means_a[i], covs_a[i], means_a[j], covs_a[j]) for j in range(A)]
+            )
+            for i in range(A)
+        ]
+    )
     expected_self.fill_diagonal_(0)
     torch.testing.assert_close(D_self, expected_self, rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(D_self, D_self.T)
@@ -146,7 +217,12 @@ def test_symmetric_sqrtm_clamps_rounding_negative_eigenvalues():
     assert torch.isfinite(R).all()
     torch.testing.assert_close(R @ R, A, rtol=1e-7, atol=1e-7)
     torch.testing.assert_close(R, R.T)
-    torch.testing.assert_close(R, torch.from_numpy(np.real(scipy.linalg.sqrtm(A.numpy()))), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        R,
+        torch.from_numpy(np.real(scipy.linalg.sqrtm(A.numpy()))),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_bad_inputs():
@@ -155,16 +231,22 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="cov_q"):
         gaussian_kl(torch.zeros(3, dtype=F64), eye, torch.zeros(3, dtype=F64), singular)
     with pytest.raises(ValueError, match="mean_p"):
-        wasserstein_distance(torch.zeros(2, dtype=F64), eye, torch.zeros(3, dtype=F64), eye)
+        wasserstein_distance(
+            torch.zeros(2, dtype=F64), eye, torch.zeros(3, dtype=F64), eye
+        )
     with pytest.raises(ValueError, match="distance"):
-        pairwise_divergence(torch.zeros(2, 3, dtype=F64), eye.expand(2, 3, 3), distance="kl")
+        pairwise_divergence(
+            torch.zeros(2, 3, dtype=F64), eye.expand(2, 3, 3), distance="kl"
+        )
 
 
 # ----------------------------------------------------------------------------- barycenter
 def test_barycenter_of_identical_gaussians_is_that_gaussian(device):
     gen = torch.Generator().manual_seed(7)
     m, S = torch.randn(5, generator=gen, dtype=F64), random_spd(5, gen)
-    result = wasserstein_barycenter(m.expand(4, 5).to(device), S.expand(4, 5, 5).to(device))
+    result = wasserstein_barycenter(
+        m.expand(4, 5).to(device), S.expand(4, 5, 5).to(device)
+    )
     assert result.converged and result.n_iter <= 2
     torch.testing.assert_close(result.mean, m.to(device))
     torch.testing.assert_close(result.covariance, S.to(device), rtol=1e-10, atol=1e-12)
@@ -181,7 +263,9 @@ def test_barycenter_of_commuting_covariances_closed_form():
     weights = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=F64)
     result = wasserstein_barycenter(means, covs, weights)
     root_mean = (weights.unsqueeze(-1) * D.sqrt()).sum(0)
-    torch.testing.assert_close(result.covariance, Q @ torch.diag(root_mean**2) @ Q.T, rtol=1e-9, atol=1e-11)
+    torch.testing.assert_close(
+        result.covariance, Q @ torch.diag(root_mean**2) @ Q.T, rtol=1e-9, atol=1e-11
+    )
     torch.testing.assert_close(result.mean, weights @ means)
     assert result.converged
 
@@ -207,4 +291,8 @@ def test_barycenter_iteration_cap_is_reported():
         warnings.simplefilter("error")
         assert wasserstein_barycenter(torch.zeros(3, 5, dtype=F64), covs).converged
     with pytest.raises(ValueError, match="weights"):
-        wasserstein_barycenter(torch.zeros(3, 5, dtype=F64), covs, torch.tensor([0.5, 0.6, -0.1], dtype=F64))
+        wasserstein_barycenter(
+            torch.zeros(3, 5, dtype=F64),
+            covs,
+            torch.tensor([0.5, 0.6, -0.1], dtype=F64),
+        )

@@ -23,7 +23,9 @@ def three_families(per_family=(5, 4, 6), n=8, seed=0, device="cpu"):
     means, covs, truth = [], [], []
     for family, count in enumerate(per_family):
         for _ in range(count):
-            means.append(shapes[family] + 0.05 * torch.randn(n, generator=gen, dtype=F64))
+            means.append(
+                shapes[family] + 0.05 * torch.randn(n, generator=gen, dtype=F64)
+            )
             scale = 0.01 * (1 + torch.rand(1, generator=gen, dtype=F64))
             covs.append(scale * K + 1e-4 * torch.eye(n, dtype=F64))
             truth.append(family)
@@ -36,13 +38,17 @@ def three_families(per_family=(5, 4, 6), n=8, seed=0, device="cpu"):
 
 
 def same_partition(a, b):
-    return bool(((a.unsqueeze(0) == a.unsqueeze(1)) == (b.unsqueeze(0) == b.unsqueeze(1))).all())
+    return bool(
+        ((a.unsqueeze(0) == a.unsqueeze(1)) == (b.unsqueeze(0) == b.unsqueeze(1))).all()
+    )
 
 
 @pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
 def test_recovers_three_families(device, distance):
     means, covs, truth = three_families(device=device)
-    result = gaussian_kmeans(means, covs, n_clusters=3, distance=distance, seed=0, n_init=3)
+    result = gaussian_kmeans(
+        means, covs, n_clusters=3, distance=distance, seed=0, n_init=3
+    )
     assert same_partition(result.assignments, truth)
     assert result.converged and result.assignments.device.type == device.type
     # clusters are numbered by their first member
@@ -54,7 +60,9 @@ def test_recovers_three_families(device, distance):
         torch.testing.assert_close(result.center_means[c], means[members].mean(0))
         torch.testing.assert_close(result.center_covs[c], covs[members].mean(0))
     # inertia: W2^2 (or Jeffreys) of every member to its center
-    D = pairwise_divergence(means, covs, result.center_means, result.center_covs, distance)
+    D = pairwise_divergence(
+        means, covs, result.center_means, result.center_covs, distance
+    )
     cost = D.gather(-1, result.assignments.unsqueeze(-1))
     expected = (cost.pow(2) if distance == "wasserstein" else cost).sum().item()
     assert result.inertia == pytest.approx(expected, rel=1e-9)
@@ -78,13 +86,21 @@ def test_one_cluster_and_one_per_gaussian():
     assert (one.assignments == 0).all()
     torch.testing.assert_close(one.center_means[0], means.mean(0))
     each = gaussian_kmeans(means, covs, 6, n_init=2)
-    assert sorted(each.assignments.tolist()) == list(range(6)) and each.inertia == pytest.approx(0, abs=1e-8)
+    assert sorted(each.assignments.tolist()) == list(
+        range(6)
+    ) and each.inertia == pytest.approx(0, abs=1e-8)
 
 
 def test_criteria_by_hand():
     # four points, clusters {0, 1} and {2, 3}, distances written out
     D = torch.tensor(
-        [[0.0, 1.0, 5.0, 6.0], [1.0, 0.0, 4.0, 7.0], [5.0, 4.0, 0.0, 3.0], [6.0, 7.0, 3.0, 0.0]], dtype=F64
+        [
+            [0.0, 1.0, 5.0, 6.0],
+            [1.0, 0.0, 4.0, 7.0],
+            [5.0, 4.0, 0.0, 3.0],
+            [6.0, 7.0, 3.0, 0.0],
+        ],
+        dtype=F64,
     )
     labels = torch.tensor([0, 0, 1, 1])
     # eq. 10: mean over clusters of the mean pairwise distance: (1 + 3) / 2
@@ -92,9 +108,15 @@ def test_criteria_by_hand():
     # eq. 11: mean over cross pairs: (5 + 6 + 4 + 7) / 4
     assert inter_cluster_separation(D, labels) == pytest.approx(5.5)
     # a singleton cluster has no pairs and is left out of eq. 10
-    assert intra_cluster_entropy(D, torch.tensor([0, 0, 0, 1])) == pytest.approx((1 + 5 + 4) / 3)
-    assert inter_cluster_separation(D, torch.tensor([0, 0, 0, 1])) == pytest.approx((6 + 7 + 3) / 3)
-    assert inter_cluster_separation(D, torch.zeros(4, dtype=torch.long)) != inter_cluster_separation(D, torch.zeros(4, dtype=torch.long))  # nan
+    assert intra_cluster_entropy(D, torch.tensor([0, 0, 0, 1])) == pytest.approx(
+        (1 + 5 + 4) / 3
+    )
+    assert inter_cluster_separation(D, torch.tensor([0, 0, 0, 1])) == pytest.approx(
+        (6 + 7 + 3) / 3
+    )
+    assert inter_cluster_separation(
+        D, torch.zeros(4, dtype=torch.long)
+    ) != inter_cluster_separation(D, torch.zeros(4, dtype=torch.long))  # nan
 
 
 def test_select_n_clusters_finds_three():
@@ -106,7 +128,11 @@ def test_select_n_clusters_finds_three():
     assert same_partition(best.assignments, truth)
     D = pairwise_divergence(means, covs)
     for C, intra, inter, score, result in zip(
-        selection.candidates, selection.intra, selection.inter, selection.scores, selection.results
+        selection.candidates,
+        selection.intra,
+        selection.inter,
+        selection.scores,
+        selection.results,
     ):
         assert intra == pytest.approx(intra_cluster_entropy(D, result.assignments))
         assert inter == pytest.approx(inter_cluster_separation(D, result.assignments))

@@ -14,7 +14,7 @@ from botorch_transfer.clustering import (
     meta_task_posteriors,
     product_matern,
 )
-from tests.clustering.reference import D, F64, matern32x12, task_posterior
+from tests.clustering.reference import F64, D, matern32x12, task_posterior
 
 
 def test_meta_task_posteriors_equal_botorch_gps(meta):

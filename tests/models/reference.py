@@ -23,7 +23,11 @@ def matern52(X1: Tensor, X2: Tensor, lengthscale: Tensor, outputscale: float) ->
     r"""``s * (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)``, ``r = ||(x - x') / l||``."""
     diff = (X1.unsqueeze(-2) - X2.unsqueeze(-3)) / lengthscale
     r = diff.pow(2).sum(-1).clamp_min(0).sqrt()
-    return outputscale * (1 + math.sqrt(5) * r + 5.0 / 3.0 * r**2) * torch.exp(-math.sqrt(5) * r)
+    return (
+        outputscale
+        * (1 + math.sqrt(5) * r + 5.0 / 3.0 * r**2)
+        * torch.exp(-math.sqrt(5) * r)
+    )
 
 
 def gp_posterior(kernel, X: Tensor, y: Tensor, noise: Tensor, prior_mean=None):
@@ -32,7 +36,11 @@ def gp_posterior(kernel, X: Tensor, y: Tensor, noise: Tensor, prior_mean=None):
     ``kernel(A, B)`` is the prior covariance, ``noise`` the per-point noise variances
     (a diagonal, as in the paper), ``prior_mean(A)`` an optional prior mean.
     """
-    m = prior_mean if prior_mean is not None else (lambda A: torch.zeros(A.shape[:-1], dtype=A.dtype))
+    m = (
+        prior_mean
+        if prior_mean is not None
+        else (lambda A: torch.zeros(A.shape[:-1], dtype=A.dtype))
+    )
     K = kernel(X, X) + torch.diag(noise)
     alpha = torch.linalg.solve(K, y - m(X))
 
@@ -46,7 +54,13 @@ def gp_posterior(kernel, X: Tensor, y: Tensor, noise: Tensor, prior_mean=None):
 
 
 def deltabo_posterior(
-    source_mean, source_cov, delta_kernel, X: Tensor, y: Tensor, sigma2: Tensor, mode: str
+    source_mean,
+    source_cov,
+    delta_kernel,
+    X: Tensor,
+    y: Tensor,
+    sigma2: Tensor,
+    mode: str,
 ):
     r"""DeltaBO posterior of ``f`` (mean and covariance functions).
 
@@ -63,7 +77,11 @@ def deltabo_posterior(
             lambda A, B: source_cov(A, B) + delta_cov(A, B),
         )
     return gp_posterior(
-        lambda A, B: source_cov(A, B) + delta_kernel(A, B), X, y, sigma2, prior_mean=source_mean
+        lambda A, B: source_cov(A, B) + delta_kernel(A, B),
+        X,
+        y,
+        sigma2,
+        prior_mean=source_mean,
     )
 
 
@@ -75,7 +93,9 @@ from gpytorch.kernels import MaternKernel, RBFKernel  # noqa: E402
 
 
 class _DirectDistance:
-    def covar_dist(self, x1, x2, diag=False, last_dim_is_batch=False, square_dist=False, **params):
+    def covar_dist(
+        self, x1, x2, diag=False, last_dim_is_batch=False, square_dist=False, **params
+    ):
         diff = x1 - x2 if diag else x1.unsqueeze(-2) - x2.unsqueeze(-3)
         sq = diff.pow(2).sum(-1)
         return sq if square_dist else sq.clamp_min(0).sqrt()
@@ -89,14 +109,32 @@ class DirectMaternKernel(_DirectDistance, MaternKernel):
     r"""``MaternKernel`` with distances computed from differences (exact in float64)."""
 
 
-def env_gp_posterior(kernel, X_s: Tensor, y_s: Tensor, sigma_s2: Tensor, X_a: Tensor, y_a: Tensor, sigma_a2: Tensor):
+def env_gp_posterior(
+    kernel,
+    X_s: Tensor,
+    y_s: Tensor,
+    sigma_s2: Tensor,
+    X_a: Tensor,
+    y_a: Tensor,
+    sigma_a2: Tensor,
+):
     r"""Env-GP (Shilton et al. eq. 5): one GP on ``[X_S; X_A]`` with noise
     ``diag(sigma_s^2 I, sigma_a^2 I)`` (zero prior mean)."""
     X = torch.cat([X_s, X_a])
-    return gp_posterior(kernel, X, torch.cat([y_s, y_a]), torch.cat([sigma_s2, sigma_a2]))
+    return gp_posterior(
+        kernel, X, torch.cat([y_s, y_a]), torch.cat([sigma_s2, sigma_a2])
+    )
 
 
-def diff_gp_posterior(kernel, X_s: Tensor, y_s: Tensor, sigma_src2: Tensor, X_a: Tensor, y_a: Tensor, sigma_a2: Tensor):
+def diff_gp_posterior(
+    kernel,
+    X_s: Tensor,
+    y_s: Tensor,
+    sigma_src2: Tensor,
+    X_a: Tensor,
+    y_a: Tensor,
+    sigma_a2: Tensor,
+):
     r"""Diff-GP (Shilton et al. Sec. 3.2, eq. 6), zero prior mean, one kernel for all.
 
     Source posterior ``mu_S, sigma^2_S``; difference GP on ``y_a - mu_S(X_a)`` with noise
@@ -112,4 +150,6 @@ def diff_gp_posterior(kernel, X_s: Tensor, y_s: Tensor, sigma_src2: Tensor, X_a:
         y_cs = y_s + mu_D(X_s)
         noise_cs = sigma_src2 + torch.diagonal(cov_D(X_s, X_s))
     X = torch.cat([X_s, X_a])
-    return gp_posterior(kernel, X, torch.cat([y_cs, y_a]), torch.cat([noise_cs, sigma_a2]))
+    return gp_posterior(
+        kernel, X, torch.cat([y_cs, y_a]), torch.cat([noise_cs, sigma_a2])
+    )

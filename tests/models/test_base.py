@@ -47,7 +47,9 @@ class WeightedOffsetGP(SourceConditionedGP):
     the source outcomes), predicted as ``c + w * GP`` (a *weighted* part, as an
     ensemble would weight its members)."""
 
-    def _build_modules(self, transfer, train_X, covar_module, mean_module, input_transform):
+    def _build_modules(
+        self, transfer, train_X, covar_module, mean_module, input_transform
+    ):
         Y = torch.cat([self._to_model_units(s.Y) for s in transfer])
         self.register_buffer("offset", Y.mean())
         self.covar_module = covar_module or default_transfer_kernel(train_X.shape[-1])
@@ -77,7 +79,9 @@ def kernel():
 def reference(source, X, Y):
     c = source.Y.mean()
     k = lambda A, B: rbf(A, B, LS, OS)  # noqa: E731
-    mean, cov = gp_posterior(k, X, Y.squeeze(-1) - c, torch.full((X.shape[0],), TARGET_NOISE, dtype=F64))
+    mean, cov = gp_posterior(
+        k, X, Y.squeeze(-1) - c, torch.full((X.shape[0],), TARGET_NOISE, dtype=F64)
+    )
     w = SOURCE_WEIGHT
     return (lambda A: c + w * mean(A)), (lambda A, B: w**2 * cov(A, B))
 
@@ -85,12 +89,21 @@ def reference(source, X, Y):
 def test_a_model_written_on_the_hooks_matches_its_reference():
     source = make_source()
     X, Y = make_target()
-    model = WeightedOffsetGP(X, Y, torch.full_like(Y, TARGET_NOISE), covar_module=kernel(), transfer=source)
+    model = WeightedOffsetGP(
+        X, Y, torch.full_like(Y, TARGET_NOISE), covar_module=kernel(), transfer=source
+    )
     ref_mean, ref_cov = reference(source, X, Y)
     X_test = torch.rand(3, 4, 2, dtype=F64)
     post = model.posterior(X_test)
-    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(post.distribution.covariance_matrix, ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        post.mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix,
+        ref_cov(X_test, X_test),
+        rtol=RTOL,
+        atol=ATOL,
+    )
     # the template stored the target data and derived the training data from them
     torch.testing.assert_close(model.target_Y, Y.squeeze(-1))
     torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - source.Y.mean())
@@ -98,9 +111,13 @@ def test_a_model_written_on_the_hooks_matches_its_reference():
     X_new, Y_new = make_target(n=3, seed=7)
     cond = model.condition_on_observations(X_new, Y_new)
     ref_mean, ref_cov = reference(source, torch.cat([X, X_new]), torch.cat([Y, Y_new]))
-    torch.testing.assert_close(cond.posterior(X_test).mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        cond.posterior(X_test).mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL
+    )
     # and works with BoTorch's MC acquisition functions (q-batch joint posterior)
-    acqf = qUpperConfidenceBound(model, beta=0.2, sampler=SobolQMCNormalSampler(torch.Size([16])))
+    acqf = qUpperConfidenceBound(
+        model, beta=0.2, sampler=SobolQMCNormalSampler(torch.Size([16]))
+    )
     assert acqf(X_test).shape == (3,)
 
 
@@ -109,8 +126,12 @@ def test_shared_outcome_map_and_transforms():
     X, Y = make_target()
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
     model = WeightedOffsetGP(
-        X, Y, torch.full_like(Y, TARGET_NOISE), covar_module=kernel(),
-        outcome_transform=Standardize(m=1), input_transform=Normalize(2, bounds=bounds),
+        X,
+        Y,
+        torch.full_like(Y, TARGET_NOISE),
+        covar_module=kernel(),
+        outcome_transform=Standardize(m=1),
+        input_transform=Normalize(2, bounds=bounds),
         transfer=source,
     )
     pooled = torch.cat([source.Y, Y])
@@ -126,7 +147,13 @@ def test_posterior_keeps_the_gp_covariance_object(monkeypatch):
     # the base class neither densifies nor re-wraps what the GP and the hook return
     source = make_source()
     X, Y = make_target()
-    model = DeltaBOModel(X, Y, torch.full_like(Y, TARGET_NOISE), source=source, residual_covariance="full")
+    model = DeltaBOModel(
+        X,
+        Y,
+        torch.full_like(Y, TARGET_NOISE),
+        source=source,
+        residual_covariance="full",
+    )
     seen = []
     combine = model._combine_posterior
 
@@ -139,7 +166,9 @@ def test_posterior_keeps_the_gp_covariance_object(monkeypatch):
     assert mvn.lazy_covariance_matrix is seen[0]
     # with the source covariance added (diagonal mode) the sum stays a lazy operator
     diag = DeltaBOModel(X, Y, torch.full_like(Y, TARGET_NOISE), source=source)
-    noisy = diag.posterior(torch.rand(5, 2, dtype=F64), observation_noise=True).distribution
+    noisy = diag.posterior(
+        torch.rand(5, 2, dtype=F64), observation_noise=True
+    ).distribution
     assert not isinstance(noisy.lazy_covariance_matrix, DenseLinearOperator)
 
 
@@ -152,7 +181,14 @@ def test_botorch_positional_order(cls):
     torch.testing.assert_close(model.target_Yvar, Yvar.squeeze(-1))
     # Ax inspects the positional-or-keyword arguments for its submodules
     args = inspect.getfullargspec(cls).args
-    for name in ("train_Yvar", "likelihood", "covar_module", "mean_module", "outcome_transform", "input_transform"):
+    for name in (
+        "train_Yvar",
+        "likelihood",
+        "covar_module",
+        "mean_module",
+        "outcome_transform",
+        "input_transform",
+    ):
         assert name in args
 
 
@@ -169,7 +205,9 @@ def test_a_source_passed_positionally_is_a_clear_error():
     X, Y = make_target()
     with pytest.raises(TypeError, match="keyword-only argument: 'source'"):
         DeltaBOModel(X, Y, source)
-    with pytest.raises(TypeError, match="`train_Yvar` must be a floating point.*source="):
+    with pytest.raises(
+        TypeError, match="`train_Yvar` must be a floating point.*source="
+    ):
         DeltaBOModel(X, Y, source, source=source)
     with pytest.raises(TypeError, match="`source` is required"):
         DeltaBOModel(X, Y, source=None)
@@ -180,10 +218,19 @@ def test_likelihoods_that_cannot_carry_the_noise_are_rejected():
     X, Y = make_target()
     with pytest.raises(TypeError, match="FixedNoiseGaussianLikelihood `likelihood`"):
         DeltaBOModel(X, Y, source=source, likelihood=GaussianLikelihood())
-    with pytest.raises(TypeError, match="`likelihood` of a EnvGP must be a TaskIndexedGaussianLikelihood"):
+    with pytest.raises(
+        TypeError,
+        match="`likelihood` of a EnvGP must be a TaskIndexedGaussianLikelihood",
+    ):
         EnvGP(X, Y, source=source, likelihood=GaussianLikelihood())
     with pytest.raises(ValueError, match="`covar_module`.*`delta_covar_module`"):
-        DeltaBOModel(X, Y, source=source, covar_module=delta_kernel(), delta_covar_module=delta_kernel())
+        DeltaBOModel(
+            X,
+            Y,
+            source=source,
+            covar_module=delta_kernel(),
+            delta_covar_module=delta_kernel(),
+        )
 
 
 def test_integer_inputs_pass_through_input_transforms():
@@ -202,7 +249,9 @@ def test_construct_inputs_needs_the_transfer_argument():
     assert set(inputs) == {"train_X", "train_Y", "source"}
     with pytest.raises(ValueError, match="needs `prior=`"):
         ClusterMetaPriorGP.construct_inputs(data)
-    assert PretrainedPriorGP.fixes_outcome_units and not DeltaBOModel.fixes_outcome_units
+    assert (
+        PretrainedPriorGP.fixes_outcome_units and not DeltaBOModel.fixes_outcome_units
+    )
 
 
 def test_a_new_point_gets_target_noise_whatever_the_number_of_points():
@@ -221,5 +270,7 @@ def test_a_new_point_gets_target_noise_whatever_the_number_of_points():
     added = noisy.covariance_matrix.diagonal() - mvn.covariance_matrix.diagonal()
     torch.testing.assert_close(added, torch.full((25,), 0.003, dtype=F64))
     # the training points keep their own noise
-    expected = torch.cat([torch.full((20,), 0.5, dtype=F64), torch.full((5,), 0.003, dtype=F64)])
+    expected = torch.cat(
+        [torch.full((20,), 0.5, dtype=F64), torch.full((5,), 0.003, dtype=F64)]
+    )
     torch.testing.assert_close(model.likelihood.noise, expected)

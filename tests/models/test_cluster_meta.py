@@ -22,11 +22,14 @@ from botorch.utils.datasets import SupervisedDataset
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import ClusterMetaPriorGP, build_cluster_prior
-from botorch_transfer.clustering import cluster_weights_from_distances, wasserstein_distance
+from botorch_transfer.clustering import (
+    cluster_weights_from_distances,
+    wasserstein_distance,
+)
 from tests.clustering.reference import (
-    D,
     F64,
     NOISE,
+    D,
     family,
     gp_posterior,
     make_tasks,
@@ -56,7 +59,14 @@ def prior(meta):
 
 @pytest.fixture(scope="module")
 def bary_prior(meta, prior):
-    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3, prototype="barycenter", posteriors=prior.posteriors)
+    return build_cluster_prior(
+        meta[0],
+        n_clusters=3,
+        n_index_points=24,
+        n_init=3,
+        prototype="barycenter",
+        posteriors=prior.posteriors,
+    )
 
 
 # ----------------------------------------------------------------------- stage 3
@@ -74,22 +84,45 @@ def test_prior_and_posterior_equal_reference(prior):
     mean0, cov0 = reference_prior(model.prior, w)
     X_test = torch.rand(4, 3, D, dtype=F64)
     # the prior modules themselves
-    torch.testing.assert_close(model.prior_mean(X_test), torch.stack([mean0(x) for x in X_test]), rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(
-        model.covar_module(X_test).to_dense(), torch.stack([cov0(x, x) for x in X_test]), rtol=1e-8, atol=1e-10
+        model.prior_mean(X_test),
+        torch.stack([mean0(x) for x in X_test]),
+        rtol=1e-9,
+        atol=1e-10,
+    )
+    torch.testing.assert_close(
+        model.covar_module(X_test).to_dense(),
+        torch.stack([cov0(x, x) for x in X_test]),
+        rtol=1e-8,
+        atol=1e-10,
     )
     # the posterior (eqs. 1-2), joint over the q points of every batch
     mean, cov = gp_posterior(mean0, cov0, X, Y.squeeze(-1), Yvar.squeeze(-1))
     post = model.posterior(X_test)
-    torch.testing.assert_close(post.mean.squeeze(-1), torch.stack([mean(x) for x in X_test]), rtol=1e-8, atol=1e-9)
     torch.testing.assert_close(
-        post.distribution.covariance_matrix, torch.stack([cov(x, x) for x in X_test]), rtol=1e-7, atol=1e-10
+        post.mean.squeeze(-1),
+        torch.stack([mean(x) for x in X_test]),
+        rtol=1e-8,
+        atol=1e-9,
+    )
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix,
+        torch.stack([cov(x, x) for x in X_test]),
+        rtol=1e-7,
+        atol=1e-10,
     )
     noisy = model.posterior(X_test, observation_noise=True)
-    torch.testing.assert_close(noisy.variance - post.variance, torch.full_like(post.variance, 1e-3))
+    torch.testing.assert_close(
+        noisy.variance - post.variance, torch.full_like(post.variance, 1e-3)
+    )
     # no target data: the posterior is the prior
     empty = ClusterMetaPriorGP(X[:0], Y[:0], prior=prior, weights=w)
-    torch.testing.assert_close(empty.posterior(X_test).mean.squeeze(-1), torch.stack([mean0(x) for x in X_test]), rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(
+        empty.posterior(X_test).mean.squeeze(-1),
+        torch.stack([mean0(x) for x in X_test]),
+        rtol=1e-9,
+        atol=1e-10,
+    )
 
 
 def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
@@ -97,7 +130,9 @@ def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
     w = torch.tensor([0.2, 0.5, 0.3], dtype=F64)
     idx = torch.tensor([1, 5, 7, 11])
     X, Y = V[idx], family(0, V[idx])
-    model = ClusterMetaPriorGP(X, Y, prior=bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
+    model = ClusterMetaPriorGP(
+        X, Y, prior=bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3)
+    )
     m_bar = w @ bary_prior.prototype_means
     S_bar = torch.einsum("c,cij->ij", w**2, bary_prior.prototype_covs)
     K = S_bar[idx][:, idx] + 1e-3 * torch.eye(4, dtype=F64)
@@ -105,37 +140,71 @@ def test_barycenter_posterior_equals_reference_on_index_points(bary_prior):
     cov = S_bar - S_bar[:, idx] @ torch.linalg.solve(K, S_bar[idx])
     post = model.posterior(V)
     torch.testing.assert_close(post.mean.squeeze(-1), mean, rtol=1e-8, atol=1e-10)
-    torch.testing.assert_close(post.distribution.covariance_matrix, cov, rtol=1e-7, atol=1e-10)
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix, cov, rtol=1e-7, atol=1e-10
+    )
     with pytest.raises(ValueError, match="index points"):
         model.posterior(torch.rand(3, D, dtype=F64))
     with pytest.raises(ValueError, match="index points"):
-        ClusterMetaPriorGP(torch.rand(2, D, dtype=F64), torch.zeros(2, 1, dtype=F64), prior=bary_prior)
+        ClusterMetaPriorGP(
+            torch.rand(2, D, dtype=F64), torch.zeros(2, 1, dtype=F64), prior=bary_prior
+        )
     # inputs that went through Normalize and back still match
     bounds = torch.tensor([[-1.0, 0.0], [2.0, 3.0]], dtype=F64)
-    normed = ClusterMetaPriorGP(X, Y, prior=bary_prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3), input_transform=Normalize(D, bounds=bounds))
-    torch.testing.assert_close(normed.posterior(V).mean, post.mean, rtol=1e-10, atol=1e-10)
+    normed = ClusterMetaPriorGP(
+        X,
+        Y,
+        prior=bary_prior,
+        weights=w,
+        train_Yvar=torch.full_like(Y, 1e-3),
+        input_transform=Normalize(D, bounds=bounds),
+    )
+    torch.testing.assert_close(
+        normed.posterior(V).mean, post.mean, rtol=1e-10, atol=1e-10
+    )
 
 
 @pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])
 def test_updated_weights_equal_algorithm_1(prior, distance):
     w = torch.tensor([0.4, 0.4, 0.2], dtype=F64)
     X, Y = target_data()
-    model = ClusterMetaPriorGP(X, Y, prior=prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3))
+    model = ClusterMetaPriorGP(
+        X, Y, prior=prior, weights=w, train_Yvar=torch.full_like(Y, 1e-3)
+    )
     V = prior.index_points
     mean0, cov0 = reference_prior(model.prior, w)
-    mean, cov = gp_posterior(mean0, cov0, X, Y.squeeze(-1), torch.full((6,), 1e-3, dtype=F64))
+    mean, cov = gp_posterior(
+        mean0, cov0, X, Y.squeeze(-1), torch.full((6,), 1e-3, dtype=F64)
+    )
     S = cov(V, V)
     S = S + prior.jitter * torch.diagonal(S).mean() * torch.eye(V.shape[0], dtype=F64)
     if distance == "wasserstein":
-        d = torch.stack([wasserstein_distance(mean(V), S, m, C) for m, C in zip(prior.prototype_means, prior.prototype_covs)])
+        d = torch.stack(
+            [
+                wasserstein_distance(mean(V), S, m, C)
+                for m, C in zip(prior.prototype_means, prior.prototype_covs)
+            ]
+        )
     else:
         from botorch_transfer.clustering import gaussian_kl
 
-        d = torch.stack([gaussian_kl(mean(V), S, m, C) + gaussian_kl(m, C, mean(V), S) for m, C in zip(prior.prototype_means, prior.prototype_covs)])
-    torch.testing.assert_close(model.prototype_distances(distance), d, rtol=1e-6, atol=1e-8)
+        d = torch.stack(
+            [
+                gaussian_kl(mean(V), S, m, C) + gaussian_kl(m, C, mean(V), S)
+                for m, C in zip(prior.prototype_means, prior.prototype_covs)
+            ]
+        )
+    torch.testing.assert_close(
+        model.prototype_distances(distance), d, rtol=1e-6, atol=1e-8
+    )
     e = torch.exp(1 - d / d.max())
-    torch.testing.assert_close(model.updated_weights(distance), e / e.sum(), rtol=1e-6, atol=1e-8)
-    assert cluster_weights_from_distances(torch.zeros(3, dtype=F64)).tolist() == [1 / 3] * 3
+    torch.testing.assert_close(
+        model.updated_weights(distance), e / e.sum(), rtol=1e-6, atol=1e-8
+    )
+    assert (
+        cluster_weights_from_distances(torch.zeros(3, dtype=F64)).tolist()
+        == [1 / 3] * 3
+    )
 
 
 @pytest.mark.parametrize("c", [0, 2])
@@ -146,7 +215,13 @@ def test_weights_move_toward_the_right_cluster(prior, meta, c):
     X = torch.rand(2, D, generator=gen, dtype=F64)
     weights, history = None, []
     for _ in range(5):
-        model = ClusterMetaPriorGP(X, family(c, X), prior=prior, weights=weights, train_Yvar=torch.full((X.shape[0], 1), 1e-4, dtype=F64))
+        model = ClusterMetaPriorGP(
+            X,
+            family(c, X),
+            prior=prior,
+            weights=weights,
+            train_Yvar=torch.full((X.shape[0], 1), 1e-4, dtype=F64),
+        )
         weights = model.updated_weights()
         history.append(weights[cluster].item())
         X = torch.cat([X, torch.rand(3, D, generator=gen, dtype=F64)])
@@ -174,24 +249,42 @@ def test_transforms_do_not_change_the_posterior(prior):
     X, Y = target_data()
     Yvar = torch.full_like(Y, 1e-3)
     plain = ClusterMetaPriorGP(X, Y, prior=prior, train_Yvar=Yvar)
-    transformed = ClusterMetaPriorGP(X, Y, prior=prior, train_Yvar=Yvar, input_transform=Normalize(D), outcome_transform=Standardize(m=1))
+    transformed = ClusterMetaPriorGP(
+        X,
+        Y,
+        prior=prior,
+        train_Yvar=Yvar,
+        input_transform=Normalize(D),
+        outcome_transform=Standardize(m=1),
+    )
     X_test = torch.rand(5, 2, D, dtype=F64)
-    torch.testing.assert_close(transformed.posterior(X_test).mean, plain.posterior(X_test).mean, rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(
+        transformed.posterior(X_test).mean,
+        plain.posterior(X_test).mean,
+        rtol=1e-8,
+        atol=1e-9,
+    )
     torch.testing.assert_close(
         transformed.posterior(X_test).distribution.covariance_matrix,
-        plain.posterior(X_test).distribution.covariance_matrix, rtol=1e-7, atol=1e-10,
+        plain.posterior(X_test).distribution.covariance_matrix,
+        rtol=1e-7,
+        atol=1e-10,
     )
 
 
 def test_fit_touches_only_the_target_noise(prior):
     X, Y = target_data(n=8)
     model = ClusterMetaPriorGP(X, Y, prior=prior)
-    assert [name for name, _ in model.named_parameters()] == ["likelihood.noise_covar.raw_noise"]
+    assert [name for name, _ in model.named_parameters()] == [
+        "likelihood.noise_covar.raw_noise"
+    ]
     before = {k: v.clone() for k, v in model.prior.posteriors.state().items()}
     noise_before = model.likelihood.noise.item()
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     assert model.likelihood.noise.item() != noise_before
-    assert all(torch.equal(v, getattr(model.prior.posteriors, k)) for k, v in before.items())
+    assert all(
+        torch.equal(v, getattr(model.prior.posteriors, k)) for k, v in before.items()
+    )
     assert all(not b.requires_grad for b in model.prior.buffers())
     # the user's prior object is not shared with (or moved by) the model
     model.to(torch.float32)
@@ -202,14 +295,23 @@ def test_condition_on_observations_equals_rebuild(prior):
     X, Y = target_data(n=9)
     Yvar = torch.full_like(Y, 1e-3)
     w = torch.tensor([0.2, 0.3, 0.5], dtype=F64)
-    model = ClusterMetaPriorGP(X[:6], Y[:6], prior=prior, weights=w, train_Yvar=Yvar[:6])
+    model = ClusterMetaPriorGP(
+        X[:6], Y[:6], prior=prior, weights=w, train_Yvar=Yvar[:6]
+    )
     cond = model.condition_on_observations(X[6:], Y[6:], noise=Yvar[6:])
     direct = ClusterMetaPriorGP(X, Y, prior=prior, weights=w, train_Yvar=Yvar)
     X_test = torch.rand(3, 2, D, dtype=F64)
-    torch.testing.assert_close(cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(
+        cond.posterior(X_test).mean,
+        direct.posterior(X_test).mean,
+        rtol=1e-8,
+        atol=1e-10,
+    )
     torch.testing.assert_close(
         cond.posterior(X_test).distribution.covariance_matrix,
-        direct.posterior(X_test).distribution.covariance_matrix, rtol=1e-8, atol=1e-10,
+        direct.posterior(X_test).distribution.covariance_matrix,
+        rtol=1e-8,
+        atol=1e-10,
     )
     assert cond.prior is model.prior and model.num_train == 6
 
@@ -219,13 +321,25 @@ def test_state_dict_pickle_and_to(prior, device):
     model = ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.6, 0.2, 0.2])
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     # weights (and the prior) are constructor data, not state
-    assert not any("weights" in key or key.startswith("prior") for key in model.state_dict())
+    assert not any(
+        "weights" in key or key.startswith("prior") for key in model.state_dict()
+    )
     clone = ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.6, 0.2, 0.2])
     clone.load_state_dict(model.state_dict())
     X_test = torch.rand(4, 3, D, dtype=F64)
-    torch.testing.assert_close(clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        clone.posterior(X_test).mean,
+        model.posterior(X_test).mean,
+        rtol=1e-12,
+        atol=1e-12,
+    )
     restored = pickle.loads(pickle.dumps(model))
-    torch.testing.assert_close(restored.posterior(X_test).variance, model.posterior(X_test).variance, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        restored.posterior(X_test).variance,
+        model.posterior(X_test).variance,
+        rtol=1e-12,
+        atol=1e-12,
+    )
     moved = model.to(device=device, dtype=torch.float32)
     post = moved.posterior(torch.rand(2, D, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
@@ -234,7 +348,10 @@ def test_state_dict_pickle_and_to(prior, device):
 
 def test_construct_inputs_and_pathwise_refusal(prior):
     X, Y = target_data()
-    inputs = ClusterMetaPriorGP.construct_inputs(SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"]), prior=prior)
+    inputs = ClusterMetaPriorGP.construct_inputs(
+        SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"]),
+        prior=prior,
+    )
     model = ClusterMetaPriorGP(**inputs)
     assert model.num_train == 6
     with pytest.raises(UnsupportedError, match="ClusterMetaPriorGP"):
@@ -250,7 +367,9 @@ def test_bad_inputs(prior):
     with pytest.raises(ValueError, match="sum to 1"):
         ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.5, 0.5, 0.5])
     with pytest.raises(ValueError, match="train_X.*d=3"):
-        ClusterMetaPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior=prior)
+        ClusterMetaPriorGP(
+            torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior=prior
+        )
     with pytest.raises(TypeError, match="prior"):
         ClusterMetaPriorGP(X, Y, prior="not a prior")
     with pytest.raises(ValueError, match="train_Y"):
@@ -268,15 +387,21 @@ def test_bo_loop_center_prototype_with_weight_updates(prior, meta, acq):
     X = torch.tensor([[0.5, 0.5]], dtype=F64)
     Y, weights, history = family(0, X), None, []
     for _ in range(10):
-        model = ClusterMetaPriorGP(X, Y, prior=prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
+        model = ClusterMetaPriorGP(
+            X, Y, prior=prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE)
+        )
         if acq == "ucb":
             acqf = UpperConfidenceBound(model, beta=3.0)
         else:
             acqf = qLogNoisyExpectedImprovement(model, X_baseline=X)
-        candidate, value = optimize_acqf(acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=32)
+        candidate, value = optimize_acqf(
+            acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=32
+        )
         assert candidate.shape == (1, D) and torch.isfinite(value).all()
         weights = model.updated_weights()  # Alg. 1 lines 19-21
-        assert weights.shape == (3,) and torch.isclose(weights.sum(), torch.ones((), dtype=F64))
+        assert weights.shape == (3,) and torch.isclose(
+            weights.sum(), torch.ones((), dtype=F64)
+        )
         history.append(weights[cluster].item())
         X, Y = torch.cat([X, candidate]), torch.cat([Y, family(0, candidate)])
     # the initial prior mean (the average of the prototypes) is closest to another
@@ -292,11 +417,19 @@ def test_bo_loop_barycenter_prototype_on_index_set(bary_prior, meta):
     X = V[:1]
     Y, weights, history = family(2, X), None, []
     for t in range(10):
-        model = ClusterMetaPriorGP(X, Y, prior=bary_prior, weights=weights, train_Yvar=torch.full_like(Y, NOISE))
+        model = ClusterMetaPriorGP(
+            X,
+            Y,
+            prior=bary_prior,
+            weights=weights,
+            train_Yvar=torch.full_like(Y, NOISE),
+        )
         # query each index point at most once (the prior variance is small, so UCB
         # would otherwise keep re-querying its favourite point)
         unseen = V[~(V.unsqueeze(1) == X).all(-1).any(-1)]
-        candidate, _ = optimize_acqf_discrete(qUpperConfidenceBound(model, beta=3.0), q=1, choices=unseen)
+        candidate, _ = optimize_acqf_discrete(
+            qUpperConfidenceBound(model, beta=3.0), q=1, choices=unseen
+        )
         assert (V == candidate).all(-1).any()  # on the index set
         weights = model.updated_weights()
         history.append(weights[cluster].item())
@@ -308,11 +441,24 @@ def test_bo_loop_barycenter_prototype_on_index_set(bary_prior, meta):
 def test_fantasy_based_acquisitions(prior):
     # qKG and qMES (with pending points) condition on fantasies of the target
     X, Y = target_data()
-    model = ClusterMetaPriorGP(X, Y, prior=prior, weights=[0.5, 0.25, 0.25], train_Yvar=torch.full_like(Y, NOISE))
+    model = ClusterMetaPriorGP(
+        X,
+        Y,
+        prior=prior,
+        weights=[0.5, 0.25, 0.25],
+        train_Yvar=torch.full_like(Y, NOISE),
+    )
     for acqf in (
         qKnowledgeGradient(model, num_fantasies=4),
-        qMaxValueEntropy(model, candidate_set=torch.rand(64, D, dtype=F64), num_fantasies=4, X_pending=X[:1] + 0.01),
+        qMaxValueEntropy(
+            model,
+            candidate_set=torch.rand(64, D, dtype=F64),
+            num_fantasies=4,
+            X_pending=X[:1] + 0.01,
+        ),
     ):
-        candidate, value = optimize_acqf(acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=16)
+        candidate, value = optimize_acqf(
+            acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=16
+        )
         assert candidate.shape == (1, D) and torch.isfinite(value).all()
         assert ((candidate >= 0) & (candidate <= 1)).all()

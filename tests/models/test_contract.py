@@ -55,25 +55,40 @@ def build(kind, X, Y, source, **kwargs):
 def test_shapes_dtypes_devices_transforms(device, kind, dtype, transforms, batch):
     source = make_source(dtype=dtype, device=device)
     X, Y = make_target(dtype=dtype, device=device, batch=batch)
-    options = dict(input_transform=Normalize(2), outcome_transform=Standardize(m=1)) if transforms else {}
+    options = (
+        dict(input_transform=Normalize(2), outcome_transform=Standardize(m=1))
+        if transforms
+        else {}
+    )
     model = build(kind, X, Y, source, **options)
     assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
-    for test_shape in [(3, 2), (4, 3, 2), (2, 4, 3, 2)] if not batch else [(3, 2), (4, 1, 3, 2)]:
+    for test_shape in (
+        [(3, 2), (4, 3, 2), (2, 4, 3, 2)] if not batch else [(3, 2), (4, 1, 3, 2)]
+    ):
         X_test = torch.rand(*test_shape, dtype=dtype, device=device)
         post = model.posterior(X_test)
-        out_batch = torch.broadcast_shapes(torch.Size(test_shape[:-2]), model.batch_shape)
+        out_batch = torch.broadcast_shapes(
+            torch.Size(test_shape[:-2]), model.batch_shape
+        )
         assert post.mean.shape == out_batch + torch.Size([test_shape[-2], 1])
         assert post.mean.dtype == dtype and post.mean.device.type == device.type
-        assert post.distribution.covariance_matrix.shape == out_batch + torch.Size([test_shape[-2]] * 2)
+        assert post.distribution.covariance_matrix.shape == out_batch + torch.Size(
+            [test_shape[-2]] * 2
+        )
         assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
         noisy = model.posterior(X_test, observation_noise=True)
         assert (noisy.variance > post.variance).all()
     X_new = torch.rand(*batch, 2, 2, dtype=dtype, device=device)
     cond = model.condition_on_observations(X_new, f(X_new))
     assert cond.num_train == model.num_train + 2
-    fantasy = model.fantasize(torch.rand(*batch, 1, 2, dtype=dtype, device=device), SobolQMCNormalSampler(torch.Size([3])))
+    fantasy = model.fantasize(
+        torch.rand(*batch, 1, 2, dtype=dtype, device=device),
+        SobolQMCNormalSampler(torch.Size([3])),
+    )
     assert fantasy.batch_shape == torch.Size([3, *batch])
-    fantasy_post = fantasy.posterior(torch.rand(5, 1, *batch, 1, 2, dtype=dtype, device=device))
+    fantasy_post = fantasy.posterior(
+        torch.rand(5, 1, *batch, 1, 2, dtype=dtype, device=device)
+    )
     assert fantasy_post.mean.shape == torch.Size([5, 3, *batch, 1, 1])
 
 
@@ -83,15 +98,31 @@ def test_condition_on_observations_equals_rebuild(kind):
     X, Y = make_target(n=9)
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
     Yvar = torch.full_like(Y, TARGET_NOISE)
-    model = build(kind, X[:6], Y[:6], source, train_Yvar=Yvar[:6], input_transform=Normalize(2, bounds=bounds))
+    model = build(
+        kind,
+        X[:6],
+        Y[:6],
+        source,
+        train_Yvar=Yvar[:6],
+        input_transform=Normalize(2, bounds=bounds),
+    )
     cond = model.condition_on_observations(X[6:], Y[6:], noise=Yvar[6:])
-    direct = build(kind, X, Y, source, train_Yvar=Yvar, input_transform=Normalize(2, bounds=bounds))
+    direct = build(
+        kind, X, Y, source, train_Yvar=Yvar, input_transform=Normalize(2, bounds=bounds)
+    )
     direct.load_state_dict(model.state_dict())  # same hyperparameters
     X_test = torch.rand(3, 2, 2, dtype=F64)
-    torch.testing.assert_close(cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(
+        cond.posterior(X_test).mean,
+        direct.posterior(X_test).mean,
+        rtol=1e-8,
+        atol=1e-10,
+    )
     torch.testing.assert_close(
         cond.posterior(X_test).distribution.covariance_matrix,
-        direct.posterior(X_test).distribution.covariance_matrix, rtol=1e-8, atol=1e-10,
+        direct.posterior(X_test).distribution.covariance_matrix,
+        rtol=1e-8,
+        atol=1e-10,
     )
     assert model.num_train == 6  # the original is unchanged
 
@@ -105,18 +136,37 @@ def test_state_dict_round_trip_and_pickle(kind):
     model = build(kind, X, Y, source, **options)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     torch.manual_seed(0)
-    clone = build(kind, X, Y, source, outcome_transform=Standardize(1), input_transform=Normalize(2))
+    clone = build(
+        kind,
+        X,
+        Y,
+        source,
+        outcome_transform=Standardize(1),
+        input_transform=Normalize(2),
+    )
     clone.load_state_dict(model.state_dict())
     X_test = torch.rand(4, 3, 2, dtype=F64)
-    torch.testing.assert_close(clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        clone.posterior(X_test).mean,
+        model.posterior(X_test).mean,
+        rtol=1e-10,
+        atol=1e-10,
+    )
     restored = pickle.loads(pickle.dumps(model))
-    torch.testing.assert_close(restored.posterior(X_test).variance, model.posterior(X_test).variance, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        restored.posterior(X_test).variance,
+        model.posterior(X_test).variance,
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_to_moves_everything(device, kind):
     model = build(kind, *make_target(), make_source())
-    model.posterior(torch.rand(2, 2, dtype=F64))  # caches a prediction strategy in float64
+    model.posterior(
+        torch.rand(2, 2, dtype=F64)
+    )  # caches a prediction strategy in float64
     moved = model.to(device=device, dtype=torch.float32)
     post = moved.posterior(torch.rand(2, 2, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type

@@ -1,4 +1,3 @@
-
 import pytest
 import torch
 from botorch.exceptions.errors import UnsupportedError
@@ -79,20 +78,31 @@ def ref_delta_kernel(A, B):
 def make_model(source, X, Y, mode="diagonal", **kwargs):
     kwargs.setdefault("train_Yvar", torch.full_like(Y, TARGET_NOISE))
     return DeltaBOModel(
-        X, Y, source=source, source_covar_module=source_kernel().to(X),
-        delta_covar_module=delta_kernel().to(X), residual_covariance=mode,
-        fit_source=False, **kwargs,
+        X,
+        Y,
+        source=source,
+        source_covar_module=source_kernel().to(X),
+        delta_covar_module=delta_kernel().to(X),
+        residual_covariance=mode,
+        fit_source=False,
+        **kwargs,
     )
 
 
 def assert_posterior_matches(model, ref_mean, ref_cov, X_test):
     post = model.posterior(X_test)
     mvn = post.distribution
-    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(mvn.covariance_matrix, ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL)
     torch.testing.assert_close(
-        post.variance.squeeze(-1), torch.diagonal(ref_cov(X_test, X_test), dim1=-2, dim2=-1),
-        rtol=RTOL, atol=ATOL,
+        post.mean.squeeze(-1), ref_mean(X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        mvn.covariance_matrix, ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        post.variance.squeeze(-1),
+        torch.diagonal(ref_cov(X_test, X_test), dim1=-2, dim2=-1),
+        rtol=RTOL,
+        atol=ATOL,
     )
 
 
@@ -106,33 +116,65 @@ def test_posterior_matches_paper_equations(mode):
     model = make_model(source, X, Y, mode=mode)
     mu_g, cov_g = ref_source(source)
     ref_mean, ref_cov = deltabo_posterior(
-        mu_g, cov_g, ref_delta_kernel, X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64), mode
+        mu_g,
+        cov_g,
+        ref_delta_kernel,
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
+        mode,
     )
     X_test = torch.rand(3, 4, 2, dtype=F64)  # b x q x d: joint over the 4 q-points
     assert model.source_posterior.rank == source.n  # exact source posterior
     assert_posterior_matches(model, ref_mean, ref_cov, X_test)
     # Residual targets and their heteroscedastic noise are the paper's (Alg. 1 l. 4-5)
-    torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - mu_g(X), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        model.train_targets, Y.squeeze(-1) - mu_g(X), rtol=RTOL, atol=ATOL
+    )
     if mode == "diagonal":
         expected_noise = TARGET_NOISE + torch.diagonal(cov_g(X, X))
-        torch.testing.assert_close(model.likelihood.noise, expected_noise, rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(
+            model.likelihood.noise, expected_noise, rtol=RTOL, atol=ATOL
+        )
 
 
-@pytest.mark.parametrize("setup", ["plain", "normalize", "batched", "fantasy", "generic-source", "stacked-sources"])
+@pytest.mark.parametrize(
+    "setup",
+    ["plain", "normalize", "batched", "fantasy", "generic-source", "stacked-sources"],
+)
 def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch):
     # The eval-mode forward evaluates Sigma_g,N in train/cross/test blocks (the train
     # block once for all test batches); it must equal Sigma_g,N on the joint inputs.
     source = make_source()
     X, Y = make_target(batch=(2,) if setup == "batched" else ())
-    kwargs = {"input_transform": Normalize(2, bounds=torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=F64))} if setup == "normalize" else {}
+    kwargs = (
+        {
+            "input_transform": Normalize(
+                2, bounds=torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=F64)
+            )
+        }
+        if setup == "normalize"
+        else {}
+    )
     if setup == "generic-source":  # a ModelSourcePosterior (the model's own posterior)
-        gp = SingleTaskGP(source.X, source.Y, source.Yvar, covar_module=source_kernel(), outcome_transform=None)
+        gp = SingleTaskGP(
+            source.X,
+            source.Y,
+            source.Yvar,
+            covar_module=source_kernel(),
+            outcome_transform=None,
+        )
         source = ModelListGP(gp)
     elif setup == "stacked-sources":  # a prior_source chain of GPSourcePosteriors
-        source = [source, make_source(n=15, seed=5, fn=lambda X: g(X) + 0.1 * X[..., 1:])]
+        source = [
+            source,
+            make_source(n=15, seed=5, fn=lambda X: g(X) + 0.1 * X[..., 1:]),
+        ]
     model = make_model(source, X, Y, mode="full", **kwargs)
     if setup == "fantasy":
-        model = model.fantasize(torch.rand(2, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([3]), seed=0))
+        model = model.fantasize(
+            torch.rand(2, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([3]), seed=0)
+        )
     X_test = torch.rand(5, *model.batch_shape, 3, 2, dtype=F64)
     n = model.train_inputs[0].shape[-2]
     source_rows = []
@@ -157,7 +199,9 @@ def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch
     joint = model.posterior(X_test)
     assert n + 3 in source_rows  # the reference path evaluated the joint set
     torch.testing.assert_close(blocked_mean, joint.mean, rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(blocked_cov, joint.distribution.covariance_matrix, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        blocked_cov, joint.distribution.covariance_matrix, rtol=RTOL, atol=ATOL
+    )
 
 
 @pytest.mark.parametrize("mode", ["diagonal", "full"])
@@ -172,13 +216,21 @@ def test_learned_target_noise_enters_as_sigma2(mode):
         model.likelihood.noise = sigma2
     mu_g, cov_g = ref_source(source)
     ref_mean, ref_cov = deltabo_posterior(
-        mu_g, cov_g, ref_delta_kernel, X, Y.squeeze(-1), torch.full((7,), sigma2, dtype=F64), mode
+        mu_g,
+        cov_g,
+        ref_delta_kernel,
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), sigma2, dtype=F64),
+        mode,
     )
     X_test = torch.rand(5, 2, dtype=F64)
     assert_posterior_matches(model, ref_mean, ref_cov, X_test)
     # observation_noise=True adds sigma^2 at X, not the residual noise
     noisy = model.posterior(X_test, observation_noise=True).variance.squeeze(-1)
-    torch.testing.assert_close(noisy, torch.diagonal(ref_cov(X_test, X_test)) + sigma2, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        noisy, torch.diagonal(ref_cov(X_test, X_test)) + sigma2, rtol=RTOL, atol=ATOL
+    )
 
 
 @pytest.mark.parametrize("mode", ["diagonal", "full"])
@@ -191,10 +243,22 @@ def test_two_stacked_sources_match_reference(mode):
     mu_1, cov_1 = ref_source(first)
     src_kernel = lambda A, B: matern52(A, B, SRC_LS, SRC_OS)  # noqa: E731
     mu_2, cov_2 = deltabo_posterior(
-        mu_1, cov_1, src_kernel, second.X, second.Y.squeeze(-1), second.Yvar.squeeze(-1), "diagonal"
+        mu_1,
+        cov_1,
+        src_kernel,
+        second.X,
+        second.Y.squeeze(-1),
+        second.Yvar.squeeze(-1),
+        "diagonal",
     )
     ref_mean, ref_cov = deltabo_posterior(
-        mu_2, cov_2, ref_delta_kernel, X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64), mode
+        mu_2,
+        cov_2,
+        ref_delta_kernel,
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
+        mode,
     )
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(2, 3, 2, dtype=F64))
 
@@ -205,14 +269,24 @@ def test_no_target_data_gives_source_posterior_plus_delta_prior():
     model = make_model(source, X, Y)
     mu_g, cov_g = ref_source(source)
     assert_posterior_matches(
-        model, mu_g, lambda A, B: cov_g(A, B) + ref_delta_kernel(A, B), torch.rand(2, 3, 2, dtype=F64)
+        model,
+        mu_g,
+        lambda A, B: cov_g(A, B) + ref_delta_kernel(A, B),
+        torch.rand(2, 3, 2, dtype=F64),
     )
     # ... and conditioning from there equals building the model with that data
     X_new, Y_new = make_target(n=4)
-    conditioned = model.condition_on_observations(X_new, Y_new, noise=torch.full_like(Y_new, TARGET_NOISE))
+    conditioned = model.condition_on_observations(
+        X_new, Y_new, noise=torch.full_like(Y_new, TARGET_NOISE)
+    )
     direct = make_model(source, X_new, Y_new)
     X_test = torch.rand(4, 2, dtype=F64)
-    torch.testing.assert_close(conditioned.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        conditioned.posterior(X_test).mean,
+        direct.posterior(X_test).mean,
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
 def test_fitted_model_source_with_transforms_matches_its_posterior():
@@ -220,45 +294,86 @@ def test_fitted_model_source_with_transforms_matches_its_posterior():
     # source posterior must equal that model's own posterior.
     task = make_source()
     gp = SingleTaskGP(
-        task.X * 4 - 2, task.Y * 3 + 1, covar_module=source_kernel(),
-        input_transform=Normalize(2), outcome_transform=Standardize(1),
+        task.X * 4 - 2,
+        task.Y * 3 + 1,
+        covar_module=source_kernel(),
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(1),
     )
     gp.likelihood.noise = torch.tensor(0.01, dtype=F64)
     gp.eval()
     X, Y = make_target()
     X, Y = X * 4 - 2, Y * 3 + 1
-    model = DeltaBOModel(X, Y, source=gp, train_Yvar=torch.full_like(Y, TARGET_NOISE), delta_covar_module=delta_kernel())
+    model = DeltaBOModel(
+        X,
+        Y,
+        source=gp,
+        train_Yvar=torch.full_like(Y, TARGET_NOISE),
+        delta_covar_module=delta_kernel(),
+    )
 
     def src_mean(A):
         return gp.posterior(A).mean.squeeze(-1)
 
     def src_cov(A, B):
         joint = gp.posterior(torch.cat([A, B], -2)).distribution.covariance_matrix
-        return joint[..., : A.shape[-2], A.shape[-2]:]
+        return joint[..., : A.shape[-2], A.shape[-2] :]
 
     delta = lambda A, B: rbf(A, B, DELTA_LS, DELTA_OS)  # noqa: E731
     ref_mean, ref_cov = deltabo_posterior(
-        src_mean, src_cov, delta, X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64), "diagonal"
+        src_mean,
+        src_cov,
+        delta,
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
+        "diagonal",
     )
     X_test = torch.rand(4, 2, dtype=F64) * 4 - 2
     post = model.posterior(X_test)
-    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test), rtol=1e-7, atol=1e-9)
-    torch.testing.assert_close(post.distribution.covariance_matrix, ref_cov(X_test, X_test), rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(
+        post.mean.squeeze(-1), ref_mean(X_test), rtol=1e-7, atol=1e-9
+    )
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix,
+        ref_cov(X_test, X_test),
+        rtol=1e-7,
+        atol=1e-9,
+    )
 
 
 def test_any_botorch_model_can_be_the_source():
     # A model that is not an exact GP (here a ModelListGP) is used through its own
     # posterior; it must give the same DeltaBO posterior as the cached exact path.
     task = make_source()
-    gp = SingleTaskGP(task.X, task.Y, task.Yvar, covar_module=source_kernel(), outcome_transform=None)
+    gp = SingleTaskGP(
+        task.X, task.Y, task.Yvar, covar_module=source_kernel(), outcome_transform=None
+    )
     X, Y = make_target()
-    cached = DeltaBOModel(X, Y, source=gp, train_Yvar=torch.full_like(Y, TARGET_NOISE), delta_covar_module=delta_kernel())
-    generic = DeltaBOModel(X, Y, source=ModelListGP(gp), train_Yvar=torch.full_like(Y, TARGET_NOISE), delta_covar_module=delta_kernel())
+    cached = DeltaBOModel(
+        X,
+        Y,
+        source=gp,
+        train_Yvar=torch.full_like(Y, TARGET_NOISE),
+        delta_covar_module=delta_kernel(),
+    )
+    generic = DeltaBOModel(
+        X,
+        Y,
+        source=ModelListGP(gp),
+        train_Yvar=torch.full_like(Y, TARGET_NOISE),
+        delta_covar_module=delta_kernel(),
+    )
     assert isinstance(generic.source_posterior, ModelSourcePosterior)
     assert isinstance(cached.source_posterior, GPSourcePosterior)
     X_test = torch.rand(2, 3, 2, dtype=F64)
-    for mode_post in (lambda m: m.posterior(X_test).mean, lambda m: m.posterior(X_test).distribution.covariance_matrix):
-        torch.testing.assert_close(mode_post(generic), mode_post(cached), rtol=1e-7, atol=1e-9)
+    for mode_post in (
+        lambda m: m.posterior(X_test).mean,
+        lambda m: m.posterior(X_test).distribution.covariance_matrix,
+    ):
+        torch.testing.assert_close(
+            mode_post(generic), mode_post(cached), rtol=1e-7, atol=1e-9
+        )
 
 
 def test_shared_outcome_transform_matches_reference_in_user_units():
@@ -270,14 +385,24 @@ def test_shared_outcome_transform_matches_reference_in_user_units():
     scaled = TaskData(source.X, (source.Y - o) / s, source.Yvar / s**2)
     mu_g, cov_g = ref_source(scaled)
     ref_mean, ref_cov = deltabo_posterior(
-        mu_g, cov_g, ref_delta_kernel, X, ((Y - o) / s).squeeze(-1),
-        torch.full((7,), TARGET_NOISE, dtype=F64) / s**2, "diagonal",
+        mu_g,
+        cov_g,
+        ref_delta_kernel,
+        X,
+        ((Y - o) / s).squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64) / s**2,
+        "diagonal",
     )
     X_test = torch.rand(4, 2, dtype=F64)
     post = model.posterior(X_test)
-    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test) * s + o, rtol=RTOL, atol=ATOL)
     torch.testing.assert_close(
-        post.distribution.covariance_matrix, ref_cov(X_test, X_test) * s**2, rtol=RTOL, atol=ATOL
+        post.mean.squeeze(-1), ref_mean(X_test) * s + o, rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix,
+        ref_cov(X_test, X_test) * s**2,
+        rtol=RTOL,
+        atol=ATOL,
     )
 
 
@@ -289,8 +414,14 @@ def test_low_rank_source_is_close_to_exact_and_cheaper():
         approx = make_model(source, X, Y, source_max_rank=150)
     assert approx.source_posterior.rank == 150 < exact.source_posterior.rank == 400
     X_test = torch.rand(50, 1, 2, dtype=F64)
-    err_mean = (approx.posterior(X_test).mean - exact.posterior(X_test).mean).abs().max()
-    err_var = (approx.posterior(X_test).variance - exact.posterior(X_test).variance).abs().max()
+    err_mean = (
+        (approx.posterior(X_test).mean - exact.posterior(X_test).mean).abs().max()
+    )
+    err_var = (
+        (approx.posterior(X_test).variance - exact.posterior(X_test).variance)
+        .abs()
+        .max()
+    )
     # the neglected prior variance is ~5e-4 of the largest; errors are of that order
     assert err_mean < 2e-3 and err_var < 2e-3
 
@@ -305,14 +436,22 @@ def test_batched_training_data_fits_one_model_per_batch():
     assert model.delta_covar_module.outputscale.shape == (2,)
     # batch b of the model equals a model fitted on batch b's data with those hyperparameters
     single = DeltaBOModel(X[1], Y[1], source=model.frozen_source())
-    single.delta_covar_module.outputscale = model.delta_covar_module.outputscale[1].detach()
-    single.delta_covar_module.base_kernel.lengthscale = model.delta_covar_module.base_kernel.lengthscale[1].detach()
+    single.delta_covar_module.outputscale = model.delta_covar_module.outputscale[
+        1
+    ].detach()
+    single.delta_covar_module.base_kernel.lengthscale = (
+        model.delta_covar_module.base_kernel.lengthscale[1].detach()
+    )
     single.likelihood.second_noise = model.likelihood.second_noise[1].detach()
     X_test = torch.rand(4, 2, dtype=F64)
     batched = model.posterior(X_test.expand(2, 4, 2))
     assert batched.mean.shape == (2, 4, 1)
-    torch.testing.assert_close(batched.mean[1], single.posterior(X_test).mean, rtol=1e-8, atol=1e-10)
-    torch.testing.assert_close(batched.variance[1], single.posterior(X_test).variance, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(
+        batched.mean[1], single.posterior(X_test).mean, rtol=1e-8, atol=1e-10
+    )
+    torch.testing.assert_close(
+        batched.variance[1], single.posterior(X_test).variance, rtol=1e-8, atol=1e-10
+    )
 
 
 def test_float32_agrees_with_float64():
@@ -320,22 +459,54 @@ def test_float32_agrees_with_float64():
     m64 = make_model(src64, X64, Y64)
     m32 = make_model(src64.to(torch.float32), X64.float(), Y64.float())
     X_test = torch.rand(6, 2, dtype=F64)
-    torch.testing.assert_close(m32.posterior(X_test.float()).mean.double(), m64.posterior(X_test).mean, rtol=1e-3, atol=1e-4)
-    torch.testing.assert_close(m32.posterior(X_test.float()).variance.double(), m64.posterior(X_test).variance, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(
+        m32.posterior(X_test.float()).mean.double(),
+        m64.posterior(X_test).mean,
+        rtol=1e-3,
+        atol=1e-4,
+    )
+    torch.testing.assert_close(
+        m32.posterior(X_test.float()).variance.double(),
+        m64.posterior(X_test).variance,
+        rtol=1e-3,
+        atol=1e-4,
+    )
 
 
 @pytest.mark.parametrize("mode", ["diagonal", "full"])
 def test_condition_on_observations_equals_refit_free_rebuild(mode):
     source = make_source()
     X, Y = make_target(n=9)
-    model = make_model(source, X[:6], Y[:6], mode=mode, input_transform=Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)))
-    cond = model.condition_on_observations(X[6:], Y[6:], noise=torch.full_like(Y[6:], TARGET_NOISE))
-    direct = make_model(source, X, Y, mode=mode, input_transform=Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)))
+    model = make_model(
+        source,
+        X[:6],
+        Y[:6],
+        mode=mode,
+        input_transform=Normalize(
+            2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
+        ),
+    )
+    cond = model.condition_on_observations(
+        X[6:], Y[6:], noise=torch.full_like(Y[6:], TARGET_NOISE)
+    )
+    direct = make_model(
+        source,
+        X,
+        Y,
+        mode=mode,
+        input_transform=Normalize(
+            2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
+        ),
+    )
     X_test = torch.rand(3, 2, 2, dtype=F64)
-    torch.testing.assert_close(cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        cond.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL
+    )
     torch.testing.assert_close(
         cond.posterior(X_test).distribution.covariance_matrix,
-        direct.posterior(X_test).distribution.covariance_matrix, rtol=RTOL, atol=ATOL,
+        direct.posterior(X_test).distribution.covariance_matrix,
+        rtol=RTOL,
+        atol=ATOL,
     )
     # the original model is unchanged
     assert model.num_train == 6
@@ -349,12 +520,19 @@ def test_fantasize_uses_target_noise_and_source_mean():
     fantasy = model.fantasize(X_f, SobolQMCNormalSampler(torch.Size([4])))
     # the fantasized points carry the target noise plus the source variance (diagonal mode)
     src_var = model.source_posterior.variance(X_f)
-    torch.testing.assert_close(fantasy.likelihood.noise[..., -1], (TARGET_NOISE + src_var).expand(4), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        fantasy.likelihood.noise[..., -1],
+        (TARGET_NOISE + src_var).expand(4),
+        rtol=RTOL,
+        atol=ATOL,
+    )
     # their residual targets are the fantasized y minus the source mean
     post = model.posterior(X_f, observation_noise=True)
     assert fantasy.train_targets.shape == (4, 8)
     y_f = fantasy.train_targets[:, -1] + model.source_posterior.mean(X_f)
-    assert ((y_f - post.mean.squeeze()).abs() < 6 * post.variance.sqrt().squeeze()).all()
+    assert (
+        (y_f - post.mean.squeeze()).abs() < 6 * post.variance.sqrt().squeeze()
+    ).all()
 
 
 def test_fit_touches_only_delta_kernel_and_target_noise():
@@ -381,12 +559,26 @@ def test_deltabo_model_as_source_of_another(mode):
     X, Y = make_target()
     first = make_model(source, X, Y, mode=mode, outcome_transform=Standardize(1))
     X2, Y2 = make_target(n=5, seed=9)
-    second = DeltaBOModel(X2, Y2, source=first, train_Yvar=torch.full_like(Y2, TARGET_NOISE), delta_covar_module=delta_kernel())
+    second = DeltaBOModel(
+        X2,
+        Y2,
+        source=first,
+        train_Yvar=torch.full_like(Y2, TARGET_NOISE),
+        delta_covar_module=delta_kernel(),
+    )
     X_test = torch.rand(3, 2, dtype=F64)
     post_first = first.posterior(X_test)
-    torch.testing.assert_close(second.source_posterior.mean(X_test), post_first.mean.squeeze(-1), rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(
-        second.source_posterior.covariance(X_test), post_first.distribution.covariance_matrix, rtol=1e-8, atol=1e-10
+        second.source_posterior.mean(X_test),
+        post_first.mean.squeeze(-1),
+        rtol=1e-9,
+        atol=1e-10,
+    )
+    torch.testing.assert_close(
+        second.source_posterior.covariance(X_test),
+        post_first.distribution.covariance_matrix,
+        rtol=1e-8,
+        atol=1e-10,
     )
 
 
@@ -400,25 +592,50 @@ def test_rebuild_on_frozen_source_reuses_it_exactly(transforms):
     X_test = torch.rand(6, 2, dtype=F64)
     # same source posterior (user units), whatever the models' own transforms
     torch.testing.assert_close(
-        rebuilt.source_posterior.mean(X_test) * rebuilt.output_scale + rebuilt.output_offset,
+        rebuilt.source_posterior.mean(X_test) * rebuilt.output_scale
+        + rebuilt.output_offset,
         model.source_posterior.mean(X_test) * model.output_scale + model.output_offset,
-        rtol=1e-12, atol=1e-12,
+        rtol=1e-12,
+        atol=1e-12,
     )
     if not transforms:
         direct = make_model(model.frozen_source(), X, Y)
-        torch.testing.assert_close(direct.posterior(X_test).mean, model.posterior(X_test).mean, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            direct.posterior(X_test).mean,
+            model.posterior(X_test).mean,
+            rtol=1e-12,
+            atol=1e-12,
+        )
 
 
 def test_construct_inputs_builds_the_model():
     source = make_source()
     X, Y = make_target()
-    dataset = SupervisedDataset(X, Y, Yvar=torch.full_like(Y, TARGET_NOISE), feature_names=["a", "b"], outcome_names=["y"])
-    inputs = DeltaBOModel.construct_inputs(dataset, source=source, residual_covariance="full")
+    dataset = SupervisedDataset(
+        X,
+        Y,
+        Yvar=torch.full_like(Y, TARGET_NOISE),
+        feature_names=["a", "b"],
+        outcome_names=["y"],
+    )
+    inputs = DeltaBOModel.construct_inputs(
+        dataset, source=source, residual_covariance="full"
+    )
     assert inputs["source"] is source and inputs["residual_covariance"] == "full"
-    model = DeltaBOModel(**inputs, source_covar_module=source_kernel(), delta_covar_module=delta_kernel(), fit_source=False)
+    model = DeltaBOModel(
+        **inputs,
+        source_covar_module=source_kernel(),
+        delta_covar_module=delta_kernel(),
+        fit_source=False,
+    )
     direct = make_model(source, X, Y, mode="full")
     X_test = torch.rand(3, 2, dtype=F64)
-    torch.testing.assert_close(model.posterior(X_test).mean, direct.posterior(X_test).mean, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        model.posterior(X_test).mean,
+        direct.posterior(X_test).mean,
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
 def test_pathwise_sampling_is_refused_not_silently_wrong():
@@ -433,15 +650,26 @@ def test_pathwise_sampling_is_refused_not_silently_wrong():
 def test_bad_inputs_are_rejected_clearly():
     source = make_source()
     X, Y = make_target()
-    with pytest.raises(ValueError, match=r"`source\[0\]` has input dimension d=3 but `train_X` has d=2"):
-        DeltaBOModel(X, Y, source=TaskData(torch.rand(5, 3, dtype=F64), torch.rand(5, 1, dtype=F64)))
+    with pytest.raises(
+        ValueError, match=r"`source\[0\]` has input dimension d=3 but `train_X` has d=2"
+    ):
+        DeltaBOModel(
+            X,
+            Y,
+            source=TaskData(torch.rand(5, 3, dtype=F64), torch.rand(5, 1, dtype=F64)),
+        )
     with pytest.raises(ValueError, match="`Y` contains NaN"):
-        DeltaBOModel(X, Y, source=TaskData(source.X, torch.full_like(source.Y, float("nan"))))
+        DeltaBOModel(
+            X, Y, source=TaskData(source.X, torch.full_like(source.Y, float("nan")))
+        )
     with pytest.raises(ValueError, match="`train_Yvar` must be non-negative"):
         DeltaBOModel(X, Y, source=source, train_Yvar=-torch.ones_like(Y))
     with pytest.raises(ValueError, match="`train_Y` must have shape"):
         DeltaBOModel(X, Y.squeeze(-1), source=source)
-    with pytest.raises(TypeError, match="`train_Y` has dtype torch.float32 but `train_X` has torch.float64"):
+    with pytest.raises(
+        TypeError,
+        match="`train_Y` has dtype torch.float32 but `train_X` has torch.float64",
+    ):
         DeltaBOModel(X, Y.float(), source=source)
     with pytest.raises(TypeError, match=r"`source\[0\]` has dtype torch.float32"):
         DeltaBOModel(X, Y, source=source.to(torch.float32))

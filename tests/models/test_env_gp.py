@@ -28,7 +28,14 @@ def kernel_ref(A, B):
 
 def make_env(source, X, Y, **kwargs):
     kwargs.setdefault("train_Yvar", torch.full_like(Y, TARGET_NOISE))
-    return EnvGP(X, Y, source=source, covar_module=delta_kernel(), mean_module=ZeroMean(), **kwargs)
+    return EnvGP(
+        X,
+        Y,
+        source=source,
+        covar_module=delta_kernel(),
+        mean_module=ZeroMean(),
+        **kwargs,
+    )
 
 
 def test_posterior_matches_eq5_with_fixed_stretch():
@@ -36,8 +43,13 @@ def test_posterior_matches_eq5_with_fixed_stretch():
     X, Y = make_target()
     model = make_env(source, X, Y, source_noise=0.05)
     ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref, source.X, source.Y.squeeze(-1), torch.full((40,), 0.05, dtype=F64),
-        X, Y.squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64),
+        kernel_ref,
+        source.X,
+        source.Y.squeeze(-1),
+        torch.full((40,), 0.05, dtype=F64),
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
     )
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
 
@@ -53,12 +65,20 @@ def test_learned_stretch_sits_on_top_of_source_noise_per_task():
     noise.learned[2].noise = torch.tensor(0.007, dtype=F64)  # target sigma_a^2
     sigma_s2 = torch.cat([first.Yvar.squeeze(-1) + 0.2, second.Yvar.squeeze(-1) + 0.5])
     ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref, torch.cat([first.X, second.X]), torch.cat([first.Y, second.Y]).squeeze(-1), sigma_s2,
-        X, Y.squeeze(-1), torch.full((7,), 0.007, dtype=F64),
+        kernel_ref,
+        torch.cat([first.X, second.X]),
+        torch.cat([first.Y, second.Y]).squeeze(-1),
+        sigma_s2,
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), 0.007, dtype=F64),
     )
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(2, 3, 2, dtype=F64))
     # the per-point training noise is exactly [sigma_s^2; sigma_a^2]
-    torch.testing.assert_close(model.likelihood.noise, torch.cat([sigma_s2, torch.full((7,), 0.007, dtype=F64)]))
+    torch.testing.assert_close(
+        model.likelihood.noise,
+        torch.cat([sigma_s2, torch.full((7,), 0.007, dtype=F64)]),
+    )
 
 
 def test_no_target_data_and_standardize():
@@ -66,7 +86,13 @@ def test_no_target_data_and_standardize():
     X, Y = make_target(n=0)
     model = make_env(source, X, Y, source_noise=0.05)
     ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref, source.X, source.Y.squeeze(-1), torch.full((40,), 0.05, dtype=F64), X, Y.squeeze(-1), Y.squeeze(-1)
+        kernel_ref,
+        source.X,
+        source.Y.squeeze(-1),
+        torch.full((40,), 0.05, dtype=F64),
+        X,
+        Y.squeeze(-1),
+        Y.squeeze(-1),
     )
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(4, 2, dtype=F64))
     # Standardize: one map fitted on source and target outcomes, applied to both
@@ -75,26 +101,48 @@ def test_no_target_data_and_standardize():
     pooled = torch.cat([source.Y, Y])
     o, s = pooled.mean(), pooled.std()
     ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref, source.X, ((source.Y - o) / s).squeeze(-1), torch.full((40,), 0.05, dtype=F64) / s**2,
-        X, ((Y - o) / s).squeeze(-1), torch.full((7,), TARGET_NOISE, dtype=F64) / s**2,
+        kernel_ref,
+        source.X,
+        ((source.Y - o) / s).squeeze(-1),
+        torch.full((40,), 0.05, dtype=F64) / s**2,
+        X,
+        ((Y - o) / s).squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64) / s**2,
     )
     X_test = torch.rand(4, 2, dtype=F64)
     post = model.posterior(X_test)
-    torch.testing.assert_close(post.mean.squeeze(-1), ref_mean(X_test) * s + o, rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(post.distribution.covariance_matrix, ref_cov(X_test, X_test) * s**2, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        post.mean.squeeze(-1), ref_mean(X_test) * s + o, rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix,
+        ref_cov(X_test, X_test) * s**2,
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
 def test_fit_stretches_envelope_for_a_dissimilar_source():
     # identical source: little stretch; a shifted source needs a wider envelope
     X, Y = make_target(n=15)
-    similar = make_source(n=30, fn=lambda Z: torch.sin(5 * Z[..., :1]) + torch.cos(4 * Z[..., 1:]) + 0.3 * Z[..., :1] - 0.2)
+    similar = make_source(
+        n=30,
+        fn=lambda Z: (
+            torch.sin(5 * Z[..., :1])
+            + torch.cos(4 * Z[..., 1:])
+            + 0.3 * Z[..., :1]
+            - 0.2
+        ),
+    )
     different = make_source(n=30, fn=lambda Z: -torch.sin(5 * Z[..., :1]) + 1.5)
     stretches = []
     for source in (similar, different):
         model = EnvGP(X, Y, source=source, train_Yvar=torch.full_like(Y, TARGET_NOISE))
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         sigma_s2 = model.likelihood.noise[: source.n]
-        assert (sigma_s2 >= source.Yvar.squeeze(-1)).all()  # never below the source's own noise
+        assert (
+            sigma_s2 >= source.Yvar.squeeze(-1)
+        ).all()  # never below the source's own noise
         stretches.append(model.likelihood.noise_covar.learned[0].noise.item())
     assert stretches[1] > 10 * stretches[0]
 
@@ -103,13 +151,24 @@ def test_with_identical_source_noise_equals_pooled_singletaskgp():
     # EnvGP with sigma_s^2 = sigma_a^2 is a plain GP on the pooled data
     source = make_source()
     X, Y = make_target()
-    model = make_env(source, X, Y, source_noise=0.01, train_Yvar=torch.full_like(Y, 0.01))
+    model = make_env(
+        source, X, Y, source_noise=0.01, train_Yvar=torch.full_like(Y, 0.01)
+    )
     pooled = SingleTaskGP(
-        torch.cat([source.X, X]), torch.cat([source.Y, Y]), torch.full((47, 1), 0.01, dtype=F64),
-        covar_module=delta_kernel(), mean_module=ZeroMean(), outcome_transform=None,
+        torch.cat([source.X, X]),
+        torch.cat([source.Y, Y]),
+        torch.full((47, 1), 0.01, dtype=F64),
+        covar_module=delta_kernel(),
+        mean_module=ZeroMean(),
+        outcome_transform=None,
     )
     X_test = torch.rand(5, 2, dtype=F64)
-    torch.testing.assert_close(model.posterior(X_test).mean, pooled.posterior(X_test).mean, rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(
+        model.posterior(X_test).mean,
+        pooled.posterior(X_test).mean,
+        rtol=1e-9,
+        atol=1e-10,
+    )
 
 
 def test_bad_inputs():
@@ -124,6 +183,10 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match=r"`source\[0\]` must be a TaskData"):
         EnvGP(X, Y, source=SingleTaskGP(source.X, source.Y))
     with pytest.raises(ValueError, match=r"`source\[0\]` has input dimension d=3"):
-        EnvGP(X, Y, source=TaskData(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64)))
+        EnvGP(
+            X,
+            Y,
+            source=TaskData(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64)),
+        )
     with pytest.raises(ValueError, match="`train_Y` must have shape"):
         EnvGP(X, Y.squeeze(-1), source=source)

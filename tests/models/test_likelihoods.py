@@ -26,9 +26,14 @@ def test_target_likelihood_is_botorchs_default():
     assert isinstance(learned, GaussianLikelihood)
     assert learned.noise_covar.raw_noise.shape == reference.noise_covar.raw_noise.shape
     torch.testing.assert_close(learned.noise.double(), reference.noise.double())
-    assert type(learned.noise_covar.noise_prior) is type(reference.noise_covar.noise_prior)
+    assert type(learned.noise_covar.noise_prior) is type(
+        reference.noise_covar.noise_prior
+    )
     known = target_likelihood(X, known_noise=True, per_point_noise=False)
-    assert isinstance(known, FixedNoiseGaussianLikelihood) and known.second_noise_covar is None
+    assert (
+        isinstance(known, FixedNoiseGaussianLikelihood)
+        and known.second_noise_covar is None
+    )
     both = target_likelihood(X, known_noise=False, per_point_noise=True)
     assert isinstance(both, FixedNoiseGaussianLikelihood)
     assert both.second_noise_covar.noise_prior is not None  # learned level on top
@@ -39,12 +44,18 @@ def test_learned_noise_without_prior_starts_at_initial_value():
     level = learned_noise(torch.Size(), prior=False, initial_value=0.3)
     assert not list(level.named_priors())
     torch.testing.assert_close(level.noise.item(), 0.3)
-    torch.testing.assert_close(level.raw_noise_constraint.lower_bound.item(), MIN_INFERRED_NOISE_LEVEL)
+    torch.testing.assert_close(
+        level.raw_noise_constraint.lower_bound.item(), MIN_INFERRED_NOISE_LEVEL
+    )
 
 
 def make_noise():
     # tasks 0 and 1 share slot 0, task 2 (the target) has slot 2, slot 1 is empty
-    levels = [learned_noise(torch.Size(), prior=False), None, learned_noise(torch.Size())]
+    levels = [
+        learned_noise(torch.Size(), prior=False),
+        None,
+        learned_noise(torch.Size()),
+    ]
     noise = TaskIndexedNoise(levels, task_level=[0, 0, 2]).double()
     noise.learned[0].noise = torch.tensor(0.5, dtype=F64)
     noise.learned[2].noise = torch.tensor(0.01, dtype=F64)
@@ -62,17 +73,23 @@ def test_noise_is_fixed_part_plus_the_level_of_each_points_task():
     # a new point (row -1) has no fixed part, whatever the number of points
     new = torch.tensor([[2, -1]] * 4)
     torch.testing.assert_close(noise.noise_at(new), torch.full((4,), 0.01, dtype=F64))
-    torch.testing.assert_close(noise.noise_at(torch.tensor([[0, -1]])), torch.tensor([0.5], dtype=F64))
+    torch.testing.assert_close(
+        noise.noise_at(torch.tensor([[0, -1]])), torch.tensor([0.5], dtype=F64)
+    )
 
 
 def test_likelihood_reads_the_index_from_the_inputs_both_ways():
     noise = make_noise()
     likelihood = TaskIndexedGaussianLikelihood(noise)
-    index = noise.set_training_points(torch.tensor([0, 2]), torch.tensor([0.1, 0.0], dtype=F64))
+    index = noise.set_training_points(
+        torch.tensor([0, 2]), torch.tensor([0.1, 0.0], dtype=F64)
+    )
     X = torch.rand(2, 1, dtype=F64)
     mvn = MultivariateNormal(torch.zeros(2, dtype=F64), torch.eye(2, dtype=F64))
     unpacked = likelihood(mvn, X, index).covariance_matrix.diagonal()
-    as_list = likelihood(mvn, [X, index]).covariance_matrix.diagonal()  # prediction strategy
+    as_list = likelihood(
+        mvn, [X, index]
+    ).covariance_matrix.diagonal()  # prediction strategy
     torch.testing.assert_close(unpacked, torch.tensor([1.6, 1.01], dtype=F64))
     torch.testing.assert_close(as_list, unpacked)
     torch.testing.assert_close(likelihood.noise, torch.tensor([0.6, 0.01], dtype=F64))

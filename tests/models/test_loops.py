@@ -32,7 +32,9 @@ def f(X):
     return g(X) + 0.3 * X[..., :1] - 0.2
 
 
-F_MAX = f(torch.tensor([[0.3206, 0.0]], dtype=F64)).item()  # sin(5x)+0.3x peaks at x=0.3206
+F_MAX = f(
+    torch.tensor([[0.3206, 0.0]], dtype=F64)
+).item()  # sin(5x)+0.3x peaks at x=0.3206
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,9 @@ def acquisition(name, model, X, Y):
     if name == "qkg":
         return qKnowledgeGradient(model, num_fantasies=4)
     if name == "qmes":
-        return qMaxValueEntropy(model, candidate_set=torch.rand(256, 2, dtype=F64), num_fantasies=4)
+        return qMaxValueEntropy(
+            model, candidate_set=torch.rand(256, 2, dtype=F64), num_fantasies=4
+        )
     raise ValueError(name)
 
 
@@ -103,7 +107,9 @@ def test_bo_loop_with_acquisition(kind, source_data, source_model, name):
 
 
 @pytest.mark.parametrize("kind", MODELS)
-def test_ucb_loop_from_zero_target_points_finds_optimum(kind, source_data, source_model):
+def test_ucb_loop_from_zero_target_points_finds_optimum(
+    kind, source_data, source_model
+):
     # T=0: the first query comes from the source data alone (the transfer).
     X, Y = run_loop(kind, source_data, source_model, "ucb", n_init=0)
     assert F_MAX - Y.max() < 0.05
@@ -111,12 +117,16 @@ def test_ucb_loop_from_zero_target_points_finds_optimum(kind, source_data, sourc
 
 @pytest.mark.parametrize("kind", MODELS)
 def test_discrete_loop_q2_on_grid(kind, source_data, source_model):
-    grid = torch.stack(torch.meshgrid(*[torch.linspace(0, 1, 25, dtype=F64)] * 2, indexing="ij"), -1).reshape(-1, 2)
+    grid = torch.stack(
+        torch.meshgrid(*[torch.linspace(0, 1, 25, dtype=F64)] * 2, indexing="ij"), -1
+    ).reshape(-1, 2)
     X, Y = grid[[0, 300]], f(grid[[0, 300]])
     for t in range(1, 11):
         model = build(kind, X, Y, source_data, source_model)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        acqf = qUpperConfidenceBound(model, beta=beta_t(t, domain_size=grid.shape[0], rho=0.1))
+        acqf = qUpperConfidenceBound(
+            model, beta=beta_t(t, domain_size=grid.shape[0], rho=0.1)
+        )
         candidates, _ = optimize_acqf_discrete(acqf, q=2, choices=grid)
         assert candidates.shape == (2, 2)
         assert all((grid == c).all(-1).any() for c in candidates)  # on the grid

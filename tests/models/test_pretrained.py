@@ -27,27 +27,50 @@ def target(X):
 
 def data(n=6, dtype=F64, device="cpu", batch=()):
     gen = torch.Generator().manual_seed(11)
-    X = torch.rand(*batch, n, 2, generator=gen, dtype=F64) * torch.tensor([2.0, 5.0], dtype=F64) - torch.tensor([1.0, 0.0], dtype=F64)
+    X = torch.rand(*batch, n, 2, generator=gen, dtype=F64) * torch.tensor(
+        [2.0, 5.0], dtype=F64
+    ) - torch.tensor([1.0, 0.0], dtype=F64)
     return X.to(device=device, dtype=dtype), target(X).to(device=device, dtype=dtype)
 
 
-@pytest.mark.parametrize("mean, kernel, known_noise", [
-    ("mlp", "matern52_on_features", False), ("constant", "matern52", False), ("mlp", "matern52_on_features", True),
-])
+@pytest.mark.parametrize(
+    "mean, kernel, known_noise",
+    [
+        ("mlp", "matern52_on_features", False),
+        ("constant", "matern52", False),
+        ("mlp", "matern52_on_features", True),
+    ],
+)
 def test_posterior_equals_reference(mean, kernel, known_noise):
     prior = make_prior(mean, kernel)
     X, Y = data()
-    Yvar = torch.linspace(0.01, 0.05, X.shape[0], dtype=F64).unsqueeze(-1) if known_noise else None
+    Yvar = (
+        torch.linspace(0.01, 0.05, X.shape[0], dtype=F64).unsqueeze(-1)
+        if known_noise
+        else None
+    )
     model = PretrainedPriorGP(X, Y, prior=prior, train_Yvar=Yvar)
     X_test = torch.rand(5, 2, dtype=F64) * 3 - 1
     post = model.posterior(X_test)
     p = ref.prior_parts(prior)
-    m, S = ref.posterior(p, X.numpy(), Y[:, 0].numpy(), X_test.numpy(), None if Yvar is None else Yvar[:, 0].numpy())
-    np.testing.assert_allclose(post.mean[:, 0].detach().numpy(), m, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(post.distribution.covariance_matrix.detach().numpy(), S, rtol=1e-8, atol=1e-10)
+    m, S = ref.posterior(
+        p,
+        X.numpy(),
+        Y[:, 0].numpy(),
+        X_test.numpy(),
+        None if Yvar is None else Yvar[:, 0].numpy(),
+    )
+    np.testing.assert_allclose(
+        post.mean[:, 0].detach().numpy(), m, rtol=1e-8, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        post.distribution.covariance_matrix.detach().numpy(), S, rtol=1e-8, atol=1e-10
+    )
     # observation noise at X is the prior's noise (also when the training noise was given)
     noisy = model.posterior(X_test, observation_noise=True)
-    np.testing.assert_allclose((noisy.variance - post.variance).detach().numpy(), p["noise"], rtol=1e-10)
+    np.testing.assert_allclose(
+        (noisy.variance - post.variance).detach().numpy(), p["noise"], rtol=1e-10
+    )
 
 
 def test_zero_target_points_is_the_prior():
@@ -57,18 +80,31 @@ def test_zero_target_points_is_the_prior():
     X_test = torch.rand(4, 2, dtype=F64)
     post = model.posterior(X_test)
     p = ref.prior_parts(prior)
-    np.testing.assert_allclose(post.mean[:, 0].detach().numpy(), ref.mean(p, X_test.numpy()), rtol=1e-10)
     np.testing.assert_allclose(
-        post.distribution.covariance_matrix.detach().numpy(), ref.kernel(p, X_test.numpy(), X_test.numpy()), rtol=1e-8
+        post.mean[:, 0].detach().numpy(), ref.mean(p, X_test.numpy()), rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        post.distribution.covariance_matrix.detach().numpy(),
+        ref.kernel(p, X_test.numpy(), X_test.numpy()),
+        rtol=1e-8,
     )
 
 
-@pytest.mark.parametrize("dtype, batch, normalize", list(itertools.product([torch.float32, F64], [(), (2,)], [False, True])))
+@pytest.mark.parametrize(
+    "dtype, batch, normalize",
+    list(itertools.product([torch.float32, F64], [(), (2,)], [False, True])),
+)
 def test_shapes_dtypes_devices(device, dtype, batch, normalize):
     prior = make_prior(dtype=dtype, device=device)
     X, Y = data(dtype=dtype, device=device, batch=batch)
     # an input transform with fixed bounds equal to the identity keeps the prior's units
-    tf = Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=dtype, device=device)) if normalize else None
+    tf = (
+        Normalize(
+            2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=dtype, device=device)
+        )
+        if normalize
+        else None
+    )
     model = PretrainedPriorGP(X, Y, prior=prior, input_transform=tf)
     assert model.batch_shape == torch.Size(batch) and model.num_outputs == 1
     for shape in [(3, 2), (4, 3, 2)] if not batch else [(3, 2), (4, 1, 3, 2)]:
@@ -77,7 +113,9 @@ def test_shapes_dtypes_devices(device, dtype, batch, normalize):
         out_batch = torch.broadcast_shapes(torch.Size(shape[:-2]), model.batch_shape)
         assert post.mean.shape == out_batch + torch.Size([3, 1])
         assert post.mean.dtype == dtype and post.mean.device.type == device.type
-        assert post.distribution.covariance_matrix.shape == out_batch + torch.Size([3, 3])
+        assert post.distribution.covariance_matrix.shape == out_batch + torch.Size(
+            [3, 3]
+        )
 
 
 def test_frozen_by_default_fit_is_a_no_op_and_fine_tune_trains_a_copy():
@@ -97,7 +135,9 @@ def test_frozen_by_default_fit_is_a_no_op_and_fine_tune_trains_a_copy():
     mll.train()
     loss_after = -mll(tuned(*tuned.train_inputs), tuned.train_targets).item()
     assert loss_after < loss_before
-    assert all(torch.equal(v, prior_state[k]) for k, v in prior.state_dict().items())  # the user's prior
+    assert all(
+        torch.equal(v, prior_state[k]) for k, v in prior.state_dict().items()
+    )  # the user's prior
 
 
 def test_condition_on_observations_equals_rebuilding_and_fantasize():
@@ -110,8 +150,15 @@ def test_condition_on_observations_equals_rebuilding_and_fantasize():
     X_test = torch.rand(4, 2, dtype=F64)
     a, b = conditioned.posterior(X_test), rebuilt.posterior(X_test)
     torch.testing.assert_close(a.mean, b.mean, rtol=1e-8, atol=1e-10)
-    torch.testing.assert_close(a.distribution.covariance_matrix, b.distribution.covariance_matrix, rtol=1e-7, atol=1e-10)
-    fantasy = model.fantasize(torch.rand(3, 1, 2, dtype=F64), sampler=SobolQMCNormalSampler(torch.Size([2])))
+    torch.testing.assert_close(
+        a.distribution.covariance_matrix,
+        b.distribution.covariance_matrix,
+        rtol=1e-7,
+        atol=1e-10,
+    )
+    fantasy = model.fantasize(
+        torch.rand(3, 1, 2, dtype=F64), sampler=SobolQMCNormalSampler(torch.Size([2]))
+    )
     assert fantasy.posterior(X_test).mean.shape == torch.Size([2, 3, 4, 1])
 
 
@@ -124,9 +171,13 @@ def test_state_dict_and_pickle_round_trip():
     other = PretrainedPriorGP(X, Y, prior=make_prior(seed=9), fine_tune=True)
     other.load_state_dict(model.state_dict())
     X_test = torch.rand(3, 2, dtype=F64)
-    torch.testing.assert_close(other.posterior(X_test).mean, model.posterior(X_test).mean)
+    torch.testing.assert_close(
+        other.posterior(X_test).mean, model.posterior(X_test).mean
+    )
     again = pickle.loads(pickle.dumps(model))
-    torch.testing.assert_close(again.posterior(X_test).mean, model.posterior(X_test).mean)
+    torch.testing.assert_close(
+        again.posterior(X_test).mean, model.posterior(X_test).mean
+    )
 
 
 def test_bad_inputs():
@@ -137,7 +188,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="outcome_transform"):
         PretrainedPriorGP(X, Y, prior=prior, outcome_transform=Standardize(m=1))
     with pytest.raises(ValueError, match="d=3"):
-        PretrainedPriorGP(torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior=prior)
+        PretrainedPriorGP(
+            torch.rand(4, 3, dtype=F64), torch.rand(4, 1, dtype=F64), prior=prior
+        )
     with pytest.raises(ValueError, match="train_Y"):
         PretrainedPriorGP(X, Y[:, 0], prior=prior)
     with pytest.raises(ValueError, match="NaN"):
@@ -151,11 +204,19 @@ def test_bo_loop_from_a_pretrained_prior(acquisition):
     # related tasks: shifted and scaled copies of the target family
     gen = torch.Generator().manual_seed(0)
     from botorch_transfer.data import TaskData
+
     tasks = []
     for i in range(12):
         X = torch.rand(20, 2, generator=gen, dtype=F64)
         tasks.append(TaskData(X, (1 + 0.1 * i) * target(X * 3 - 1) + 0.05 * i))
-    prior = pretrain_prior(tasks, num_steps=200, lr=0.01, hidden=(16, 16), progress=False, validation_fraction=0)
+    prior = pretrain_prior(
+        tasks,
+        num_steps=200,
+        lr=0.01,
+        hidden=(16, 16),
+        progress=False,
+        validation_fraction=0,
+    )
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
     f = lambda X: target(X * 3 - 1)  # noqa: E731
     X = torch.rand(2, 2, generator=gen, dtype=F64)
@@ -167,11 +228,20 @@ def test_bo_loop_from_a_pretrained_prior(acquisition):
         elif acquisition == "ucb":
             acqf = UpperConfidenceBound(model, beta=2.0)
         else:
-            acqf = qLogNoisyExpectedImprovement(model, X_baseline=X, sampler=SobolQMCNormalSampler(torch.Size([32])))
+            acqf = qLogNoisyExpectedImprovement(
+                model, X_baseline=X, sampler=SobolQMCNormalSampler(torch.Size([32]))
+            )
         x, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=4, raw_samples=64)
         assert x.shape == (1, 2) and ((x >= 0) & (x <= 1)).all()
         X, Y = torch.cat([X, x]), torch.cat([Y, f(x)])
-    grid = torch.stack(torch.meshgrid(torch.linspace(0, 1, 50, dtype=F64), torch.linspace(0, 1, 50, dtype=F64), indexing="ij"), -1).reshape(-1, 2)
+    grid = torch.stack(
+        torch.meshgrid(
+            torch.linspace(0, 1, 50, dtype=F64),
+            torch.linspace(0, 1, 50, dtype=F64),
+            indexing="ij",
+        ),
+        -1,
+    ).reshape(-1, 2)
     assert Y.max().item() > f(grid).max().item() - 0.15
 
 

@@ -10,7 +10,11 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.posteriors.ensemble import EnsemblePosterior
 
-from botorch_transfer import LogPowerSchedule, RandomizedNNEnsemble, randomized_nn_thompson_candidate
+from botorch_transfer import (
+    LogPowerSchedule,
+    RandomizedNNEnsemble,
+    randomized_nn_thompson_candidate,
+)
 
 F64 = torch.float64
 NUM_FEATURES = 12
@@ -34,7 +38,9 @@ class Features(torch.nn.Module):
         super().__init__()
         gen = torch.Generator().manual_seed(123)
         self.register_buffer("omega", 3 * torch.randn(d, num, generator=gen, dtype=F64))
-        self.register_buffer("phase", 2 * math.pi * torch.rand(num, generator=gen, dtype=F64))
+        self.register_buffer(
+            "phase", 2 * math.pi * torch.rand(num, generator=gen, dtype=F64)
+        )
 
     def forward(self, X):
         return torch.cos(X @ self.omega.to(X) + self.phase.to(X))
@@ -45,12 +51,22 @@ def design(model, X):
     written from the parameterization stated in the docstring (weights first, then the bias)."""
     phi = model.feature_map(X)
     scale = model.input_scale / math.sqrt(phi.shape[-1])
-    return torch.cat([scale * phi, torch.full_like(phi[..., :1], model.bias_scale)], dim=-1)
+    return torch.cat(
+        [scale * phi, torch.full_like(phi[..., :1], model.bias_scale)], dim=-1
+    )
 
 
 def linear_model(X, Y, **kwargs):
-    options = dict(hidden=(), feature_map=Features().to(X), optimizer="lbfgs", num_steps=500, seed=3,
-                   num_members=5, input_scale=2.0, bias_scale=0.7)
+    options = dict(
+        hidden=(),
+        feature_map=Features().to(X),
+        optimizer="lbfgs",
+        num_steps=500,
+        seed=3,
+        num_members=5,
+        input_scale=2.0,
+        bias_scale=0.7,
+    )
     return RandomizedNNEnsemble(X, Y, **{**options, **kwargs})
 
 
@@ -68,17 +84,29 @@ def test_parameter_regularizer_equals_ridge_to_prior(device, lam):
     torch.testing.assert_close(model.trained_parameters, expected, atol=1e-6, rtol=0)
     X_test = torch.rand(7, 2, dtype=F64, device=device)
     values = model.posterior(X_test).values  # s x q x 1
-    torch.testing.assert_close(values.squeeze(-1), expected @ design(model, X_test).T, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        values.squeeze(-1), expected @ design(model, X_test).T, atol=1e-6, rtol=0
+    )
 
 
 def test_function_regularizer_equals_closed_form(device):
     X, Y = data(n=6, device=device)  # fewer points than parameters: the anchors matter
-    anchors = torch.rand(200, 2, dtype=F64, device=device)  # enough anchors for a well-posed (cond ~5e5) system
-    model = linear_model(X, Y, regularizer="function", anchors=anchors, lambda_schedule=0.5)
+    anchors = torch.rand(
+        200, 2, dtype=F64, device=device
+    )  # enough anchors for a well-posed (cond ~5e5) system
+    model = linear_model(
+        X, Y, regularizer="function", anchors=anchors, lambda_schedule=0.5
+    )
     # Z = [X; anchors]: argmin (lam/2)||Phi_Z (theta - theta0)||^2 + (1/2)||Phi theta - y||^2
-    Phi, Phi_Z, theta0 = design(model, X), design(model, torch.cat([X, anchors])), model.initial_parameters
+    Phi, Phi_Z, theta0 = (
+        design(model, X),
+        design(model, torch.cat([X, anchors])),
+        model.initial_parameters,
+    )
     M = Phi_Z.T @ Phi_Z
-    expected = torch.linalg.solve(Phi.T @ Phi + 0.5 * M, Phi.T @ Y + 0.5 * M @ theta0.T).T
+    expected = torch.linalg.solve(
+        Phi.T @ Phi + 0.5 * M, Phi.T @ Y + 0.5 * M @ theta0.T
+    ).T
     torch.testing.assert_close(model.trained_parameters, expected, atol=1e-6, rtol=0)
 
 
@@ -86,17 +114,28 @@ def test_transforms_give_ridge_solution_in_user_units():
     X, Y = data()
     lo, hi = torch.tensor([-1.0, 2.0], dtype=F64), torch.tensor([3.0, 5.0], dtype=F64)
     X_raw, Y_raw = lo + (hi - lo) * X, 10 * Y - 4
-    model = linear_model(X_raw, Y_raw, lambda_schedule=0.2, input_transform=Normalize(2, bounds=torch.stack([lo, hi])),
-                         outcome_transform=Standardize(m=1))
+    model = linear_model(
+        X_raw,
+        Y_raw,
+        lambda_schedule=0.2,
+        input_transform=Normalize(2, bounds=torch.stack([lo, hi])),
+        outcome_transform=Standardize(m=1),
+    )
     # reference: ridge-to-prior on the normalized inputs and standardized outcomes
     mu, sd = Y_raw.mean(), Y_raw.std()
     Phi = design(model, X)
-    expected = torch.linalg.solve(Phi.T @ Phi + 0.2 * torch.eye(Phi.shape[-1], dtype=F64),
-                                  Phi.T @ ((Y_raw - mu) / sd) + 0.2 * model.initial_parameters.T).T
+    expected = torch.linalg.solve(
+        Phi.T @ Phi + 0.2 * torch.eye(Phi.shape[-1], dtype=F64),
+        Phi.T @ ((Y_raw - mu) / sd) + 0.2 * model.initial_parameters.T,
+    ).T
     X_test = torch.rand(2, 4, 2, dtype=F64)
     post = model.posterior(lo + (hi - lo) * X_test)
-    torch.testing.assert_close(post.values.squeeze(-1), mu + sd * (design(model, X_test) @ expected.T).movedim(-1, -2),
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        post.values.squeeze(-1),
+        mu + sd * (design(model, X_test) @ expected.T).movedim(-1, -2),
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_cross_entropy_equals_newton_solution():
@@ -106,7 +145,9 @@ def test_cross_entropy_equals_newton_solution():
     # LFBO labels u = 1[y >= tau], tau the empirical (1 - gamma)-quantile
     ys = Y.squeeze(-1).sort().values
     pos = (1 - gamma) * (len(ys) - 1)
-    tau = ys[math.floor(pos)] + (pos - math.floor(pos)) * (ys[math.ceil(pos)] - ys[math.floor(pos)])
+    tau = ys[math.floor(pos)] + (pos - math.floor(pos)) * (
+        ys[math.ceil(pos)] - ys[math.floor(pos)]
+    )
     assert model.tau.item() == pytest.approx(tau.item(), abs=1e-12)
     u = (Y.squeeze(-1) >= tau).to(F64)
     assert torch.equal(model.train_targets, u) and u.sum() == 6
@@ -117,13 +158,17 @@ def test_cross_entropy_equals_newton_solution():
         for _ in range(50):
             p = torch.sigmoid(Phi @ theta)
             grad = Phi.T @ (p - u) + 0.4 * (theta - theta0)
-            hess = Phi.T @ (Phi * (p * (1 - p)).unsqueeze(-1)) + 0.4 * torch.eye(len(theta), dtype=F64)
+            hess = Phi.T @ (Phi * (p * (1 - p)).unsqueeze(-1)) + 0.4 * torch.eye(
+                len(theta), dtype=F64
+            )
             theta = theta - torch.linalg.solve(hess, grad)
         torch.testing.assert_close(theta_model, theta, atol=1e-6, rtol=0)
     # the posterior is the class probability P(y >= tau | x), the learned acquisition
     X_test = torch.rand(5, 2, dtype=F64)
     expected = torch.sigmoid(design(model, X_test) @ model.trained_parameters.T).T
-    torch.testing.assert_close(model.posterior(X_test).values.squeeze(-1), expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        model.posterior(X_test).values.squeeze(-1), expected, atol=1e-12, rtol=0
+    )
 
 
 def test_lambda_schedule():
@@ -132,8 +177,15 @@ def test_lambda_schedule():
     assert schedule(10) == pytest.approx(0.5 * math.log(10 + math.e) ** 2)
     assert LogPowerSchedule().q > 1  # Theorem 4.2 needs q > 1
     X, Y = data(n=8)
-    assert RandomizedNNEnsemble(X, Y, num_members=1, num_steps=1, lambda_schedule=schedule).lambda_t == schedule(8)
-    assert RandomizedNNEnsemble(X, Y, num_members=1, num_steps=1, lambda_schedule=lambda t: t + 1.0).lambda_t == 9.0
+    assert RandomizedNNEnsemble(
+        X, Y, num_members=1, num_steps=1, lambda_schedule=schedule
+    ).lambda_t == schedule(8)
+    assert (
+        RandomizedNNEnsemble(
+            X, Y, num_members=1, num_steps=1, lambda_schedule=lambda t: t + 1.0
+        ).lambda_t
+        == 9.0
+    )
     with pytest.raises(ValueError, match="`c` must be"):
         LogPowerSchedule(c=0.0)
 
@@ -142,35 +194,55 @@ def test_lambda_schedule():
 def test_without_data_members_are_prior_draws(device):
     X, Y = data(n=0, device=device)
     model = linear_model(X, Y, num_members=4000, seed=0)
-    assert torch.equal(model.trained_parameters, model.initial_parameters)  # theta_0 minimizes eq. 10
+    assert torch.equal(
+        model.trained_parameters, model.initial_parameters
+    )  # theta_0 minimizes eq. 10
     X_test = torch.rand(6, 2, dtype=F64, device=device)
     values = model.posterior(X_test).values.squeeze(-1)
     # prior: theta ~ N(0, I) so Var g(x) = |design(x)|^2
     prior_var = design(model, X_test).pow(2).sum(-1)
     # 4000 draws: the sample variance has relative sd sqrt(2 / 4000) = 2.2%
     torch.testing.assert_close(values.var(0), prior_var, rtol=0.08, atol=0)
-    torch.testing.assert_close(values.mean(0), torch.zeros_like(prior_var), atol=4 * (prior_var / 4000).sqrt().max().item(), rtol=0)
+    torch.testing.assert_close(
+        values.mean(0),
+        torch.zeros_like(prior_var),
+        atol=4 * (prior_var / 4000).sqrt().max().item(),
+        rtol=0,
+    )
 
 
 def test_mlp_forward_matches_torch_nn():
     r"""The NTK parameterization of the docstring, checked against plain torch.nn layers."""
     X, Y = data(n=0)
-    model = RandomizedNNEnsemble(X, Y, num_members=3, hidden=(5, 4), seed=2, input_scale=3.0, weight_scale=1.5,
-                                 bias_scale=0.5, activation="tanh")
+    model = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=3,
+        hidden=(5, 4),
+        seed=2,
+        input_scale=3.0,
+        weight_scale=1.5,
+        bias_scale=0.5,
+        activation="tanh",
+    )
     X_test = torch.rand(7, 2, dtype=F64)
     for j, theta in enumerate(model.initial_parameters):
         layers, offset = [], 0
         for i, (fan_in, fan_out) in enumerate([(2, 5), (5, 4), (4, 1)]):
             lin = torch.nn.Linear(fan_in, fan_out).double()
             scale = (3.0 if i == 0 else 1.5) / math.sqrt(fan_in)
-            lin.weight.data = scale * theta[offset : offset + fan_in * fan_out].reshape(fan_out, fan_in)
+            lin.weight.data = scale * theta[offset : offset + fan_in * fan_out].reshape(
+                fan_out, fan_in
+            )
             offset += fan_in * fan_out
             lin.bias.data = 0.5 * theta[offset : offset + fan_out]
             offset += fan_out
             layers += [lin, torch.nn.Tanh()]
         net = torch.nn.Sequential(*layers[:-1])
         assert offset == theta.numel()
-        torch.testing.assert_close(model.posterior(X_test).values[j], net(X_test), atol=1e-12, rtol=0)
+        torch.testing.assert_close(
+            model.posterior(X_test).values[j], net(X_test), atol=1e-12, rtol=0
+        )
 
 
 def test_members_agree_near_data_and_disagree_away():
@@ -201,13 +273,18 @@ def test_posterior_shapes_dtypes_devices(device, dtype, transforms, loss):
     options = dict(input_transform=Normalize(2)) if transforms else {}
     if transforms and loss == "squared":
         options["outcome_transform"] = Standardize(m=1)
-    model = RandomizedNNEnsemble(X, Y, num_members=4, hidden=(8,), num_steps=20, loss=loss, seed=0, **options)
+    model = RandomizedNNEnsemble(
+        X, Y, num_members=4, hidden=(8,), num_steps=20, loss=loss, seed=0, **options
+    )
     assert model.num_outputs == 1 and model.batch_shape == torch.Size([])
     for shape in [(3, 2), (5, 3, 2), (2, 4, 3, 2)]:
         post = model.posterior(torch.rand(*shape, dtype=dtype, device=device))
         assert isinstance(post, EnsemblePosterior)
         assert post.values.shape == torch.Size([*shape[:-2], 4, shape[-2], 1])
-        assert post.mean.shape == torch.Size([*shape[:-1], 1]) and post.variance.shape == post.mean.shape
+        assert (
+            post.mean.shape == torch.Size([*shape[:-1], 1])
+            and post.variance.shape == post.mean.shape
+        )
         assert post.values.dtype == dtype and post.values.device.type == device.type
         assert torch.isfinite(post.values).all()
         if loss == "cross_entropy":
@@ -221,13 +298,18 @@ def test_outcome_transform_is_exact_affine_map():
     mu, sd = Y.mean(), Y.std()
     manual = RandomizedNNEnsemble(X, (Y - mu) / sd, **options)
     X_test = torch.rand(4, 2, dtype=F64)
-    torch.testing.assert_close(with_t.posterior(X_test).values, mu + sd * manual.posterior(X_test).values)
+    torch.testing.assert_close(
+        with_t.posterior(X_test).values, mu + sd * manual.posterior(X_test).values
+    )
 
 
 def test_seed_to_and_state_dict():
     X, Y = data(n=10)
     options = dict(num_members=3, hidden=(8,), num_steps=30)
-    a, b = RandomizedNNEnsemble(X, Y, seed=7, **options), RandomizedNNEnsemble(X, Y, seed=7, **options)
+    a, b = (
+        RandomizedNNEnsemble(X, Y, seed=7, **options),
+        RandomizedNNEnsemble(X, Y, seed=7, **options),
+    )
     c = RandomizedNNEnsemble(X, Y, seed=8, **options)
     X_test = torch.rand(5, 2, dtype=F64)
     assert torch.equal(a.posterior(X_test).values, b.posterior(X_test).values)
@@ -237,27 +319,62 @@ def test_seed_to_and_state_dict():
     a32 = a.to(torch.float32)
     values32 = a32.posterior(X_test.float()).values
     assert values32.dtype == torch.float32
-    torch.testing.assert_close(values32.double(), b.posterior(X_test).values, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        values32.double(), b.posterior(X_test).values, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_same_seed_same_members_on_every_device(device):
     X, Y = data(n=0, device=device)
     model = RandomizedNNEnsemble(X, Y, num_members=2, hidden=(4,), seed=11)
     reference = RandomizedNNEnsemble(*data(n=0), num_members=2, hidden=(4,), seed=11)
-    torch.testing.assert_close(model.initial_parameters.cpu(), reference.initial_parameters, atol=0, rtol=0)
+    torch.testing.assert_close(
+        model.initial_parameters.cpu(), reference.initial_parameters, atol=0, rtol=0
+    )
 
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(train_X=torch.rand(3, 4, 2, dtype=F64), train_Y=torch.rand(3, 4, 1, dtype=F64)), ValueError, "n x d"),
-        (dict(train_X=torch.rand(5, dtype=F64), train_Y=torch.rand(5, 1, dtype=F64)), ValueError, "train_X"),
-        (dict(train_Y=torch.rand(4, 1, dtype=F64)), ValueError, "`train_Y` must have shape"),
-        (dict(train_Y=torch.rand(6, dtype=F64)), ValueError, "`train_Y` must have shape"),
-        (dict(train_X=torch.tensor([[0.1, float("nan")]] * 6, dtype=F64)), ValueError, "`train_X` contains NaN"),
-        (dict(train_Y=torch.tensor([[float("inf")]] * 6, dtype=F64)), ValueError, "`train_Y` contains NaN"),
+        (
+            dict(
+                train_X=torch.rand(3, 4, 2, dtype=F64),
+                train_Y=torch.rand(3, 4, 1, dtype=F64),
+            ),
+            ValueError,
+            "n x d",
+        ),
+        (
+            dict(train_X=torch.rand(5, dtype=F64), train_Y=torch.rand(5, 1, dtype=F64)),
+            ValueError,
+            "train_X",
+        ),
+        (
+            dict(train_Y=torch.rand(4, 1, dtype=F64)),
+            ValueError,
+            "`train_Y` must have shape",
+        ),
+        (
+            dict(train_Y=torch.rand(6, dtype=F64)),
+            ValueError,
+            "`train_Y` must have shape",
+        ),
+        (
+            dict(train_X=torch.tensor([[0.1, float("nan")]] * 6, dtype=F64)),
+            ValueError,
+            "`train_X` contains NaN",
+        ),
+        (
+            dict(train_Y=torch.tensor([[float("inf")]] * 6, dtype=F64)),
+            ValueError,
+            "`train_Y` contains NaN",
+        ),
         (dict(train_Y=torch.rand(6, 1)), TypeError, "dtype"),
-        (dict(train_Yvar=torch.rand(6, 1, dtype=F64)), ValueError, "`train_Yvar` must be None"),
+        (
+            dict(train_Yvar=torch.rand(6, 1, dtype=F64)),
+            ValueError,
+            "`train_Yvar` must be None",
+        ),
         (dict(num_members=0), ValueError, "`num_members` must be a positive integer"),
         (dict(num_members=2.5), ValueError, "`num_members`"),
         (dict(hidden=(8, 0)), ValueError, "`hidden`"),
@@ -265,14 +382,34 @@ def test_same_seed_same_members_on_every_device(device):
         (dict(loss="hinge"), ValueError, "Unknown `loss`"),
         (dict(regularizer="l1"), ValueError, "Unknown `regularizer`"),
         (dict(optimizer="sgd"), ValueError, "Unknown `optimizer`"),
-        (dict(loss="cross_entropy", gamma=1.0), ValueError, "`gamma` must lie in the open interval"),
+        (
+            dict(loss="cross_entropy", gamma=1.0),
+            ValueError,
+            "`gamma` must lie in the open interval",
+        ),
         (dict(loss="cross_entropy", gamma=0.0), ValueError, "`gamma`"),
-        (dict(loss="cross_entropy", outcome_transform=Standardize(m=1)), ValueError, "`outcome_transform` is not used"),
-        (dict(lambda_schedule=-1.0), ValueError, "`lambda_schedule` must be a positive"),
+        (
+            dict(loss="cross_entropy", outcome_transform=Standardize(m=1)),
+            ValueError,
+            "`outcome_transform` is not used",
+        ),
+        (
+            dict(lambda_schedule=-1.0),
+            ValueError,
+            "`lambda_schedule` must be a positive",
+        ),
         (dict(lambda_schedule=lambda t: 0.0), ValueError, "`lambda_schedule`"),
         (dict(num_steps=0), ValueError, "`num_steps`"),
-        (dict(anchors=torch.rand(4, 2, dtype=F64)), ValueError, "`anchors` are only used"),
-        (dict(regularizer="function", anchors=torch.rand(4, 3, dtype=F64)), ValueError, "`anchors` must be a k x d"),
+        (
+            dict(anchors=torch.rand(4, 2, dtype=F64)),
+            ValueError,
+            "`anchors` are only used",
+        ),
+        (
+            dict(regularizer="function", anchors=torch.rand(4, 3, dtype=F64)),
+            ValueError,
+            "`anchors` must be a k x d",
+        ),
     ],
 )
 def test_bad_inputs_are_rejected(kwargs, error, match):
@@ -303,10 +440,20 @@ F_MAX = 2.0 * 0.999  # sin(5x) + cos(4y) peaks at 2 at x = pi/10, y = 0
 def test_qucb_and_qlogei_loop():
     X, Y = data(n=4, seed=2)
     for _ in range(10):
-        model = RandomizedNNEnsemble(X, Y, num_members=8, hidden=(32, 32), num_steps=200, seed=len(X),
-                                     input_transform=Normalize(2, bounds=BOUNDS), outcome_transform=Standardize(m=1))
+        model = RandomizedNNEnsemble(
+            X,
+            Y,
+            num_members=8,
+            hidden=(32, 32),
+            num_steps=200,
+            seed=len(X),
+            input_transform=Normalize(2, bounds=BOUNDS),
+            outcome_transform=Standardize(m=1),
+        )
         acqf = qUpperConfidenceBound(model, beta=2.0)
-        x, value = optimize_acqf(acqf, bounds=BOUNDS, q=2, num_restarts=2, raw_samples=64)
+        x, value = optimize_acqf(
+            acqf, bounds=BOUNDS, q=2, num_restarts=2, raw_samples=64
+        )
         assert x.shape == (2, 2) and torch.isfinite(value)
         X, Y = torch.cat([X, x]), torch.cat([Y, f(x)])
     assert ((X >= 0) & (X <= 1)).all() and len(X) == 24
@@ -320,8 +467,17 @@ def test_qucb_and_qlogei_loop():
 def test_thompson_sampling_loop(loss):
     X, Y = data(n=4, seed=2)
     for t in range(10):
-        x = randomized_nn_thompson_candidate(X, Y, bounds=BOUNDS, hidden=(32, 32), num_steps=200, seed=t, loss=loss,
-                                             num_restarts=2, raw_samples=64)
+        x = randomized_nn_thompson_candidate(
+            X,
+            Y,
+            bounds=BOUNDS,
+            hidden=(32, 32),
+            num_steps=200,
+            seed=t,
+            loss=loss,
+            num_restarts=2,
+            raw_samples=64,
+        )
         assert x.shape == (1, 2) and ((x >= 0) & (x <= 1)).all()
         X, Y = torch.cat([X, x]), torch.cat([Y, f(x)])
     assert Y.max() > 1.9 > Y[:4].max()
@@ -330,9 +486,20 @@ def test_thompson_sampling_loop(loss):
 def test_thompson_sampling_on_a_finite_domain():
     X, Y = data(n=5, seed=2)
     choices = torch.rand(300, 2, dtype=F64, generator=torch.Generator().manual_seed(9))
-    x = randomized_nn_thompson_candidate(X, Y, choices=choices, hidden=(16,), num_steps=50, seed=0, max_batch_size=64)
+    x = randomized_nn_thompson_candidate(
+        X, Y, choices=choices, hidden=(16,), num_steps=50, seed=0, max_batch_size=64
+    )
     # the maximizer of the trained member over the finite domain, by brute force
-    model = RandomizedNNEnsemble(X, Y, num_members=1, hidden=(16,), num_steps=50, seed=0,
-                                 input_transform=Normalize(2, bounds=torch.stack([choices.min(0).values, choices.max(0).values])))
+    model = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=1,
+        hidden=(16,),
+        num_steps=50,
+        seed=0,
+        input_transform=Normalize(
+            2, bounds=torch.stack([choices.min(0).values, choices.max(0).values])
+        ),
+    )
     best = choices[model.posterior(choices).values.reshape(-1).argmax()]
     assert torch.equal(x, best.unsqueeze(0))

@@ -22,12 +22,18 @@ def kernel(ls=0.3, os=1.5):
 def test_pivoted_cholesky_is_exact_at_full_rank_and_greedy():
     X = torch.rand(30, 2, dtype=F64)
     K = rbf(X, X, torch.tensor(0.5, dtype=F64), 1.0) + 1e-3 * torch.eye(30, dtype=F64)
-    P, piv, residual = pivoted_cholesky(torch.diagonal(K).clone(), lambda i: K[i], max_rank=30, tolerance=0.0)
+    P, piv, residual = pivoted_cholesky(
+        torch.diagonal(K).clone(), lambda i: K[i], max_rank=30, tolerance=0.0
+    )
     torch.testing.assert_close(P @ P.T, K, rtol=1e-10, atol=1e-12)
     assert residual == 0.0 and sorted(piv.tolist()) == list(range(30))
-    P5, _, residual5 = pivoted_cholesky(torch.diagonal(K).clone(), lambda i: K[i], max_rank=5, tolerance=0.0)
+    P5, _, residual5 = pivoted_cholesky(
+        torch.diagonal(K).clone(), lambda i: K[i], max_rank=5, tolerance=0.0
+    )
     assert P5.shape == (30, 5) and 0 < residual5 < 1
-    assert (torch.diagonal(K - P5 @ P5.T) >= -1e-12).all()  # residual stays PSD on the diagonal
+    assert (
+        torch.diagonal(K - P5 @ P5.T) >= -1e-12
+    ).all()  # residual stays PSD on the diagonal
 
 
 def test_gp_source_posterior_matches_dense_reference_with_heteroscedastic_noise():
@@ -35,23 +41,42 @@ def test_gp_source_posterior_matches_dense_reference_with_heteroscedastic_noise(
     y = torch.sin(4 * X).sum(-1)
     noise = 0.01 + 0.05 * torch.rand(25, dtype=F64)
     source = GPSourcePosterior(X, y, noise, kernel())
-    ref_mean, ref_cov = gp_posterior(lambda A, B: rbf(A, B, torch.tensor(0.3, dtype=F64), 1.5), X, y, noise)
+    ref_mean, ref_cov = gp_posterior(
+        lambda A, B: rbf(A, B, torch.tensor(0.3, dtype=F64), 1.5), X, y, noise
+    )
     X_test = torch.rand(3, 4, 2, dtype=F64)
-    torch.testing.assert_close(source.mean(X_test), ref_mean(X_test), rtol=1e-8, atol=1e-10)
-    torch.testing.assert_close(source.covariance(X_test), ref_cov(X_test, X_test), rtol=1e-8, atol=1e-10)
-    torch.testing.assert_close(source.variance(X_test), torch.diagonal(ref_cov(X_test, X_test), dim1=-2, dim2=-1), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(
+        source.mean(X_test), ref_mean(X_test), rtol=1e-8, atol=1e-10
+    )
+    torch.testing.assert_close(
+        source.covariance(X_test), ref_cov(X_test, X_test), rtol=1e-8, atol=1e-10
+    )
+    torch.testing.assert_close(
+        source.variance(X_test),
+        torch.diagonal(ref_cov(X_test, X_test), dim1=-2, dim2=-1),
+        rtol=1e-8,
+        atol=1e-10,
+    )
     X2 = torch.rand(3, 2, 2, dtype=F64)
-    torch.testing.assert_close(source.covariance(X_test, X2), ref_cov(X_test, X2), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(
+        source.covariance(X_test, X2), ref_cov(X_test, X2), rtol=1e-8, atol=1e-10
+    )
 
 
 def test_output_affine_and_sum():
     X = torch.rand(10, 1, dtype=F64)
-    a = GPSourcePosterior(X, X.squeeze(-1), torch.full((10,), 0.01, dtype=F64), kernel())
-    b = GPSourcePosterior(X, -X.squeeze(-1) ** 2, torch.full((10,), 0.02, dtype=F64), kernel(ls=0.5))
+    a = GPSourcePosterior(
+        X, X.squeeze(-1), torch.full((10,), 0.01, dtype=F64), kernel()
+    )
+    b = GPSourcePosterior(
+        X, -(X.squeeze(-1) ** 2), torch.full((10,), 0.02, dtype=F64), kernel(ls=0.5)
+    )
     X_test = torch.rand(4, 1, dtype=F64)
     total = SumSourcePosterior([a, b])
     torch.testing.assert_close(total.mean(X_test), a.mean(X_test) + b.mean(X_test))
-    torch.testing.assert_close(total.covariance(X_test), a.covariance(X_test) + b.covariance(X_test))
+    torch.testing.assert_close(
+        total.covariance(X_test), a.covariance(X_test) + b.covariance(X_test)
+    )
     mean, cov = total.mean(X_test), total.covariance(X_test)
     total.set_output_affine(2.0, -1.0)
     torch.testing.assert_close(total.mean(X_test), 2 * mean - 1)
@@ -63,10 +88,26 @@ def test_output_affine_and_sum():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(train_X=torch.rand(5), train_Y=torch.rand(5), noise=torch.ones(5)), "`train_X` must be N x d"),
-        (dict(train_X=torch.rand(5, 1), train_Y=torch.rand(4), noise=torch.ones(5)), "`train_Y` must have 5 entries"),
-        (dict(train_X=torch.rand(5, 1), train_Y=torch.rand(5), noise=-torch.ones(5)), "`noise` must be non-negative"),
-        (dict(train_X=torch.rand(5, 1), train_Y=torch.full((5,), float("nan")), noise=torch.ones(5)), "`train_Y` contains NaN"),
+        (
+            dict(train_X=torch.rand(5), train_Y=torch.rand(5), noise=torch.ones(5)),
+            "`train_X` must be N x d",
+        ),
+        (
+            dict(train_X=torch.rand(5, 1), train_Y=torch.rand(4), noise=torch.ones(5)),
+            "`train_Y` must have 5 entries",
+        ),
+        (
+            dict(train_X=torch.rand(5, 1), train_Y=torch.rand(5), noise=-torch.ones(5)),
+            "`noise` must be non-negative",
+        ),
+        (
+            dict(
+                train_X=torch.rand(5, 1),
+                train_Y=torch.full((5,), float("nan")),
+                noise=torch.ones(5),
+            ),
+            "`train_Y` contains NaN",
+        ),
     ],
 )
 def test_bad_inputs(kwargs, match):

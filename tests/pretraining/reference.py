@@ -31,7 +31,10 @@ def prior_parts(prior):
         linears = [m for m in prior.features.mlp if hasattr(m, "weight")]
         parts["layers"] = [(_np(m.weight), _np(m.bias)) for m in linears]
     if parts["mean"] == "mlp":
-        parts["head"] = (_np(prior.mean_module.head.weight), _np(prior.mean_module.head.bias))
+        parts["head"] = (
+            _np(prior.mean_module.head.weight),
+            _np(prior.mean_module.head.bias),
+        )
     elif parts["mean"] == "constant":
         parts["constant"] = float(_np(prior.mean_module.head.constant))
     return parts
@@ -84,7 +87,11 @@ def gaussian_kl(m0, S0, m1, S1):
     S1_inv = np.linalg.inv(S1)
     d = m1 - m0
     return 0.5 * (
-        np.trace(S1_inv @ S0) + d @ S1_inv @ d + np.linalg.slogdet(S1)[1] - np.linalg.slogdet(S0)[1] - k
+        np.trace(S1_inv @ S0)
+        + d @ S1_inv @ d
+        + np.linalg.slogdet(S1)[1]
+        - np.linalg.slogdet(S0)[1]
+        - k
     )
 
 

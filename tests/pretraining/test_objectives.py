@@ -17,19 +17,26 @@ from tests.pretraining import reference as ref
 F64 = torch.float64
 
 
-def make_prior(mean="mlp", kernel="matern52_on_features", d=2, dtype=F64, device="cpu", seed=3):
+def make_prior(
+    mean="mlp", kernel="matern52_on_features", d=2, dtype=F64, device="cpu", seed=3
+):
     torch.manual_seed(seed)
     prior = PretrainedPrior(
         torch.tensor([-1.0, 0.0][:d] + [0.0] * (d - 2), dtype=dtype),
         torch.tensor([2.0, 5.0][:d] + [1.0] * (d - 2), dtype=dtype),
-        torch.tensor(0.7, dtype=dtype), torch.tensor(2.5, dtype=dtype),
-        mean=mean, kernel=kernel, hidden=(8, 6),
+        torch.tensor(0.7, dtype=dtype),
+        torch.tensor(2.5, dtype=dtype),
+        mean=mean,
+        kernel=kernel,
+        hidden=(8, 6),
     )
     # move every hyperparameter away from its initial value
     with torch.no_grad():
         base = prior.covar_module.base_kernel
         base.outputscale = torch.tensor(1.7, dtype=dtype)
-        base.base_kernel.lengthscale = torch.linspace(0.4, 1.3, base.base_kernel.lengthscale.numel(), dtype=dtype)
+        base.base_kernel.lengthscale = torch.linspace(
+            0.4, 1.3, base.base_kernel.lengthscale.numel(), dtype=dtype
+        )
         prior.noise_relative = torch.tensor(0.03, dtype=dtype)
         if mean == "constant":
             prior.mean_module.head.constant.fill_(-0.4)
@@ -38,24 +45,47 @@ def make_prior(mean="mlp", kernel="matern52_on_features", d=2, dtype=F64, device
 
 def make_tasks(n_tasks=5, M=9, d=2, shared=True, dtype=F64, device="cpu", yvar=False):
     gen = torch.Generator().manual_seed(1)
-    X_shared = torch.rand(M, d, generator=gen, dtype=dtype) * torch.tensor([3.0, 5.0][:d], dtype=dtype)
+    X_shared = torch.rand(M, d, generator=gen, dtype=dtype) * torch.tensor(
+        [3.0, 5.0][:d], dtype=dtype
+    )
     tasks = []
     for i in range(n_tasks):
         X = X_shared if shared else torch.rand(M + i, d, generator=gen, dtype=dtype) * 3
-        Y = torch.sin(X.sum(-1, keepdim=True) + i) + 0.1 * torch.randn(X.shape[0], 1, generator=gen, dtype=dtype)
+        Y = torch.sin(X.sum(-1, keepdim=True) + i) + 0.1 * torch.randn(
+            X.shape[0], 1, generator=gen, dtype=dtype
+        )
         Yvar = torch.full_like(Y, 0.02) if yvar else None
-        tasks.append(TaskData(X.to(device), Y.to(device), None if Yvar is None else Yvar.to(device)))
+        tasks.append(
+            TaskData(
+                X.to(device), Y.to(device), None if Yvar is None else Yvar.to(device)
+            )
+        )
     return tasks
 
 
-@pytest.mark.parametrize("mean, kernel", [("mlp", "matern52_on_features"), ("constant", "matern52"), ("zero", "matern52_on_features")])
+@pytest.mark.parametrize(
+    "mean, kernel",
+    [
+        ("mlp", "matern52_on_features"),
+        ("constant", "matern52"),
+        ("zero", "matern52_on_features"),
+    ],
+)
 @pytest.mark.parametrize("yvar", [False, True])
 def test_nll_equals_reference(mean, kernel, yvar):
     prior = make_prior(mean, kernel)
     tasks = make_tasks(shared=False, yvar=yvar)  # different sizes: several buckets
     p = ref.prior_parts(prior)
     expected = np.mean(
-        [ref.task_nll(p, t.X.numpy(), t.Y[:, 0].numpy(), None if t.Yvar is None else t.Yvar[:, 0].numpy()) for t in tasks]
+        [
+            ref.task_nll(
+                p,
+                t.X.numpy(),
+                t.Y[:, 0].numpy(),
+                None if t.Yvar is None else t.Yvar[:, 0].numpy(),
+            )
+            for t in tasks
+        ]
     )
     actual = nll_objective(prior, tasks)
     assert actual.item() == pytest.approx(expected, rel=1e-10, abs=1e-10)
@@ -75,7 +105,9 @@ def test_nll_minibatch_is_the_likelihood_of_the_drawn_subsets():
     assert actual.item() == pytest.approx(np.mean(values), rel=1e-10)
 
 
-@pytest.mark.parametrize("n_tasks, M", [(12, 6), (4, 9), (2, 5)])  # full rank; rank 3; rank 1
+@pytest.mark.parametrize(
+    "n_tasks, M", [(12, 6), (4, 9), (2, 5)]
+)  # full rank; rank 3; rank 1
 def test_ekl_equals_reference_full_and_rank_deficient(n_tasks, M):
     prior = make_prior()
     tasks = make_tasks(n_tasks=n_tasks, M=M)
@@ -97,7 +129,9 @@ def test_ekl_full_rank_is_eq7():
     mu_t = Y.mean(1)
     S_t = (Y - mu_t[:, None]) @ (Y - mu_t[:, None]).T / Y.shape[1]
     X = group.X.numpy()
-    expected = ref.gaussian_kl(mu_t, S_t, ref.mean(p, X), ref.kernel(p, X, X) + p["noise"] * np.eye(5))
+    expected = ref.gaussian_kl(
+        mu_t, S_t, ref.mean(p, X), ref.kernel(p, X, X) + p["noise"] * np.eye(5)
+    )
     assert ekl_objective(prior, [group]).item() == pytest.approx(expected, rel=1e-9)
 
 
@@ -107,14 +141,20 @@ def test_matching_input_groups_partition_by_task_sets():
     y = lambda X: X.sum(-1, keepdim=True)  # noqa: E731
     t0 = TaskData(torch.cat([A, B, C]), y(torch.cat([A, B, C])))
     t1 = TaskData(torch.cat([B, A]), y(torch.cat([B, A])) + 1)
-    t2 = TaskData(torch.cat([A, A[:1]]), torch.cat([y(A) + 2, y(A[:1]) + 4]))  # repeat: averaged
-    t3 = TaskData(torch.rand(3, 2, generator=gen, dtype=F64), torch.zeros(3, 1, dtype=F64))
+    t2 = TaskData(
+        torch.cat([A, A[:1]]), torch.cat([y(A) + 2, y(A[:1]) + 4])
+    )  # repeat: averaged
+    t3 = TaskData(
+        torch.rand(3, 2, generator=gen, dtype=F64), torch.zeros(3, 1, dtype=F64)
+    )
     groups = matching_input_groups([t0, t1, t2, t3])
     assert [g.task_indices for g in groups] == [[0, 1, 2], [0, 1]]
     g_all, g_01 = groups
     assert g_all.X.shape == (4, 2) and g_01.X.shape == (3, 2)
     row = (g_all.X == A[0]).all(-1).nonzero().item()
-    assert g_all.Y[row].tolist() == pytest.approx([y(A[:1]).item(), y(A[:1]).item() + 1, y(A[:1]).item() + 3])
+    assert g_all.Y[row].tolist() == pytest.approx(
+        [y(A[:1]).item(), y(A[:1]).item() + 1, y(A[:1]).item() + 3]
+    )
     assert matching_input_groups([t3]) == []
 
 
@@ -138,6 +178,13 @@ def test_objectives_on_device_and_float32(device):
     nll = nll_objective(prior, tasks)
     ekl = ekl_objective(prior, matching_input_groups(tasks))
     p = ref.prior_parts(prior)
-    expected = np.mean([ref.task_nll(p, t.X.cpu().double().numpy(), t.Y[:, 0].cpu().double().numpy()) for t in tasks])
+    expected = np.mean(
+        [
+            ref.task_nll(
+                p, t.X.cpu().double().numpy(), t.Y[:, 0].cpu().double().numpy()
+            )
+            for t in tasks
+        ]
+    )
     assert nll.device.type == device.type and torch.isfinite(ekl)
     assert nll.item() == pytest.approx(expected, rel=1e-4)
