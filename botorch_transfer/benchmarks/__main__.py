@@ -59,7 +59,7 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor]:
 
 
 def _methods_for(problem: str) -> tuple[str, ...]:
-    r"""The registered methods of the problem's protocol (``"meta"`` or ``"transfer"``)."""
+    r"""The registered methods of the problem's protocol (meta or transfer)."""
     return available_methods(META if problem in META_PROBLEMS else TRANSFER)
 
 
@@ -178,7 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         default=[],
         metavar="MODULE",
-        help="import MODULE first (it registers methods with methods.register_method); repeatable",
+        help=(
+            "import MODULE first (it registers methods with "
+            "methods.register_method); repeatable"
+        ),
     )
     run.add_argument(
         "--dask-scheduler",

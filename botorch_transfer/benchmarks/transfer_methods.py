@@ -4,7 +4,8 @@ Fixed-setting methods use the papers' kernels and noise levels of the problem
 (``problem.kernels``, ``problem.target_noise``) and UCB with the problem's fixed
 ``beta``; ``*-fitted`` variants use BoTorch's default kernels and priors, inputs
 normalized to the unit cube, and fit their hyperparameters with
-``fit_gpytorch_mll`` every iteration.
+``fit_gpytorch_mll`` every iteration; ``pooled-gp-fitted`` is a GP on the pooled
+source and target data.
 
 A new model joins the comparison with one registration, e.g.
 
@@ -52,7 +53,14 @@ from botorch_transfer.benchmarks.methods import (
     TransferData,
     register_method,
 )
-from botorch_transfer.models.source_posterior import GPSourcePosterior
+from botorch_transfer.models.source_posterior import (
+    GPSourcePosterior,
+    SourcePosterior,
+    source_posterior_from_model,
+)
+
+#: Largest number of source points ``deltabo-fitted`` fits its source GP on.
+SOURCE_FIT_MAX_N = 1000
 
 
 def maximize(problem: TransferProblem, acqf: AcquisitionFunction) -> Tensor:
@@ -342,12 +350,64 @@ def _unit_cube(problem: TransferProblem) -> Normalize:
 
 
 def fitted_source_model(problem: TransferProblem, source: TaskData) -> SingleTaskGP:
-    r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run."""
+    r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run.
+
+    Above ``SOURCE_FIT_MAX_N`` points the hyperparameters are fitted on a fixed
+    random subset of that size (an exact fit costs O(N^3) per optimizer step),
+    then the GP on all points uses them.
+
+    Args:
+        problem: The problem (its bounds).
+        source: The source observations with their noise variances.
+
+    Returns:
+        The fitted ``SingleTaskGP`` on all source points.
+    """
+    X, Y, Yvar = source.X, source.Y, source.Yvar
+    n = X.shape[0]
+    subset = slice(None)
+    if n > SOURCE_FIT_MAX_N:
+        gen = torch.Generator().manual_seed(0)
+        subset = torch.randperm(n, generator=gen)[:SOURCE_FIT_MAX_N]
     model = SingleTaskGP(
-        source.X, source.Y, train_Yvar=source.Yvar, input_transform=_unit_cube(problem)
+        X[subset],
+        Y[subset],
+        train_Yvar=Yvar[subset],
+        input_transform=_unit_cube(problem),
     )
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    return model
+    if n <= SOURCE_FIT_MAX_N:
+        return model
+    full = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=_unit_cube(problem))
+    full.load_state_dict(hyperparameters(model), strict=False)
+    return full
+
+
+def fitted_source_posterior(
+    problem: TransferProblem, source: TaskData
+) -> SourcePosterior:
+    r"""The frozen posterior of :func:`fitted_source_model`, built once per run (a
+    ``DeltaBOModel`` given the GP itself would rebuild it every iteration)."""
+    return source_posterior_from_model(fitted_source_model(problem, source))
+
+
+def hyperparameters(model: Model) -> dict[str, Tensor]:
+    r"""The model's parameters (no data-sized buffers or outcome-transform
+    statistics), to load into the same model built on other data."""
+    parameters = dict(model.named_parameters())
+    return {k: v for k, v in model.state_dict().items() if k in parameters}
+
+
+def pooled_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP:
+    r"""``SingleTaskGP`` on the pooled source and target data (no transfer model:
+    the source is treated as target data with its own noise), BoTorch defaults."""
+    source = state.source
+    return SingleTaskGP(
+        torch.cat([source.X, X]),
+        torch.cat([source.Y, Y]),
+        train_Yvar=torch.cat([source.Yvar, state.target_noise(Y)]),
+        input_transform=_unit_cube(state.problem),
+    )
 
 
 def fitted_target_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP:
@@ -418,10 +478,13 @@ register_method("rnn-lfbo", RandomizedNNThompsonSampling(loss="cross_entropy"))
 register_method("random", RandomSearch())
 register_method(
     "deltabo-fitted",
-    AcquisitionMethod(fitted_deltabo_model, fit=True, source_model=fitted_source_model),
+    AcquisitionMethod(
+        fitted_deltabo_model, fit=True, source_model=fitted_source_posterior
+    ),
 )
 register_method("envgp-fitted", AcquisitionMethod(fitted_envgp_model, fit=True))
 register_method("diffgp-fitted", AcquisitionMethod(fitted_diffgp_model, fit=True))
 register_method("gp-ucb-fitted", AcquisitionMethod(fitted_target_gp, fit=True))
 register_method("gp-ei-fitted", AcquisitionMethod(fitted_target_gp, log_ei, fit=True))
 register_method("gp-pi-fitted", AcquisitionMethod(fitted_target_gp, pi, fit=True))
+register_method("pooled-gp-fitted", AcquisitionMethod(pooled_gp, fit=True))
