@@ -283,7 +283,8 @@ def fixed_source_posterior(
     r"""DeltaBO's source posterior with the problem's source kernel and noise."""
     X_s, Y_s = source.X, source.Y
     noise = torch.full((X_s.shape[0],), problem.source_noise, dtype=torch.float64)
-    return GPSourcePosterior(X_s, Y_s, noise, problem.kernels["source"](problem.dim))
+    kernel = problem.kernels["source"](problem.dim)
+    return GPSourcePosterior(X_s, Y_s, noise=noise, covar_module=kernel)
 
 
 def target_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP:
