@@ -20,15 +20,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from botorch_transfer.benchmarks.meta import META_METHODS, META_PROBLEMS
+from botorch_transfer.benchmarks.meta import META_PROBLEMS
+from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
-from botorch_transfer.benchmarks.runner import (
-    METHODS,
-    available_methods,
-    load_results,
-    safe_run_experiment,
-)
+from botorch_transfer.benchmarks.runner import load_results, safe_run_experiment
 
 RESULTS = "results.jsonl"
 
@@ -36,7 +32,10 @@ RESULTS = "results.jsonl"
 def _load(out: Path) -> list[dict]:
     records, corrupt = load_results(out / RESULTS)
     if corrupt:
-        print(f"warning: skipped {corrupt} corrupt line(s) in {out / RESULTS}", file=sys.stderr)
+        print(
+            f"warning: skipped {corrupt} corrupt line(s) in {out / RESULTS}",
+            file=sys.stderr,
+        )
     return records
 
 
@@ -44,7 +43,9 @@ def _load(out: Path) -> list[dict]:
 def _executor(args: argparse.Namespace) -> Iterator[Executor]:
     r"""A local process pool, or a dask.distributed cluster's executor."""
     if args.dask_scheduler is None:
-        with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
             yield pool
         return
     try:
@@ -58,8 +59,8 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor]:
 
 
 def _methods_for(problem: str) -> tuple[str, ...]:
-    r"""Source/target problems take ``METHODS``; meta-learning problems ``META_METHODS``."""
-    return META_METHODS if problem in META_PROBLEMS else available_methods()
+    r"""The registered methods of the problem's protocol (meta or transfer)."""
+    return available_methods(META if problem in META_PROBLEMS else TRANSFER)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -69,29 +70,57 @@ def cmd_run(args: argparse.Namespace) -> None:
         if p not in META_PROBLEMS:
             make_problem(p)  # fail fast on unknown names
     for m in args.methods:
-        if m not in available_methods() and m not in META_METHODS:
-            raise SystemExit(f"Unknown method {m!r}; choose from {sorted(set(available_methods()) | set(META_METHODS))}.")
-    pairs = [(p, m) for p in args.problems for m in args.methods if m in _methods_for(p)]
-    skipped = [f"{m} on {p}" for p in args.problems for m in args.methods if m not in _methods_for(p)]
+        if m not in available_methods():
+            raise SystemExit(
+                f"Unknown method {m!r}; choose from {sorted(available_methods())}."
+            )
+    pairs = [
+        (p, m) for p in args.problems for m in args.methods if m in _methods_for(p)
+    ]
+    skipped = [
+        f"{m} on {p}"
+        for p in args.problems
+        for m in args.methods
+        if m not in _methods_for(p)
+    ]
     if skipped:
         print(f"skipping combinations that do not apply: {', '.join(skipped)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    done = {(r["problem"], r["method"], r["seed"]) for r in _load(args.out) if "error" not in r}
-    todo = [(p, m, s) for p, m in pairs for s in range(args.seeds) if (p, m, s) not in done]
+    done = {
+        (r["problem"], r["method"], r["seed"])
+        for r in _load(args.out)
+        if "error" not in r
+    }
+    todo = [
+        (p, m, s) for p, m in pairs for s in range(args.seeds) if (p, m, s) not in done
+    ]
     if len(todo) < len(pairs) * args.seeds:
         print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
     results = args.out / RESULTS
-    if results.exists() and results.stat().st_size and not results.read_bytes().endswith(b"\n"):
-        with open(results, "a") as fh:  # end an interrupted line so new records stay intact
+    if (
+        results.exists()
+        and results.stat().st_size
+        and not results.read_bytes().endswith(b"\n")
+    ):
+        with open(
+            results, "a"
+        ) as fh:  # end an interrupted line so new records stay intact
             fh.write("\n")
     with _executor(args) as pool, open(args.out / RESULTS, "a") as fh:
-        futures = [pool.submit(safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)) for p, m, s in todo]
+        futures = [
+            pool.submit(
+                safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)
+            )
+            for p, m, s in todo
+        ]
         for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
             record = future.result()
             fh.write(json.dumps(record) + "\n")
             fh.flush()
             if "error" in record:
-                tqdm.write(f"run {record['problem']}/{record['method']}/seed {record['seed']} failed: {record['error']}")
+                tqdm.write(
+                    f"run {record['problem']}/{record['method']}/seed {record['seed']} failed: {record['error']}"
+                )
     cmd_summarize(args)
     cmd_plot(args)
 
@@ -102,7 +131,9 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> None:
     # `run` ends with a plot too; options not given keep plot_regret's defaults
-    options = {name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)}
+    options = {
+        name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)
+    }
     path = plot_regret(_load(args.out), args.out / "regret.png", **options)
     print(f"regret plot written to {path}")
 
@@ -112,28 +143,50 @@ def cmd_list(args: argparse.Namespace) -> None:
     width = max(len(name) for name in PROBLEMS)
     for name in PROBLEMS:
         print(f"  {name:<{width}} {make_problem(name).description}")
-    print("methods:\n  " + "\n  ".join(available_methods()))
-    print("meta-learning problems (leave-tasks-out; need their data, see `benchmarks.meta`):")
+    print("methods:\n  " + "\n  ".join(available_methods(TRANSFER)))
+    print(
+        "meta-learning problems (leave-tasks-out; need their data, see `benchmarks.meta`):"
+    )
     for name, factory in META_PROBLEMS.items():
         print(f"  {name:<16} {(factory.__doc__ or '').strip().splitlines()[0]}")
-    print("meta-learning methods:\n  " + "\n  ".join(META_METHODS))
+    print("meta-learning methods:\n  " + "\n  ".join(available_methods(META)))
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m botorch_transfer.benchmarks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m botorch_transfer.benchmarks",
+        description=__doc__.split("\n\n")[0],
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a comparison (defaults: a quick one)")
     run.add_argument("--problems", nargs="+", default=["bohachevsky", "gaussian-bumps"])
-    run.add_argument("--methods", nargs="+", default=["deltabo", "envgp", "diffgp", "gp-ucb", "random"])
+    run.add_argument(
+        "--methods",
+        nargs="+",
+        default=["deltabo", "envgp", "diffgp", "gp-ucb", "random"],
+    )
     run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
-    run.add_argument("--iterations", type=int, default=None, help="BO iterations T (default: the problem's)")
+    run.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="BO iterations T (default: the problem's)",
+    )
     run.add_argument("--workers", type=int, default=2, help="local worker processes")
     run.add_argument(
-        "--plugin", action="append", default=[], metavar="MODULE",
-        help="import MODULE first (it registers methods with runner.register_method); repeatable",
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help=(
+            "import MODULE first (it registers methods with "
+            "methods.register_method); repeatable"
+        ),
     )
     run.add_argument(
-        "--dask-scheduler", default=None, metavar="ADDRESS",
+        "--dask-scheduler",
+        default=None,
+        metavar="ADDRESS",
         help="run on a dask.distributed cluster (e.g. tcp://host:8786) instead of local processes",
     )
     run.set_defaults(func=cmd_run)
@@ -141,11 +194,23 @@ def main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name)
         p.set_defaults(func=func)
     plot = sub.choices["plot"]
-    plot.add_argument("--log-y", action="store_true", default=argparse.SUPPRESS, help="log-scale the regret axes")
-    plot.add_argument("--dpi", type=int, default=argparse.SUPPRESS, help="resolution of the PNG (default 120)")
+    plot.add_argument(
+        "--log-y",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log-scale the regret axes",
+    )
+    plot.add_argument(
+        "--dpi",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="resolution of the PNG (default 120)",
+    )
     sub.add_parser("list").set_defaults(func=cmd_list)
     for p in sub.choices.values():
-        p.add_argument("--out", type=Path, default=Path("bench_out"), help="results directory")
+        p.add_argument(
+            "--out", type=Path, default=Path("bench_out"), help="results directory"
+        )
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.problems import TransferProblem, fixed_kernel
+from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
 
 SPLIT_SEED = 0
 
@@ -30,12 +30,20 @@ def task_splits() -> dict[str, tuple[np.ndarray, ...]]:
     from sklearn.model_selection import train_test_split
 
     X, y = load_breast_cancer(return_X_y=True)
-    X_shared, X_rest, y_shared, y_rest = train_test_split(X, y, train_size=0.6, random_state=SPLIT_SEED, stratify=y)
-    X_s, X_t, y_s, y_t = train_test_split(X_rest, y_rest, train_size=0.5, random_state=SPLIT_SEED, stratify=y_rest)
+    X_shared, X_rest, y_shared, y_rest = train_test_split(
+        X, y, train_size=0.6, random_state=SPLIT_SEED, stratify=y
+    )
+    X_s, X_t, y_s, y_t = train_test_split(
+        X_rest, y_rest, train_size=0.5, random_state=SPLIT_SEED, stratify=y_rest
+    )
     splits = {}
     for name, (Xd, yd) in {"source": (X_s, y_s), "target": (X_t, y_t)}.items():
         Xd, yd = np.concatenate([X_shared, Xd]), np.concatenate([y_shared, yd])
-        splits[name] = tuple(train_test_split(Xd, yd, test_size=0.25, random_state=SPLIT_SEED, stratify=yd))
+        splits[name] = tuple(
+            train_test_split(
+                Xd, yd, test_size=0.25, random_state=SPLIT_SEED, stratify=yd
+            )
+        )
     # train_test_split returns X_train, X_val, y_train, y_val; reorder
     return {k: (v[0], v[2], v[1], v[3]) for k, v in splits.items()}
 
@@ -96,7 +104,10 @@ def _accuracy(kind: str, task: str, x: tuple[float, ...]) -> float:
     if kind == "gboost":
         clf = GradientBoostingClassifier(random_state=0, **gboost_params(x))
     else:
-        clf = make_pipeline(StandardScaler(), MLPClassifier(random_state=0, solver="adam", **mlp_params(x)))
+        clf = make_pipeline(
+            StandardScaler(),
+            MLPClassifier(random_state=0, solver="adam", **mlp_params(x)),
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         # scikit-learn >= 1.9 deprecates GradientBoosting's `criterion` ("has no
@@ -110,12 +121,16 @@ def _objective(kind: str, task: str):
     def evaluate(X: Tensor) -> Tensor:
         flat = X.detach().reshape(-1, X.shape[-1]).cpu().double().numpy()
         values = [_accuracy(kind, task, tuple(np.round(row, 10))) for row in flat]
-        return torch.tensor(values, dtype=X.dtype, device=X.device).reshape(*X.shape[:-1], 1)
+        return torch.tensor(values, dtype=X.dtype, device=X.device).reshape(
+            *X.shape[:-1], 1
+        )
 
     return evaluate
 
 
-def breast_cancer(kind: str, n_source: int = 90, n_init: int = 6, iterations: int = 30) -> TransferProblem:
+def breast_cancer(
+    kind: str, n_source: int = 90, n_init: int = 6, iterations: int = 30
+) -> TransferProblem:
     r"""``breast-cancer-gboost`` (11 HPs) or ``breast-cancer-mlp`` (8 HPs).
 
     Settings of App. C.1.1: Matern-5/2 source and target kernels (lengthscales 1.8 and

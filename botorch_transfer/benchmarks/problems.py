@@ -11,117 +11,46 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 
 import torch
-from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
+from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
+from botorch_transfer.benchmarks.hpo import breast_cancer
 
-def fixed_kernel(kind: str, lengthscale: float, outputscale: float, dim: int) -> Kernel:
-    r"""A ``ScaleKernel`` over ``"rbf"`` or ``"matern52"`` with the given fixed values.
-
-    Args:
-        kind: ``"rbf"`` (squared exponential) or ``"matern52"``.
-        lengthscale: The (shared) lengthscale.
-        outputscale: The kernel variance.
-        dim: Input dimension.
-
-    Returns:
-        A float64 kernel whose hyperparameters do not require gradients.
-    """
-    base = RBFKernel() if kind == "rbf" else MaternKernel(nu=2.5)
-    kernel = ScaleKernel(base).to(torch.float64)
-    kernel.base_kernel.lengthscale = torch.tensor(lengthscale, dtype=torch.float64)
-    kernel.outputscale = torch.tensor(outputscale, dtype=torch.float64)
-    for p in kernel.parameters():
-        p.requires_grad_(False)
-    return kernel
-
-
-@dataclass
-class TransferProblem:
-    r"""A source/target pair to maximize.
-
-    Attributes:
-        name: Registry name.
-        bounds: ``2 x d`` box.
-        target: Noise-free target function (``n x d -> n x 1``).
-        source: Noise-free source function.
-        n_source: Number of source observations ``N``.
-        source_noise: Source noise variance ``sigma_0^2``.
-        target_noise: Target noise variance ``sigma^2``.
-        kernels: Fixed kernels ``{"source", "delta", "target"}`` of the paper.
-        grid_size: Points per dimension of the candidate grid (``None``: continuous).
-        n_init: Random initial target points shared by all methods.
-        iterations: Default number of BO iterations ``T``.
-        beta: Fixed UCB exploration weight (the papers' experiments use a constant).
-        optimum_known: ``False`` for problems (HPO) whose optimum is unknown: their
-            regret is measured against the best value any run found.
-        noisy_observations: Add Gaussian noise of the stated variances to the
-            observations (synthetic problems); ``False`` observes the objective as is.
-        description: One-line summary with the source of the settings.
-    """
-
-    name: str
-    bounds: Tensor
-    target: Callable[[Tensor], Tensor]
-    source: Callable[[Tensor], Tensor]
-    n_source: int
-    source_noise: float
-    target_noise: float
-    kernels: dict[str, Callable[[int], Kernel]]
-    grid_size: int | None = None
-    n_init: int = 2
-    iterations: int = 30
-    beta: float = 0.3
-    optimum_known: bool = True
-    noisy_observations: bool = True
-    description: str = ""
-    _grid: Tensor | None = field(default=None, repr=False)
-
-    @property
-    def dim(self) -> int:
-        return self.bounds.shape[-1]
-
-    @property
-    def grid(self) -> Tensor | None:
-        r"""The ``grid_size^d x d`` candidate grid, or ``None`` for a continuous problem."""
-        if self.grid_size is None:
-            return None
-        if self._grid is None:
-            axes = [torch.linspace(lo, hi, self.grid_size, dtype=torch.float64) for lo, hi in self.bounds.T]
-            self._grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, self.dim)
-        return self._grid
-
-    def optimum(self) -> float | None:
-        r"""Max of the target: exact on the grid; a dense-sample estimate otherwise;
-        ``None`` when unknown (``optimum_known=False``)."""
-        if not self.optimum_known:
-            return None
-        if self.grid is not None:
-            return float(self.target(self.grid).max())
-        gen = torch.Generator().manual_seed(0)
-        X = self.sample(200_000, gen)
-        return float(self.target(X).max())
-
-    def sample(self, n: int, generator: torch.Generator) -> Tensor:
-        r"""``n`` uniform points of the domain (grid points for a grid problem)."""
-        if self.grid is not None:
-            return self.grid[torch.randint(self.grid.shape[0], (n,), generator=generator)]
-        lo, hi = self.bounds
-        return lo + (hi - lo) * torch.rand(n, self.dim, generator=generator, dtype=torch.float64)
+__all__ = [
+    "PROBLEMS",
+    "SHILTON_SHIFTS",
+    "TransferProblem",
+    "assumption_gp",
+    "fixed_kernel",
+    "gaussian_bumps",
+    "make_problem",
+    "shilton_bumps",
+]
 
 
 def _bohachevsky() -> TransferProblem:
     def g(X: Tensor) -> Tensor:
         x1, x2 = X[..., :1], X[..., 1:2]
-        return x1**2 + 2 * x2**2 - 0.3 * torch.cos(3 * math.pi * x1) - 0.4 * torch.cos(4 * math.pi * x2) + 0.7
+        return (
+            x1**2
+            + 2 * x2**2
+            - 0.3 * torch.cos(3 * math.pi * x1)
+            - 0.4 * torch.cos(4 * math.pi * x2)
+            + 0.7
+        )
 
     def f(X: Tensor) -> Tensor:
         x1, x2 = X[..., :1], X[..., 1:2]
-        return x1**2 + 2 * x2**2 - 0.3 * torch.cos(3 * math.pi * x1) * torch.cos(4 * math.pi * x2) + 0.3
+        return (
+            x1**2
+            + 2 * x2**2
+            - 0.3 * torch.cos(3 * math.pi * x1) * torch.cos(4 * math.pi * x2)
+            + 0.3
+        )
 
     return TransferProblem(
         name="bohachevsky",
@@ -143,7 +72,11 @@ def _bohachevsky() -> TransferProblem:
 
 
 def gaussian_bumps(
-    shift: float = 1.0, n_source: int = 400, noise: float = 0.01, n_init: int = 2, iterations: int = 30
+    shift: float = 1.0,
+    n_source: int = 400,
+    noise: float = 0.01,
+    n_init: int = 2,
+    iterations: int = 30,
 ) -> TransferProblem:
     r"""Shilton et al. Sec. 4 / DeltaBO Sec. 6.3: ``f = exp(-|x - mu 1|^2 / 2)``,
     ``f' = exp(-|x - mu' 1|^2 / 2)`` with ``mu' = mu + s / sqrt(d)``, d=2.
@@ -223,9 +156,14 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         paths = []
-        for kind, lengthscale, outputscale in (("matern52", 1.2, 1.0), ("rbf", 1.0, 0.8)):
+        for kind, lengthscale, outputscale in (
+            ("matern52", 1.2, 1.0),
+            ("rbf", 1.0, 0.8),
+        ):
             features = gen_kernel_features(
-                fixed_kernel(kind, lengthscale, outputscale, dim), num_inputs=dim, num_outputs=num_features
+                fixed_kernel(kind, lengthscale, outputscale, dim),
+                num_inputs=dim,
+                num_outputs=num_features,
             )
             weights = torch.randn(num_features, 1, dtype=torch.float64)
             paths.append((features, weights))
@@ -254,24 +192,12 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
     )
 
 
-def _breast_cancer_gboost() -> TransferProblem:
-    from botorch_transfer.benchmarks.hpo import breast_cancer
-
-    return breast_cancer("gboost")
-
-
-def _breast_cancer_mlp() -> TransferProblem:
-    from botorch_transfer.benchmarks.hpo import breast_cancer
-
-    return breast_cancer("mlp")
-
-
 PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     "bohachevsky": _bohachevsky,
     "gaussian-bumps": gaussian_bumps,
     "assumption-gp": assumption_gp,
-    "breast-cancer-gboost": _breast_cancer_gboost,
-    "breast-cancer-mlp": _breast_cancer_mlp,
+    "breast-cancer-gboost": partial(breast_cancer, "gboost"),
+    "breast-cancer-mlp": partial(breast_cancer, "mlp"),
     **{f"shilton-bumps-s{s:g}": partial(shilton_bumps, s) for s in SHILTON_SHIFTS},
 }
 
@@ -287,4 +213,8 @@ def make_problem(name: str, seed: int = 0) -> TransferProblem:
     if name not in PROBLEMS:
         raise ValueError(f"Unknown problem {name!r}; choose from {sorted(PROBLEMS)}.")
     factory = PROBLEMS[name]
-    return factory(seed=seed) if "seed" in inspect.signature(factory).parameters else factory()
+    return (
+        factory(seed=seed)
+        if "seed" in inspect.signature(factory).parameters
+        else factory()
+    )

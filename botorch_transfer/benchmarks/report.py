@@ -23,7 +23,12 @@ def with_regret(records: list[dict]) -> list[dict]:
     for r in records:
         if _optimum_unknown(r):
             regret = [best[r["problem"]] - v for v in r["values"]]
-            r = {**r, "regret": regret, "cumulative_regret": np.cumsum(regret).tolist(), "optimum_is_best_found": True}
+            r = {
+                **r,
+                "regret": regret,
+                "cumulative_regret": np.cumsum(regret).tolist(),
+                "optimum_is_best_found": True,
+            }
         out.append(r)
     return out
 
@@ -47,7 +52,9 @@ def _is_simple_regret(record: dict) -> bool:
     return record.get("metric") == "simple_regret"
 
 
-def simple_regret_table(records: list[dict], checkpoints: tuple[int, ...] | None = None) -> str:
+def simple_regret_table(
+    records: list[dict], checkpoints: tuple[int, ...] | None = None
+) -> str:
     r"""Meta-learning problems: simple regret after t iterations (mean +- 95% CI over
     seeds, each seed's value the mean over its test tasks), pre-training and
     per-iteration wall time. Default checkpoints: 10, 25, 50 (those reached) and
@@ -61,12 +68,17 @@ def simple_regret_table(records: list[dict], checkpoints: tuple[int, ...] | None
     pw = max([len("problem")] + [len(p) for p, _ in groups])
     mw = max([len("method")] + [len(m) for _, m in groups])
     head = f"{'problem':<{pw}} {'method':<{mw}} {'seeds':>5}"
-    head += "".join(f" {f'r@{t} (+- CI)':>18}" for t in checkpoints) + f" {'pretrain s':>10} {'s/iter':>7}"
+    head += (
+        "".join(f" {f'r@{t} (+- CI)':>18}" for t in checkpoints)
+        + f" {'pretrain s':>10} {'s/iter':>7}"
+    )
     lines = [head, "-" * len(head)]
     for (problem, method), runs in sorted(groups.items()):
         line = f"{problem:<{pw}} {method:<{mw}} {len(runs):>5}"
         for t in checkpoints:
-            values = [r["simple_regret"][t] for r in runs if len(r["simple_regret"]) > t]
+            values = [
+                r["simple_regret"][t] for r in runs if len(r["simple_regret"]) > t
+            ]
             if len(values) < len(runs):
                 line += f" {'-':>18}"
                 continue
@@ -75,12 +87,23 @@ def simple_regret_table(records: list[dict], checkpoints: tuple[int, ...] | None
         line += f" {np.mean([r['pretrain_s'] for r in runs]):>10.1f}"
         line += f" {np.mean([np.mean(r['iteration_s']) for r in runs]):>7.3f}"
         lines.append(line)
-    timed = {k: runs for k, runs in groups.items() if all("weight_update_s" in r for r in runs)}
+    timed = {
+        k: runs
+        for k, runs in groups.items()
+        if all("weight_update_s" in r for r in runs)
+    }
     if timed:
-        lines += ["", "cm-BO timings (mean over seeds; weight update: mean and max over all updates):"]
-        lines.append(f"{'problem':<{pw}} {'method':<{mw}} {'GP fits s':>10} {'clustering s':>12} {'update s':>9} {'max s':>7} {'C':>3}")
+        lines += [
+            "",
+            "cm-BO timings (mean over seeds; weight update: mean and max over all updates):",
+        ]
+        lines.append(
+            f"{'problem':<{pw}} {'method':<{mw}} {'GP fits s':>10} {'clustering s':>12} {'update s':>9} {'max s':>7} {'C':>3}"
+        )
         for (problem, method), runs in sorted(timed.items()):
-            updates = np.concatenate([np.asarray(r["weight_update_s"], dtype=float) for r in runs])
+            updates = np.concatenate(
+                [np.asarray(r["weight_update_s"], dtype=float) for r in runs]
+            )
             lines.append(
                 f"{problem:<{pw}} {method:<{mw}} {np.mean([r['fit_s'] for r in runs]):>10.1f}"
                 f" {np.mean([r['clustering_s'] for r in runs]):>12.2f} {updates.mean():>9.4f} {updates.max():>7.3f}"
@@ -94,16 +117,22 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     the mean of their ranks."""
     order = values.argsort(axis=0, kind="stable")
     ranks = np.empty_like(values, dtype=float)
-    np.put_along_axis(ranks, order, np.arange(1, values.shape[0] + 1, dtype=float)[:, None], axis=0)
+    np.put_along_axis(
+        ranks, order, np.arange(1, values.shape[0] + 1, dtype=float)[:, None], axis=0
+    )
     for j in range(values.shape[1]):  # average ties
-        _, inverse, counts = np.unique(values[:, j], return_inverse=True, return_counts=True)
+        _, inverse, counts = np.unique(
+            values[:, j], return_inverse=True, return_counts=True
+        )
         if (counts > 1).any():
             sums = np.bincount(inverse, weights=ranks[:, j])
             ranks[:, j] = sums[inverse] / counts[inverse]
     return ranks
 
 
-def rank_and_solved(records: list[dict], threshold: float = 0.005) -> dict[str, dict[str, np.ndarray]]:
+def rank_and_solved(
+    records: list[dict], threshold: float = 0.005
+) -> dict[str, dict[str, np.ndarray]]:
     r"""cm-BO's (Sec. 4.1, Fig. 2) average rank and fraction of solved BO runs.
 
     A BO run is one (seed, test task) pair of a method (its per-task ``simple_regret``
@@ -127,7 +156,9 @@ def rank_and_solved(records: list[dict], threshold: float = 0.005) -> dict[str, 
         return {}
     problems = {r["problem"] for r in records}
     if len(problems) != 1:
-        raise ValueError(f"`records` must come from one problem, got {sorted(problems)}.")
+        raise ValueError(
+            f"`records` must come from one problem, got {sorted(problems)}."
+        )
     runs: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(dict)
     for r in records:
         for task in r["tasks"]:
@@ -138,8 +169,14 @@ def rank_and_solved(records: list[dict], threshold: float = 0.005) -> dict[str, 
     out = {}
     if common:
         # (method, run, t) regrets on the runs every method did
-        values = np.array([[runs[m][k][:T] for k in common] for m in methods], dtype=float)
-        ranks = _average_ranks(values.reshape(len(methods), -1)).reshape(values.shape).mean(axis=1)
+        values = np.array(
+            [[runs[m][k][:T] for k in common] for m in methods], dtype=float
+        )
+        ranks = (
+            _average_ranks(values.reshape(len(methods), -1))
+            .reshape(values.shape)
+            .mean(axis=1)
+        )
     for i, m in enumerate(methods):
         curves = np.array([curve[:T] for curve in runs[m].values()], dtype=float)
         out[m] = {
@@ -149,7 +186,11 @@ def rank_and_solved(records: list[dict], threshold: float = 0.005) -> dict[str, 
     return out
 
 
-def rank_solved_table(records: list[dict], checkpoints: tuple[int, ...] | None = None, threshold: float = 0.005) -> str:
+def rank_solved_table(
+    records: list[dict],
+    checkpoints: tuple[int, ...] | None = None,
+    threshold: float = 0.005,
+) -> str:
     r"""Per meta-learning problem: :func:`rank_and_solved` at checkpoints (default: 10,
     25, 50 reached and the last iteration)."""
     lines = []
@@ -157,17 +198,28 @@ def rank_solved_table(records: list[dict], checkpoints: tuple[int, ...] | None =
     for problem in sorted({r["problem"] for r in meta}):
         stats = rank_and_solved([r for r in meta if r["problem"] == problem], threshold)
         T = len(next(iter(stats.values()))["solved"]) - 1
-        cps = tuple(t for t in checkpoints if t <= T) if checkpoints else tuple(sorted({t for t in (10, 25, 50) if t <= T} | {T}))
+        cps = (
+            tuple(t for t in checkpoints if t <= T)
+            if checkpoints
+            else tuple(sorted({t for t in (10, 25, 50) if t <= T} | {T}))
+        )
         mw = max([len("method")] + [len(m) for m in stats])
-        head = f"{problem}: {'method':<{mw}}" + "".join(f" {f'rank@{t}':>8}" for t in cps)
+        head = f"{problem}: {'method':<{mw}}" + "".join(
+            f" {f'rank@{t}':>8}" for t in cps
+        )
         head += "".join(f" {f'solved@{t}':>10}" for t in cps)
         lines += [head, "-" * len(head)]
         for m, st in stats.items():
-            line = f"{' ' * (len(problem) + 2)}{m:<{mw}}" + "".join(f" {st['rank'][t]:>8.2f}" for t in cps)
+            line = f"{' ' * (len(problem) + 2)}{m:<{mw}}" + "".join(
+                f" {st['rank'][t]:>8.2f}" for t in cps
+            )
             line += "".join(f" {st['solved'][t]:>10.3f}" for t in cps)
             lines.append(line)
     if lines:
-        lines.insert(0, f"Average rank (1 = best) per (seed, test task) and fraction of runs with regret < {threshold}:")
+        lines.insert(
+            0,
+            f"Average rank (1 = best) per (seed, test task) and fraction of runs with regret < {threshold}:",
+        )
     return "\n".join(lines)
 
 
@@ -179,8 +231,15 @@ def summary_table(records: list[dict]) -> str:
     if meta:
         ranks = rank_solved_table(records)
         if any(r.get("normalized_regret") for r in records if _is_simple_regret(r)):
-            meta += "\n(problems with normalized regret: " + ", ".join(
-                sorted({r["problem"] for r in records if r.get("normalized_regret")})) + ")"
+            meta += (
+                "\n(problems with normalized regret: "
+                + ", ".join(
+                    sorted(
+                        {r["problem"] for r in records if r.get("normalized_regret")}
+                    )
+                )
+                + ")"
+            )
         meta += "\n\n" + ranks if ranks else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
@@ -207,21 +266,38 @@ def summary_table(records: list[dict]) -> str:
         )
     failures = [r for r in records if "error" in r]
     if failures:
-        lines.append(f"\n{len(failures)} run(s) failed; see their 'error' field in the results file.")
+        lines.append(
+            f"\n{len(failures)} run(s) failed; see their 'error' field in the results file."
+        )
     unknown = sorted({r["problem"] for r in records if _optimum_unknown(r)})
     inexact = sorted(
-        {r["problem"] for r in records if "error" not in r and not r.get("optimum_is_exact", True)} - set(unknown)
+        {
+            r["problem"]
+            for r in records
+            if "error" not in r and not r.get("optimum_is_exact", True)
+        }
+        - set(unknown)
     )
     if inexact:
-        lines.append(f"Regret on {', '.join(inexact)} is against a dense-sample estimate of the optimum.")
+        lines.append(
+            f"Regret on {', '.join(inexact)} is against a dense-sample estimate of the optimum."
+        )
     if unknown:
-        lines.append(f"Regret on {', '.join(unknown)} is against the best value any run found (optimum unknown).")
+        lines.append(
+            f"Regret on {', '.join(unknown)} is against the best value any run found (optimum unknown)."
+        )
     if meta:
-        lines += ["", "Meta-learning problems (simple regret r@t after t iterations, vs. the best of the candidate pool):", meta]
+        lines += [
+            "",
+            "Meta-learning problems (simple regret r@t after t iterations, vs. the best of the candidate pool):",
+            meta,
+        ]
     return "\n".join(lines)
 
 
-def plot_regret(records: list[dict], path: Path, log_y: bool = False, dpi: int = 120) -> Path:
+def plot_regret(
+    records: list[dict], path: Path, log_y: bool = False, dpi: int = 120
+) -> Path:
     r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per problem.
 
     Args:
@@ -243,10 +319,20 @@ def plot_regret(records: list[dict], path: Path, log_y: bool = False, dpi: int =
     problems = sorted({p for p, _ in groups})
     # one color per method across all panels
     colors = {m: f"C{i % 10}" for i, m in enumerate(sorted({m for _, m in groups}))}
-    fig, axes = plt.subplots(2, len(problems), figsize=(5 * len(problems), 7), squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(problems), figsize=(5 * len(problems), 7), squeeze=False
+    )
     for col, problem in enumerate(problems):
-        if all(_is_simple_regret(r) for m in {m for p, m in groups if p == problem} for r in groups[(problem, m)]):
-            _plot_simple_regret(axes[:, col], {m: runs for (p, m), runs in groups.items() if p == problem}, colors)
+        if all(
+            _is_simple_regret(r)
+            for m in {m for p, m in groups if p == problem}
+            for r in groups[(problem, m)]
+        ):
+            _plot_simple_regret(
+                axes[:, col],
+                {m: runs for (p, m), runs in groups.items() if p == problem},
+                colors,
+            )
             axes[0, col].set_title(problem)
             continue
         for method in sorted({m for p, m in groups if p == problem}):
@@ -257,8 +343,12 @@ def plot_regret(records: list[dict], path: Path, log_y: bool = False, dpi: int =
             for row, values in enumerate((cum, cum / t)):
                 mean, ci = mean_ci(values)
                 ax = axes[row, col]
-                ax.plot(t, mean, color=colors[method], label=f"{method} (n={len(runs)})")
-                ax.fill_between(t, mean - ci, mean + ci, color=colors[method], alpha=0.2)
+                ax.plot(
+                    t, mean, color=colors[method], label=f"{method} (n={len(runs)})"
+                )
+                ax.fill_between(
+                    t, mean - ci, mean + ci, color=colors[method], alpha=0.2
+                )
         axes[0, col].set_title(problem)
         axes[0, col].set_ylabel("cumulative regret $R_t$")
         axes[1, col].set_ylabel("average regret $R_t / t$")
@@ -274,7 +364,9 @@ def plot_regret(records: list[dict], path: Path, log_y: bool = False, dpi: int =
     return path
 
 
-def _plot_simple_regret(axes, runs_by_method: dict[str, list[dict]], colors: dict[str, str]) -> None:
+def _plot_simple_regret(
+    axes, runs_by_method: dict[str, list[dict]], colors: dict[str, str]
+) -> None:
     for method, runs in sorted(runs_by_method.items()):
         T = min(len(r["simple_regret"]) for r in runs)
         values = np.array([r["simple_regret"][:T] for r in runs])

@@ -29,8 +29,24 @@ SCENARIOS = {
     "lcbench": {
         "instance": "OpenML_task_id",
         "cat": ["OpenML_task_id"],
-        "cont": ["epoch", "batch_size", "learning_rate", "momentum", "weight_decay", "num_layers", "max_units", "max_dropout"],
-        "targets": ["time", "val_accuracy", "val_cross_entropy", "val_balanced_accuracy", "test_cross_entropy", "test_balanced_accuracy"],
+        "cont": [
+            "epoch",
+            "batch_size",
+            "learning_rate",
+            "momentum",
+            "weight_decay",
+            "num_layers",
+            "max_units",
+            "max_dropout",
+        ],
+        "targets": [
+            "time",
+            "val_accuracy",
+            "val_cross_entropy",
+            "val_balanced_accuracy",
+            "test_cross_entropy",
+            "test_balanced_accuracy",
+        ],
         "fidelity": {"epoch": 52},
     },
     # rbv2_xgboost: the booster is tuned (one unit-cube coordinate split into equal
@@ -41,10 +57,32 @@ SCENARIOS = {
         "instance": "task_id",
         "cat": ["task_id", "booster", "num.impute.selected.cpo"],
         "cont": [
-            "nrounds", "eta", "gamma", "lambda", "alpha", "subsample", "max_depth", "min_child_weight",
-            "colsample_bytree", "colsample_bylevel", "rate_drop", "skip_drop", "trainsize", "repl",
+            "nrounds",
+            "eta",
+            "gamma",
+            "lambda",
+            "alpha",
+            "subsample",
+            "max_depth",
+            "min_child_weight",
+            "colsample_bytree",
+            "colsample_bylevel",
+            "rate_drop",
+            "skip_drop",
+            "trainsize",
+            "repl",
         ],
-        "targets": ["acc", "bac", "auc", "brier", "f1", "logloss", "timetrain", "timepredict", "memory"],
+        "targets": [
+            "acc",
+            "bac",
+            "auc",
+            "brier",
+            "f1",
+            "logloss",
+            "timetrain",
+            "timepredict",
+            "memory",
+        ],
         "fidelity": {"trainsize": 1.0, "repl": 10},
         "tuned_cat": ["booster"],
         "fixed_cat": {"num.impute.selected.cpo": "impute.mean"},
@@ -61,7 +99,10 @@ def default_data_dir() -> Path:
     if env:
         return Path(env)
     repo = Path(__file__).resolve().parents[2]
-    for candidate in (repo / "shared" / "data" / "yahpo", repo.parent / "shared" / "data" / "yahpo"):
+    for candidate in (
+        repo / "shared" / "data" / "yahpo",
+        repo.parent / "shared" / "data" / "yahpo",
+    ):
         if candidate.exists():
             return candidate
     return repo.parent / "shared" / "data" / "yahpo"
@@ -74,7 +115,9 @@ class _Param:
     upper: float
     log: bool
     integer: bool
-    choices: tuple[str, ...] = ()  # a categorical parameter: equal sub-intervals of [0, 1]
+    choices: tuple[
+        str, ...
+    ] = ()  # a categorical parameter: equal sub-intervals of [0, 1]
 
 
 def _condition_holds(condition: dict, value: object) -> bool:
@@ -106,12 +149,18 @@ class YahpoSurrogate:
         torch.Size([5, 1])
     """
 
-    def __init__(self, scenario: str, target: str, data_dir: str | Path | None = None) -> None:
+    def __init__(
+        self, scenario: str, target: str, data_dir: str | Path | None = None
+    ) -> None:
         if scenario not in SCENARIOS:
-            raise ValueError(f"`scenario` must be one of {sorted(SCENARIOS)}, got {scenario!r}.")
+            raise ValueError(
+                f"`scenario` must be one of {sorted(SCENARIOS)}, got {scenario!r}."
+            )
         spec = SCENARIOS[scenario]
         if target not in spec["targets"]:
-            raise ValueError(f"`target` must be one of {spec['targets']}, got {target!r}.")
+            raise ValueError(
+                f"`target` must be one of {spec['targets']}, got {target!r}."
+            )
         folder = Path(data_dir or default_data_dir()) / scenario
         if not (folder / "model.onnx").exists():
             raise FileNotFoundError(
@@ -120,28 +169,42 @@ class YahpoSurrogate:
         try:
             import onnxruntime
         except ImportError as e:
-            raise ImportError("YAHPO problems need onnxruntime: pip install 'botorch_transfer[yahpo]'") from e
+            raise ImportError(
+                "YAHPO problems need onnxruntime: pip install 'botorch_transfer[yahpo]'"
+            ) from e
         self.scenario, self.spec, self.target = scenario, spec, target
         space = json.loads((folder / "config_space.json").read_text())
         self.encoding = json.loads((folder / "encoding.json").read_text())
         hps = {h["name"]: h for h in space["hyperparameters"]}
         self.params = [
-            _Param(n, 0.0, 1.0, False, False, tuple(hps[n]["choices"])) for n in spec.get("tuned_cat", [])
+            _Param(n, 0.0, 1.0, False, False, tuple(hps[n]["choices"]))
+            for n in spec.get("tuned_cat", [])
         ] + [
-            _Param(n, float(hps[n]["lower"]), float(hps[n]["upper"]), bool(hps[n].get("log")), hps[n]["type"] == "uniform_int")
-            for n in spec["cont"] if n not in spec["fidelity"]
+            _Param(
+                n,
+                float(hps[n]["lower"]),
+                float(hps[n]["upper"]),
+                bool(hps[n].get("log")),
+                hps[n]["type"] == "uniform_int",
+            )
+            for n in spec["cont"]
+            if n not in spec["fidelity"]
         ]
         #: child parameter -> its activation conditions (all must hold)
         self.conditions: dict[str, list[dict]] = {}
         for c in space.get("conditions", []):
             if "child" not in c or "parent" not in c:
-                raise NotImplementedError(f"Only simple parent/child conditions are supported, got {c}.")
+                raise NotImplementedError(
+                    f"Only simple parent/child conditions are supported, got {c}."
+                )
             self.conditions.setdefault(c["child"], []).append(c)
         choices = hps[spec["instance"]]["choices"]
         self.instances = [c for c in choices if c in self.encoding[spec["instance"]]]
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(str(folder / "model.onnx"), options)
+        self._session = onnxruntime.InferenceSession(
+            str(folder / "model.onnx"), options
+        )
         self._target_index = spec["targets"].index(target)
 
     @property
@@ -155,14 +218,21 @@ class YahpoSurrogate:
         out = {}
         for j, p in enumerate(self.params):
             if p.choices:
-                k = np.minimum(np.floor(U[:, j] * len(p.choices)).astype(int), len(p.choices) - 1)
+                k = np.minimum(
+                    np.floor(U[:, j] * len(p.choices)).astype(int), len(p.choices) - 1
+                )
                 out[p.name] = np.array(p.choices, dtype=object)[k]
                 continue
             if p.log:
-                value = np.exp(math.log(p.lower) + U[:, j] * (math.log(p.upper) - math.log(p.lower)))
+                value = np.exp(
+                    math.log(p.lower)
+                    + U[:, j] * (math.log(p.upper) - math.log(p.lower))
+                )
             else:
                 value = p.lower + U[:, j] * (p.upper - p.lower)
-            out[p.name] = np.clip(np.round(value), p.lower, p.upper) if p.integer else value
+            out[p.name] = (
+                np.clip(np.round(value), p.lower, p.upper) if p.integer else value
+            )
         return out
 
     def active(self, raw: dict[str, np.ndarray], name: str) -> np.ndarray:
@@ -171,17 +241,25 @@ class YahpoSurrogate:
         mask = np.ones(n, dtype=bool)
         for condition in self.conditions.get(name, []):
             parent = raw[condition["parent"]]
-            mask &= np.array([_condition_holds(condition, v) for v in parent], dtype=bool)
+            mask &= np.array(
+                [_condition_holds(condition, v) for v in parent], dtype=bool
+            )
         return mask
 
-    def surrogate_inputs(self, instance: str, U: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    def surrogate_inputs(
+        self, instance: str, U: Tensor
+    ) -> tuple[np.ndarray, np.ndarray]:
         r"""The surrogate's ``(x_cat int32 n x n_cat, x_cont float32 n x n_cont)`` at
         unit-cube points ``U`` on ``instance``: fidelities and fixed categoricals set,
         inactive parameters imputed as yahpo-gym does."""
         if U.dim() != 2 or U.shape[-1] != self.dim:
-            raise ValueError(f"`U` must have shape n x {self.dim}, got {tuple(U.shape)}.")
+            raise ValueError(
+                f"`U` must have shape n x {self.dim}, got {tuple(U.shape)}."
+            )
         if instance not in self.instances:
-            raise ValueError(f"`instance` {instance!r} is not an instance of {self.scenario!r}.")
+            raise ValueError(
+                f"`instance` {instance!r} is not an instance of {self.scenario!r}."
+            )
         raw = self.decode(U)
         n = U.shape[0]
         fixed = self.spec.get("fixed_cat", {})
@@ -190,12 +268,22 @@ class YahpoSurrogate:
         raw[self.spec["instance"]] = np.full(n, instance, dtype=object)
         columns = []
         for c in self.spec["cont"]:
-            value = np.full(n, self.spec["fidelity"][c], dtype=np.float64) if c in self.spec["fidelity"] else raw[c]
+            value = (
+                np.full(n, self.spec["fidelity"][c], dtype=np.float64)
+                if c in self.spec["fidelity"]
+                else raw[c]
+            )
             columns.append(np.where(self.active(raw, c), value, INACTIVE_CONT))
         cont = np.stack(columns, axis=1).astype(np.float32)
         cat = np.stack(
             [
-                np.array([self.encoding[c][v] for v in np.where(self.active(raw, c), raw[c], INACTIVE_CAT)], dtype=np.int32)
+                np.array(
+                    [
+                        self.encoding[c][v]
+                        for v in np.where(self.active(raw, c), raw[c], INACTIVE_CAT)
+                    ],
+                    dtype=np.int32,
+                )
                 for c in self.spec["cat"]
             ],
             axis=1,
@@ -206,4 +294,6 @@ class YahpoSurrogate:
         r"""The surrogate's ``target`` at unit-cube points ``U`` (``n x dim``) on ``instance``."""
         cat, cont = self.surrogate_inputs(instance, U)
         out = self._session.run(None, {"x_cat": cat, "x_cont": cont})[0]
-        return torch.as_tensor(out[:, self._target_index : self._target_index + 1], dtype=torch.float64)
+        return torch.as_tensor(
+            out[:, self._target_index : self._target_index + 1], dtype=torch.float64
+        )

@@ -2,12 +2,12 @@ r"""A benchmark plugin: one ``register_method`` line adds a model to the compari
 (used by ``test_runner.py`` with ``--plugin tests.benchmarks.plugin_example``)."""
 
 import torch
-from botorch.acquisition import UpperConfidenceBound
 from gpytorch.distributions import MultivariateNormal
 
 from botorch_transfer import DeltaBOModel
+from botorch_transfer.benchmarks.methods import register_method
+from botorch_transfer.benchmarks.transfer_methods import AcquisitionMethod
 from botorch_transfer.models import TrainingData
-from botorch_transfer.benchmarks.runner import maximize, register_method
 
 
 class MeanTransferGP(DeltaBOModel):
@@ -26,12 +26,13 @@ class MeanTransferGP(DeltaBOModel):
 
 register_method(
     "mhgp",
-    lambda problem, source: lambda X, Y, gen: maximize(
-        problem,
-        UpperConfidenceBound(
-            MeanTransferGP(X, Y, source=source, train_Yvar=torch.full_like(Y, problem.target_noise),
-                           delta_covar_module=problem.kernels["delta"](problem.dim)),
-            beta=problem.beta,
-        ),
+    AcquisitionMethod(  # UCB with the problem's beta
+        lambda state, X, Y: MeanTransferGP(
+            X,
+            Y,
+            train_Yvar=state.target_noise(Y),
+            source=state.source,
+            delta_covar_module=state.problem.kernels["delta"](state.problem.dim),
+        )
     ),
 )

@@ -8,13 +8,13 @@ import torch
 
 from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.meta import (
-    CMBO_METHODS,
-    META_METHODS,
     META_PROBLEMS,
     MetaProblem,
     gp_tasks,
     run_meta_experiment,
 )
+from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
+from botorch_transfer.benchmarks.methods import META, available_methods, get_method
 from botorch_transfer.benchmarks.report import (
     rank_and_solved,
     rank_solved_table,
@@ -25,23 +25,35 @@ from botorch_transfer.benchmarks.runner import load_results
 
 
 def small_gp_tasks():
-    return dataclasses.replace(gp_tasks(n_tasks=10), n_history=12, pool_size=200, pretrain_steps=20)
+    return dataclasses.replace(
+        gp_tasks(n_tasks=10), n_history=12, pool_size=200, pretrain_steps=20
+    )
 
 
-@pytest.mark.parametrize("method", META_METHODS)
+@pytest.mark.parametrize("method", available_methods(META))
 def test_every_meta_method_runs(method):
     record = run_meta_experiment(small_gp_tasks(), method, seed=0, iterations=2)
-    assert record["test_tasks"] and set(record["test_tasks"]).isdisjoint(record["train_tasks"])
+    assert record["test_tasks"] and set(record["test_tasks"]).isdisjoint(
+        record["train_tasks"]
+    )
     assert sorted(record["test_tasks"] + record["train_tasks"]) == list(range(10))
-    assert len(record["simple_regret"]) == 3 and len(record["iteration_s"]) == 2 * len(record["test_tasks"])
+    assert len(record["simple_regret"]) == 3 and len(record["iteration_s"]) == 2 * len(
+        record["test_tasks"]
+    )
     json.dumps(record)
 
 
 def test_simple_regret_arithmetic():
     # f_task(x) = x_0 + task: the pool optimum and the best-so-far are easy to recompute
     problem = MetaProblem(
-        name="linear", description="", dim=2, n_tasks=5, evaluate=lambda i, X: X[:, :1] + i,
-        pool_size=500, iterations=6, n_init=2,
+        name="linear",
+        description="",
+        dim=2,
+        n_tasks=5,
+        evaluate=lambda i, X: X[:, :1] + i,
+        pool_size=500,
+        iterations=6,
+        n_init=2,
     )
     record = run_meta_experiment(problem, "random", seed=1)
     regrets = []
@@ -50,11 +62,17 @@ def test_simple_regret_arithmetic():
         assert task["optimum"] == pytest.approx(max(task["values"] + [task["optimum"]]))
         expected = [task["optimum"] - values[: k + 2].max().item() for k in range(7)]
         assert task["simple_regret"] == pytest.approx(expected)
-        assert task["values"] == pytest.approx([v for v in task["observations"]])  # noise-free problem
+        assert task["values"] == pytest.approx(
+            [v for v in task["observations"]]
+        )  # noise-free problem
         regrets.append(expected)
-    assert record["simple_regret"] == pytest.approx(torch.tensor(regrets, dtype=torch.float64).mean(0).tolist())
+    assert record["simple_regret"] == pytest.approx(
+        torch.tensor(regrets, dtype=torch.float64).mean(0).tolist()
+    )
     assert record["simple_regret"][0] > 0
-    table = simple_regret_table([record, {**record, "seed": 2, "simple_regret": [0.0] * 7}])
+    table = simple_regret_table(
+        [record, {**record, "seed": 2, "simple_regret": [0.0] * 7}]
+    )
     mean_final = (record["simple_regret"][6] + 0.0) / 2
     assert f"{mean_final:.4f}" in table and "r@6" in table
 
@@ -66,14 +84,36 @@ def test_same_seed_same_meta_run():
 
 
 def test_cli_mixes_transfer_and_meta_problems(tmp_path, capsys):
-    main(["run", "--out", str(tmp_path), "--seeds", "1", "--iterations", "2", "--problems", "gp-tasks",
-          "bohachevsky", "--methods", "random", "deltabo", "--workers", "1"])
+    main(
+        [
+            "run",
+            "--out",
+            str(tmp_path),
+            "--seeds",
+            "1",
+            "--iterations",
+            "2",
+            "--problems",
+            "gp-tasks",
+            "bohachevsky",
+            "--methods",
+            "random",
+            "deltabo",
+            "--workers",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert "skipping combinations that do not apply: deltabo on gp-tasks" in out
     records, _ = load_results(tmp_path / "results.jsonl")
     assert sorted((r["problem"], r["method"]) for r in records) == [
-        ("bohachevsky", "deltabo"), ("bohachevsky", "random"), ("gp-tasks", "random")]
-    assert "Meta-learning problems" in out and (tmp_path / "regret.png").stat().st_size > 0
+        ("bohachevsky", "deltabo"),
+        ("bohachevsky", "random"),
+        ("gp-tasks", "random"),
+    ]
+    assert (
+        "Meta-learning problems" in out and (tmp_path / "regret.png").stat().st_size > 0
+    )
 
 
 def test_lcbench_surrogate():
@@ -89,29 +129,46 @@ def test_lcbench_surrogate():
     assert y.shape == (20, 1) and ((y >= 0) & (y <= 100)).all()
     assert torch.equal(y, bench(bench.instances[0], U))
     raw = bench.decode(torch.tensor([[0.0] * 7, [1.0] * 7]))
-    assert raw["batch_size"].tolist() == [16, 512] and raw["learning_rate"][0] == pytest.approx(1e-4)
+    assert raw["batch_size"].tolist() == [16, 512] and raw["learning_rate"][
+        0
+    ] == pytest.approx(1e-4)
     with pytest.raises(ValueError, match="target"):
         YahpoSurrogate("lcbench", "accuracy")
 
 
 def small_cmbo_problem():
-    return dataclasses.replace(gp_tasks(n_tasks=10), n_history=12, pool_size=100, cmbo_n_clusters=2)
+    return dataclasses.replace(
+        gp_tasks(n_tasks=10), n_history=12, pool_size=100, cmbo_n_clusters=2
+    )
 
 
-@pytest.mark.parametrize("method", list(CMBO_METHODS))
+CMBO_METHODS = [
+    m for m in available_methods(META) if isinstance(get_method(m), ClusterMetaBO)
+]
+
+
+@pytest.mark.parametrize("method", CMBO_METHODS)
 def test_cmbo_methods_record_weights_and_timings(method):
     record = run_meta_experiment(small_cmbo_problem(), method, seed=0, iterations=3)
     n_test = len(record["test_tasks"])
-    assert record["n_clusters"] == 2 and sum(record["cluster_sizes"]) == len(record["train_tasks"])
-    assert len(record["weight_update_s"]) == 3 * n_test and all(t >= 0 for t in record["weight_update_s"])
-    assert record["pretrain_s"] == pytest.approx(record["fit_s"] + record["clustering_s"])
+    assert record["n_clusters"] == 2 and sum(record["cluster_sizes"]) == len(
+        record["train_tasks"]
+    )
+    assert len(record["weight_update_s"]) == 3 * n_test and all(
+        t >= 0 for t in record["weight_update_s"]
+    )
+    assert record["pretrain_s"] == pytest.approx(
+        record["fit_s"] + record["clustering_s"]
+    )
     assert record["settings"]["ucb_xi"] == 3.0
     for task in record["tasks"]:
         assert len(task["weights"]) == 3
         for w in task["weights"]:
             assert len(w) == 2 and sum(w) == pytest.approx(1.0) and min(w) > 0
         # already-queried pool points are excluded from the candidates
-        assert len(set(task["queries"][1:])) == 3 and not set(task["queries"][1:]) & {task["queries"][0]}
+        assert len(set(task["queries"][1:])) == 3 and not set(task["queries"][1:]) & {
+            task["queries"][0]
+        }
     json.dumps(record)
 
 
@@ -123,39 +180,67 @@ def test_cmbo_reuses_stage1_fits_and_weights_move():
     # uniform at first (Alg. 1 line 13), then data-dependent
     assert any(abs(w[0] - 0.5) > 1e-6 for t in a["tasks"] for w in t["weights"])
     table = simple_regret_table([a, b])
-    row = next(line for line in table.split("cm-BO timings")[1].splitlines() if "cmbo-center-jeffreys" in line)
+    row = next(
+        line
+        for line in table.split("cm-BO timings")[1].splitlines()
+        if "cmbo-center-jeffreys" in line
+    )
     assert row.split()[2:4] == [f"{a['fit_s']:.1f}", f"{a['clustering_s']:.2f}"]
 
 
 def test_normalized_simple_regret_arithmetic():
     problem = MetaProblem(
-        name="linear", description="", dim=2, n_tasks=5, evaluate=lambda i, X: X[:, :1] * (i + 1),
-        pool_size=50, iterations=4, n_init=3, normalize_regret=True,
+        name="linear",
+        description="",
+        dim=2,
+        n_tasks=5,
+        evaluate=lambda i, X: X[:, :1] * (i + 1),
+        pool_size=50,
+        iterations=4,
+        n_init=3,
+        normalize_regret=True,
     )
     record = run_meta_experiment(problem, "random", seed=2)
-    pool = torch.rand(50, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    pool = torch.rand(
+        50, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64
+    )
     assert record["normalized_regret"]
     regrets = []
     for task in record["tasks"]:
         f = pool[:, :1] * (task["task"] + 1)
-        assert task["optimum"] == pytest.approx(f.max().item()) and task["pool_min"] == pytest.approx(f.min().item())
+        assert task["optimum"] == pytest.approx(f.max().item()) and task[
+            "pool_min"
+        ] == pytest.approx(f.min().item())
         values = torch.tensor(task["values"], dtype=torch.float64)
         span = f.max().item() - f.min().item()
-        expected = [(f.max().item() - values[: k + 3].max().item()) / span for k in range(5)]
+        expected = [
+            (f.max().item() - values[: k + 3].max().item()) / span for k in range(5)
+        ]
         assert task["simple_regret"] == pytest.approx(expected)
         regrets.append(expected)
-    assert record["simple_regret"] == pytest.approx(torch.tensor(regrets).mean(0).tolist())
-    plain = run_meta_experiment(dataclasses.replace(problem, normalize_regret=False), "random", seed=2)
+    assert record["simple_regret"] == pytest.approx(
+        torch.tensor(regrets).mean(0).tolist()
+    )
+    plain = run_meta_experiment(
+        dataclasses.replace(problem, normalize_regret=False), "random", seed=2
+    )
     assert not plain["normalized_regret"]
     for t_norm, t_plain in zip(record["tasks"], plain["tasks"]):
         span = t_plain["optimum"] - t_plain["pool_min"]
-        assert t_norm["simple_regret"] == pytest.approx([r / span for r in t_plain["simple_regret"]])
+        assert t_norm["simple_regret"] == pytest.approx(
+            [r / span for r in t_plain["simple_regret"]]
+        )
 
 
 def _fake(method, seed, curves):
     return {
-        "problem": "p", "method": method, "seed": seed, "metric": "simple_regret", "pretrain_s": 0.0,
-        "iteration_s": [0.0], "simple_regret": [sum(c) / len(c) for c in zip(*curves.values())],
+        "problem": "p",
+        "method": method,
+        "seed": seed,
+        "metric": "simple_regret",
+        "pretrain_s": 0.0,
+        "iteration_s": [0.0],
+        "simple_regret": [sum(c) / len(c) for c in zip(*curves.values())],
         "tasks": [{"task": k, "simple_regret": v} for k, v in curves.items()],
     }
 
@@ -172,13 +257,21 @@ def test_rank_and_solved_hand_computed():
     stats = rank_and_solved(records)
     # t=0: run (0,1): a,b tie at 0.5 -> 2.5, c 1; run (0,2): b 1, a 2, c 3; run (1,3): a 1, b 2, c 3
     # t=1: run (0,1): c 1, a 2, b 3; run (0,2): b 1, a 2, c 3; run (1,3): all tie -> 2
-    assert stats["a"]["rank"].tolist() == pytest.approx([(2.5 + 2 + 1) / 3, (2 + 2 + 2) / 3])
-    assert stats["b"]["rank"].tolist() == pytest.approx([(2.5 + 1 + 2) / 3, (3 + 1 + 2) / 3])
-    assert stats["c"]["rank"].tolist() == pytest.approx([(1 + 3 + 3) / 3, (1 + 3 + 2) / 3])
+    assert stats["a"]["rank"].tolist() == pytest.approx(
+        [(2.5 + 2 + 1) / 3, (2 + 2 + 2) / 3]
+    )
+    assert stats["b"]["rank"].tolist() == pytest.approx(
+        [(2.5 + 1 + 2) / 3, (3 + 1 + 2) / 3]
+    )
+    assert stats["c"]["rank"].tolist() == pytest.approx(
+        [(1 + 3 + 3) / 3, (1 + 3 + 2) / 3]
+    )
     # regret < 0.005: a solves (0,1) and (1,3) at t=1; b (0,2) and (1,3); c (0,1) and (1,3)
     assert stats["a"]["solved"].tolist() == pytest.approx([0.0, 2 / 3])
     assert stats["b"]["solved"].tolist() == pytest.approx([0.0, 2 / 3])
-    assert rank_and_solved(records, threshold=0.0015)["a"]["solved"].tolist() == pytest.approx([0.0, 1 / 3])
+    assert rank_and_solved(records, threshold=0.0015)["a"][
+        "solved"
+    ].tolist() == pytest.approx([0.0, 1 / 3])
     table = rank_solved_table(records, checkpoints=(0, 1))
     row_a = next(line for line in table.splitlines() if line.split()[0] == "a")
     assert "rank@0" in table and "solved@1" in table
@@ -199,23 +292,47 @@ def _rbv2_bench():
 
 def test_rbv2_surrogate_imputes_inactive_parameters_like_yahpo_gym():
     bench = _rbv2_bench()
-    assert bench.dim == 13 and len(bench.instances) == 119 and bench.params[0].name == "booster"
+    assert (
+        bench.dim == 13
+        and len(bench.instances) == 119
+        and bench.params[0].name == "booster"
+    )
     u = [0.5] * 13
     U = torch.tensor([[0.1] + u[1:], [0.5] + u[1:], [0.9] + u[1:]], dtype=torch.float64)
     cat, cont = bench.surrogate_inputs("16", U)
     enc = bench.encoding
     assert cat.tolist() == [
-        [enc["task_id"]["16"], enc["booster"][b], enc["num.impute.selected.cpo"]["impute.mean"]]
+        [
+            enc["task_id"]["16"],
+            enc["booster"][b],
+            enc["num.impute.selected.cpo"]["impute.mean"],
+        ]
         for b in ("gblinear", "gbtree", "dart")
     ]
     # the yahpo-gym rule: drop the inactive hyperparameters, then a missing continuous
     # one becomes 0; fidelities trainsize=1, repl=10
     mid = {  # decoded u = 0.5 (log scales: geometric mean; integers rounded)
-        "nrounds": round((7 * 2981) ** 0.5), "eta": 0.0009118819655545162 ** 0.5, "gamma": (4.5399929762484854e-05 * 7.38905609893065) ** 0.5,
-        "lambda": 1.0, "alpha": 1.0, "subsample": 0.55, "max_depth": 8.0, "min_child_weight": (2.718281828459045 * 148.4131591025766) ** 0.5,
-        "colsample_bytree": 0.505, "colsample_bylevel": 0.505, "rate_drop": 0.5, "skip_drop": 0.5,
+        "nrounds": round((7 * 2981) ** 0.5),
+        "eta": 0.0009118819655545162**0.5,
+        "gamma": (4.5399929762484854e-05 * 7.38905609893065) ** 0.5,
+        "lambda": 1.0,
+        "alpha": 1.0,
+        "subsample": 0.55,
+        "max_depth": 8.0,
+        "min_child_weight": (2.718281828459045 * 148.4131591025766) ** 0.5,
+        "colsample_bytree": 0.505,
+        "colsample_bylevel": 0.505,
+        "rate_drop": 0.5,
+        "skip_drop": 0.5,
     }
-    tree = {"eta", "gamma", "max_depth", "min_child_weight", "colsample_bytree", "colsample_bylevel"}
+    tree = {
+        "eta",
+        "gamma",
+        "max_depth",
+        "min_child_weight",
+        "colsample_bytree",
+        "colsample_bylevel",
+    }
     active = {"gblinear": {"nrounds", "lambda", "alpha", "subsample"}}
     active["gbtree"] = active["gblinear"] | tree
     active["dart"] = active["gbtree"] | {"rate_drop", "skip_drop"}
@@ -226,12 +343,16 @@ def test_rbv2_surrogate_imputes_inactive_parameters_like_yahpo_gym():
     # inactive coordinates do not change the value; active ones do
     V = U.clone()
     V[:, 2] = 0.9  # eta: inactive for gblinear only
-    assert torch.equal(bench("16", V)[0], bench("16", U)[0]) and not torch.equal(bench("16", V)[1], bench("16", U)[1])
+    assert torch.equal(bench("16", V)[0], bench("16", U)[0]) and not torch.equal(
+        bench("16", V)[1], bench("16", U)[1]
+    )
 
 
 def test_rbv2_surrogate_values_and_determinism():
     bench = _rbv2_bench()
-    U = torch.rand(30, 13, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    U = torch.rand(
+        30, 13, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
     y = bench(bench.instances[3], U)
     assert y.shape == (30, 1) and ((y >= 0) & (y <= 1)).all() and y.std() > 0
     assert torch.equal(y, bench(bench.instances[3], U))
@@ -239,5 +360,10 @@ def test_rbv2_surrogate_values_and_determinism():
     with pytest.raises(ValueError, match="instance"):
         bench("not-a-task", U)
     problem = META_PROBLEMS["rbv2-xgboost"]()
-    assert (problem.n_tasks, problem.n_history, problem.n_init, problem.iterations) == (119, 50, 5, 50)
+    assert (problem.n_tasks, problem.n_history, problem.n_init, problem.iterations) == (
+        119,
+        50,
+        5,
+        50,
+    )
     assert problem.test_fraction == 0.15 and problem.normalize_regret

@@ -18,8 +18,16 @@ def test_mean_ci_by_hand():
 
 def test_summary_and_plot(tmp_path):
     records = [
-        {"problem": "p", "method": m, "seed": s, "cumulative_regret": [1.0 * s, 2.0 * s + k], "iteration_s": [0.1, 0.3], "optimum_is_exact": True}
-        for k, m in enumerate(["a", "b"]) for s in range(1, 4)
+        {
+            "problem": "p",
+            "method": m,
+            "seed": s,
+            "cumulative_regret": [1.0 * s, 2.0 * s + k],
+            "iteration_s": [0.1, 0.3],
+            "optimum_is_exact": True,
+        }
+        for k, m in enumerate(["a", "b"])
+        for s in range(1, 4)
     ]
     records.append({"problem": "p", "method": "a", "seed": 9, "error": "boom"})
     table = summary_table(records)

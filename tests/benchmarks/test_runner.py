@@ -3,26 +3,36 @@ import json
 import pytest
 
 from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS
 from botorch_transfer.benchmarks.report import summary_table
 from botorch_transfer.benchmarks.runner import (
-    METHODS,
     load_results,
     run_experiment,
     safe_run_experiment,
 )
 
-
 # the shilton-bumps-s* problems differ only in the shift: one of them stands for all
-SMOKE_PROBLEMS = sorted(p for p in PROBLEMS if not p.startswith("shilton-bumps-") or p == "shilton-bumps-s0.5")
+SMOKE_PROBLEMS = sorted(
+    p
+    for p in PROBLEMS
+    if not p.startswith("shilton-bumps-") or p == "shilton-bumps-s0.5"
+)
 
 
 @pytest.mark.parametrize("problem", SMOKE_PROBLEMS)
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", available_methods(TRANSFER))
 def test_every_problem_and_method_runs(problem, method):
     record = run_experiment(problem, method, seed=0, iterations=2)
-    assert len(record["queries"]) == len(record["values"]) == len(record["iteration_s"]) == 2
-    if record["optimum"] is None:  # HPO: regret against the best value found, at report time
+    assert (
+        len(record["queries"])
+        == len(record["values"])
+        == len(record["iteration_s"])
+        == 2
+    )
+    if (
+        record["optimum"] is None
+    ):  # HPO: regret against the best value found, at report time
         assert record["regret"] is None and not record["optimum_is_exact"]
     else:
         assert len(record["regret"]) == 2
@@ -44,8 +54,21 @@ def test_failures_are_recorded():
 
 
 def test_cli_runs_resumes_and_reports(tmp_path, capsys):
-    args = ["--out", str(tmp_path), "--seeds", "2", "--iterations", "2", "--problems", "bohachevsky",
-            "--methods", "deltabo", "random", "--workers", "1"]
+    args = [
+        "--out",
+        str(tmp_path),
+        "--seeds",
+        "2",
+        "--iterations",
+        "2",
+        "--problems",
+        "bohachevsky",
+        "--methods",
+        "deltabo",
+        "random",
+        "--workers",
+        "1",
+    ]
     main(["run", *args])
     records, corrupt = load_results(tmp_path / "results.jsonl")
     assert len(records) == 4 and corrupt == 0
@@ -72,24 +95,67 @@ def test_cli_runs_resumes_and_reports(tmp_path, capsys):
 
 def test_cli_runs_on_a_dask_cluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "2", "--problems", "bohachevsky",
-              "--methods", "random", "--dask-scheduler", cluster.scheduler_address])
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        main(
+            [
+                "run",
+                "--out",
+                str(tmp_path),
+                "--seeds",
+                "2",
+                "--iterations",
+                "2",
+                "--problems",
+                "bohachevsky",
+                "--methods",
+                "random",
+                "--dask-scheduler",
+                cluster.scheduler_address,
+            ]
+        )
     records, corrupt = load_results(tmp_path / "results.jsonl")
     assert sorted(r["seed"] for r in records) == [0, 1] and corrupt == 0
-    assert records[0] == {**records[0], **run_experiment("bohachevsky", "random", records[0]["seed"], 2), "iteration_s": records[0]["iteration_s"], "setup_s": records[0]["setup_s"]}
+    assert records[0] == {
+        **records[0],
+        **run_experiment("bohachevsky", "random", records[0]["seed"], 2),
+        "iteration_s": records[0]["iteration_s"],
+        "setup_s": records[0]["setup_s"],
+    }
 
 
 def test_a_registered_method_runs_from_the_cli(tmp_path, capsys):
-    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "2", "--problems", "bohachevsky",
-          "--methods", "mhgp", "--workers", "1", "--plugin", "tests.benchmarks.plugin_example"])
+    main(
+        [
+            "run",
+            "--out",
+            str(tmp_path),
+            "--seeds",
+            "2",
+            "--iterations",
+            "2",
+            "--problems",
+            "bohachevsky",
+            "--methods",
+            "mhgp",
+            "--workers",
+            "1",
+            "--plugin",
+            "tests.benchmarks.plugin_example",
+        ]
+    )
     records, _ = load_results(tmp_path / "results.jsonl")
-    assert sorted((r["method"], r["seed"]) for r in records) == [("mhgp", 0), ("mhgp", 1)]
+    assert sorted((r["method"], r["seed"]) for r in records) == [
+        ("mhgp", 0),
+        ("mhgp", 1),
+    ]
     assert all("error" not in r and len(r["queries"]) == 2 for r in records)
-    from botorch_transfer.benchmarks.runner import register_method
+    from botorch_transfer.benchmarks.methods import register_method
+    from botorch_transfer.benchmarks.transfer_methods import RandomSearch
 
-    with pytest.raises(ValueError, match="built-in"):
-        register_method("deltabo", lambda problem, source: None)
+    with pytest.raises(ValueError, match="already registered"):
+        register_method("deltabo", RandomSearch())
 
 
 def test_a_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
@@ -101,12 +167,32 @@ def test_a_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
-    options = ["--out", str(tmp_path), "--seeds", "10", "--iterations", "3", "--problems", "gaussian-bumps",
-               "--methods", "random", "gp-ucb", "--workers", "1"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    options = [
+        "--out",
+        str(tmp_path),
+        "--seeds",
+        "10",
+        "--iterations",
+        "3",
+        "--problems",
+        "gaussian-bumps",
+        "--methods",
+        "random",
+        "gp-ucb",
+        "--workers",
+        "1",
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
+    }
     process = subprocess.Popen(
-        [sys.executable, "-m", "botorch_transfer.benchmarks", "run", *options], cwd=repo, env=env,
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "botorch_transfer.benchmarks", "run", *options],
+        cwd=repo,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     results = tmp_path / "results.jsonl"
     deadline = time.time() + 300
@@ -115,7 +201,9 @@ def test_a_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
             break
         time.sleep(0.02)
     assert process.poll() is None, "the sweep ended before it could be killed"
-    os.killpg(process.pid, signal.SIGKILL)  # the CLI and its worker processes, mid-sweep
+    os.killpg(
+        process.pid, signal.SIGKILL
+    )  # the CLI and its worker processes, mid-sweep
     process.wait()
     before, _ = load_results(results)
     assert 3 <= len(before) < 20

@@ -1,0 +1,115 @@
+r"""The source/target problem type shared by the problem modules (``problems``,
+``hpo``) and the kernels with fixed hyperparameters the papers state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
+from torch import Tensor
+
+
+def fixed_kernel(kind: str, lengthscale: float, outputscale: float, dim: int) -> Kernel:
+    r"""A ``ScaleKernel`` over ``"rbf"`` or ``"matern52"`` with the given fixed values.
+
+    Args:
+        kind: ``"rbf"`` (squared exponential) or ``"matern52"``.
+        lengthscale: The (shared) lengthscale.
+        outputscale: The kernel variance.
+        dim: Input dimension.
+
+    Returns:
+        A float64 kernel whose hyperparameters do not require gradients.
+    """
+    base = RBFKernel() if kind == "rbf" else MaternKernel(nu=2.5)
+    kernel = ScaleKernel(base).to(torch.float64)
+    kernel.base_kernel.lengthscale = torch.tensor(lengthscale, dtype=torch.float64)
+    kernel.outputscale = torch.tensor(outputscale, dtype=torch.float64)
+    for p in kernel.parameters():
+        p.requires_grad_(False)
+    return kernel
+
+
+@dataclass
+class TransferProblem:
+    r"""A source/target pair to maximize.
+
+    Attributes:
+        name: Registry name.
+        bounds: ``2 x d`` box.
+        target: Noise-free target function (``n x d -> n x 1``).
+        source: Noise-free source function.
+        n_source: Number of source observations ``N``.
+        source_noise: Source noise variance ``sigma_0^2``.
+        target_noise: Target noise variance ``sigma^2``.
+        kernels: Fixed kernels ``{"source", "delta", "target"}`` of the paper.
+        grid_size: Points per dimension of the candidate grid (``None``: continuous).
+        n_init: Random initial target points shared by all methods.
+        iterations: Default number of BO iterations ``T``.
+        beta: Fixed UCB exploration weight (the papers' experiments use a constant).
+        optimum_known: ``False`` for problems (HPO) whose optimum is unknown: their
+            regret is measured against the best value any run found.
+        noisy_observations: Add Gaussian noise of the stated variances to the
+            observations (synthetic problems); ``False`` observes the objective as is.
+        description: One-line summary with the source of the settings.
+    """
+
+    name: str
+    bounds: Tensor
+    target: Callable[[Tensor], Tensor]
+    source: Callable[[Tensor], Tensor]
+    n_source: int
+    source_noise: float
+    target_noise: float
+    kernels: dict[str, Callable[[int], Kernel]]
+    grid_size: int | None = None
+    n_init: int = 2
+    iterations: int = 30
+    beta: float = 0.3
+    optimum_known: bool = True
+    noisy_observations: bool = True
+    description: str = ""
+    _grid: Tensor | None = field(default=None, repr=False)
+
+    @property
+    def dim(self) -> int:
+        return self.bounds.shape[-1]
+
+    @property
+    def grid(self) -> Tensor | None:
+        r"""The ``grid_size^d x d`` candidate grid (``None``: a continuous problem)."""
+        if self.grid_size is None:
+            return None
+        if self._grid is None:
+            axes = [
+                torch.linspace(lo, hi, self.grid_size, dtype=torch.float64)
+                for lo, hi in self.bounds.T
+            ]
+            self._grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(
+                -1, self.dim
+            )
+        return self._grid
+
+    def optimum(self) -> float | None:
+        r"""Max of the target: exact on the grid; a dense-sample estimate otherwise;
+        ``None`` when unknown (``optimum_known=False``)."""
+        if not self.optimum_known:
+            return None
+        if self.grid is not None:
+            return float(self.target(self.grid).max())
+        gen = torch.Generator().manual_seed(0)
+        X = self.sample(200_000, gen)
+        return float(self.target(X).max())
+
+    def sample(self, n: int, generator: torch.Generator) -> Tensor:
+        r"""``n`` uniform points of the domain (grid points for a grid problem)."""
+        if self.grid is not None:
+            return self.grid[
+                torch.randint(self.grid.shape[0], (n,), generator=generator)
+            ]
+        lo, hi = self.bounds
+        return lo + (hi - lo) * torch.rand(
+            n, self.dim, generator=generator, dtype=torch.float64
+        )

@@ -1,0 +1,348 @@
+r"""Built-in methods of the leave-tasks-out (``"meta"``) protocol.
+
+Every method queries points of the split's candidate pool (``MetaData.pool``);
+``random`` (uniform over the pool) is registered with the transfer methods.
+
+- ``stbo``: single-task GP with BoTorch's default priors, hyperparameters fitted
+  every iteration, the HyperBO PI acquisition (threshold ``max(y) + 0.1`` in
+  standardized units);
+- ``stbo-ucb``: the same GP with UCB, ``beta = 1.8^2`` (HyperBO's STBOH);
+- ``hyperbo-nll`` / ``hyperbo-ekl``: :class:`~botorch_transfer.PretrainedPriorGP` on a
+  prior pre-trained once per split with that objective, PI with threshold
+  ``max(y) + 0.1`` in the prior's standardized units;
+- ``cmbo-{center,barycenter}-{w2,jeffreys}``: cm-BO (Alg. 1), see
+  :class:`ClusterMetaBO`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from botorch.acquisition import (
+    AcquisitionFunction,
+    ProbabilityOfImprovement,
+    UpperConfidenceBound,
+)
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf_discrete
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from botorch_transfer import (
+    ClusterMetaPrior,
+    ClusterMetaPriorGP,
+    PretrainedPrior,
+    PretrainedPriorGP,
+    TaskData,
+    build_cluster_prior,
+    hyperbo_probability_of_improvement,
+    pretrain_prior,
+)
+from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
+from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+
+if TYPE_CHECKING:
+    from botorch_transfer.benchmarks.meta import MetaProblem
+
+#: cm-BO GP-UCB: ``mu + xi sigma`` with ``xi = 3`` (Sec. 4.1, following HyperBO);
+#: BoTorch's ``beta`` multiplies the variance, so ``beta = xi^2``.
+CMBO_UCB_XI = 3.0
+#: Known target noise variance floor of the cm-BO GP (user units). A learned noise
+#: level soaks up the misfit of the prior and the weights then barely move, so
+#: the GP gets ``max(observation_noise, CMBO_NOISE_FLOOR)`` as known noise.
+CMBO_NOISE_FLOOR = 1e-6
+#: UCB weight of ``stbo-ucb``: ``1.8^2`` as HyperBO's STBOH.
+STBO_UCB_BETA = 1.8**2
+
+
+def maximize_on_pool(acqf: AcquisitionFunction, pool: Tensor) -> Tensor:
+    r"""Maximize ``acqf`` over the rows of ``pool`` (batches of 2048).
+
+    Args:
+        acqf: The acquisition function.
+        pool: ``n x d`` candidates.
+
+    Returns:
+        The ``1 x d`` best row.
+    """
+    best, _ = optimize_acqf_discrete(acqf, q=1, choices=pool, max_batch_size=2048)
+    return best
+
+
+def _single_task_gp(X: Tensor, Y: Tensor) -> SingleTaskGP:
+    model = SingleTaskGP(X, Y)  # BoTorch defaults: Standardize, dim-scaled priors
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
+class SingleTaskBO(Method):
+    r"""A single-task GP with BoTorch's default priors, re-fitted every iteration.
+
+    Args:
+        acquisition: ``"pi"`` (HyperBO's PI, threshold ``max(y) + 0.1`` in
+            standardized units) or ``"ucb"`` (``beta = STBO_UCB_BETA``).
+    """
+
+    protocols = (META,)
+
+    def __init__(self, acquisition: str = "pi") -> None:
+        if acquisition not in ("pi", "ucb"):
+            raise ValueError(
+                f"`acquisition` must be 'pi' or 'ucb', got {acquisition!r}."
+            )
+        self.acquisition = acquisition
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> Tensor:
+        return data.pool
+
+    def propose(self, state: Tensor, X: Tensor, Y: Tensor) -> Tensor:
+        model = _single_task_gp(X, Y)
+        if self.acquisition == "ucb":
+            return maximize_on_pool(
+                UpperConfidenceBound(model, beta=STBO_UCB_BETA), state
+            )
+        if Y.shape[0] > 1:
+            scale = Y.std().clamp_min(1e-6)
+        else:
+            scale = torch.ones((), dtype=Y.dtype)
+        acqf = ProbabilityOfImprovement(model, best_f=Y.max() + 0.1 * scale)
+        return maximize_on_pool(acqf, state)
+
+
+@dataclass
+class HyperBOState:
+    r"""A split's pre-trained prior and candidate pool."""
+
+    prior: PretrainedPrior
+    pool: Tensor
+
+
+class HyperBO(Method):
+    r"""HyperBO: :class:`~botorch_transfer.PretrainedPriorGP` on a prior pre-trained
+    once per split (Adam, lr 5e-3, ``problem.pretrain_steps`` steps for NLL;
+    L-BFGS for EKL), PI with threshold ``max(y) + 0.1`` in the prior's units.
+
+    Args:
+        objective: ``"nll"`` or ``"ekl"``.
+    """
+
+    protocols = (META,)
+
+    def __init__(self, objective: str) -> None:
+        self.objective = objective
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> HyperBOState:
+        prior = pretrain_prior(
+            data.history,
+            objective=self.objective,
+            num_steps=problem.pretrain_steps if self.objective == "nll" else None,
+            lr=5e-3,
+            seed=data.seed,
+            progress=False,
+        )
+        return HyperBOState(prior, data.pool)
+
+    def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
+        model = PretrainedPriorGP(X, Y, prior=state.prior)
+        margin = 0.1 * state.prior.mean_module.scale.item()
+        return maximize_on_pool(
+            hyperbo_probability_of_improvement(model, margin=margin), state.pool
+        )
+
+
+class _Stage1Cache:
+    r"""cm-BO Stage-1 fits (one GP per meta-task) by a stable key: the problem name,
+    the split's seed and a digest of the meta-training data. The fits do not depend
+    on the cm-BO variant, so the variants run in one process share them."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: OrderedDict[
+            tuple[str, int, str], tuple[MetaTaskPosteriors, float]
+        ] = OrderedDict()
+
+    @staticmethod
+    def key(
+        problem: MetaProblem, history: list[TaskData], seed: int
+    ) -> tuple[str, int, str]:
+        digest = hashlib.sha256()
+        for task in history:
+            for tensor in (task.X, task.Y):
+                digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return problem.name, seed, digest.hexdigest()
+
+    def get(
+        self, problem: MetaProblem, history: list[TaskData], seed: int
+    ) -> tuple[MetaTaskPosteriors, float, bool]:
+        r"""The split's meta-task posteriors, their fit time and whether cached."""
+        key = self.key(problem, history, seed)
+        if key in self._entries:
+            posteriors, fit_s = self._entries[key]
+            return posteriors, fit_s, True
+        start = time.perf_counter()
+        bounds = torch.stack([torch.zeros(problem.dim), torch.ones(problem.dim)])
+        posteriors = meta_task_posteriors(history, bounds.to(torch.float64))
+        fit_s = time.perf_counter() - start
+        if len(self._entries) >= self.size:
+            self._entries.popitem(last=False)
+        self._entries[key] = (posteriors, fit_s)
+        return posteriors, fit_s, False
+
+
+_STAGE1 = _Stage1Cache()
+
+
+@dataclass
+class ClusterMetaBOState:
+    r"""A split's cm-BO prior, pool, known noise and timings."""
+
+    prior: ClusterMetaPrior
+    pool: Tensor
+    noise_var: float
+    info: dict[str, Any]
+    weight_update_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ClusterMetaBOTaskState:
+    r"""One test task's cluster weights (``None``: uniform) and their history."""
+
+    split: ClusterMetaBOState
+    weights: Tensor | None = None
+    weight_history: list[list[float]] = field(default_factory=list)
+
+
+class ClusterMetaBO(Method):
+    r"""cm-BO (Alg. 1): Stages 1-2 once per split (:meth:`build_prior`), then every
+    iteration a :class:`~botorch_transfer.ClusterMetaPriorGP` with the current
+    cluster weights (uniform at first, line 13) and known noise
+    ``max(observation_noise, CMBO_NOISE_FLOOR)``, GP-UCB with ``xi = 3`` (Sec. 4.1)
+    over the pool points not yet queried (a confident prior would otherwise re-pick
+    the same point), then the weight update of lines 19-21 with the variant's
+    distance after the new observation.
+
+    Args:
+        prototype: ``"center"`` or ``"barycenter"``.
+        distance: ``"wasserstein"`` or ``"jeffreys"``, for clustering and weights.
+    """
+
+    protocols = (META,)
+
+    def __init__(self, prototype: str, distance: str) -> None:
+        self.prototype = prototype
+        self.distance = distance
+
+    def build_prior(
+        self, problem: MetaProblem, history: list[TaskData], pool: Tensor, seed: int
+    ) -> tuple[ClusterMetaPrior, dict[str, Any]]:
+        r"""Stages 1-2 of cm-BO (Alg. 1 lines 3-11) for one split.
+
+        Index points: 100 scrambled Sobol points for the ``center`` prototype (Sec.
+        4.1: "the number of observed locations for the finite index space is set to
+        100"); the candidate pool for the ``barycenter`` prototype, which only
+        exists on its index points and must cover every point BO may query
+        (deviation: the paper does not say which locations its barycenter uses).
+
+        Args:
+            problem: The meta problem (``cmbo_n_clusters``: ``C`` or ``None`` to
+                select it in ``2..6`` by eqs. 10-11).
+            history: The meta-training tasks.
+            pool: The split's candidate pool.
+            seed: Seed of the index points and k-means.
+
+        Returns:
+            The prior and timings ``{"fit_s", "clustering_s", "stage1_cached"}``
+            (``clustering_s``: discretization, k-means and prototypes).
+        """
+        posteriors, fit_s, cached = _STAGE1.get(problem, history, seed)
+        start = time.perf_counter()
+        prior = build_cluster_prior(
+            history,
+            index_points=pool if self.prototype == "barycenter" else None,
+            n_clusters=problem.cmbo_n_clusters,
+            distance=self.distance,
+            prototype=self.prototype,
+            seed=seed,
+            posteriors=posteriors,
+        )
+        clustering_s = time.perf_counter() - start
+        return prior, {
+            "fit_s": fit_s,
+            "clustering_s": clustering_s,
+            "stage1_cached": cached,
+        }
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> ClusterMetaBOState:
+        prior, info = self.build_prior(problem, data.history, data.pool, data.seed)
+        noise_var = max(problem.observation_noise, CMBO_NOISE_FLOOR)
+        return ClusterMetaBOState(prior, data.pool, noise_var, info)
+
+    def start_task(
+        self, state: ClusterMetaBOState, generator: torch.Generator
+    ) -> ClusterMetaBOTaskState:
+        return ClusterMetaBOTaskState(state)
+
+    def propose(self, state: ClusterMetaBOTaskState, X: Tensor, Y: Tensor) -> Tensor:
+        split = state.split
+        model = ClusterMetaPriorGP(
+            X,
+            Y,
+            prior=split.prior,
+            weights=state.weights,
+            train_Yvar=torch.full_like(Y, split.noise_var),
+        )
+        queried = (split.pool.unsqueeze(-2) == X).all(-1).any(-1)
+        if queried.all():
+            raise RuntimeError(
+                "cm-BO queried every pool point; increase `pool_size` or lower "
+                "`iterations`."
+            )
+        acqf = UpperConfidenceBound(model, beta=CMBO_UCB_XI**2)
+        best = maximize_on_pool(acqf, split.pool[~queried])
+        # Alg. 1 lines 19-21: distances of GP^(tau) (this model) to the prototypes
+        start = time.perf_counter()
+        state.weights = model.updated_weights()
+        split.weight_update_s.append(time.perf_counter() - start)
+        state.weight_history.append(state.weights.tolist())
+        return best
+
+    def run_info(self, state: ClusterMetaBOState) -> dict[str, Any]:
+        r"""``pretrain_s = fit_s + clustering_s`` (``fit_s`` measured once per split
+        and process, see ``stage1_cached``), the clusters and the weight updates."""
+        return {
+            "pretrain_s": state.info["fit_s"] + state.info["clustering_s"],
+            **state.info,
+            "n_clusters": state.prior.n_clusters,
+            "cluster_sizes": state.prior.cluster_sizes.tolist(),
+            "weight_update_s": state.weight_update_s,
+        }
+
+    def task_info(self, state: ClusterMetaBOTaskState) -> dict[str, Any]:
+        return {"weights": state.weight_history}
+
+    def settings(self, problem: MetaProblem) -> dict[str, Any]:
+        return {
+            "ucb_xi": CMBO_UCB_XI,
+            "noise_var": max(problem.observation_noise, CMBO_NOISE_FLOOR),
+            "n_clusters_setting": problem.cmbo_n_clusters,
+        }
+
+
+register_method("stbo", SingleTaskBO("pi"))
+register_method("stbo-ucb", SingleTaskBO("ucb"))
+register_method("hyperbo-nll", HyperBO("nll"))
+register_method("hyperbo-ekl", HyperBO("ekl"))
+#: cm-BO variants ``cmbo-{prototype}-{distance}``; the distance is used both for
+#: clustering and for the weight updates (the paper's JefClus_JefCMP, WssClus_WssCMP
+#: and WssClus_WssCMP_Bary; the barycenter with Jeffreys is an extra).
+for _prototype in ("center", "barycenter"):
+    for _short, _distance in (("w2", "wasserstein"), ("jeffreys", "jeffreys")):
+        register_method(
+            f"cmbo-{_prototype}-{_short}", ClusterMetaBO(_prototype, _distance)
+        )

@@ -1,0 +1,491 @@
+r"""Built-in methods of the source/target (``"transfer"``) protocol.
+
+Fixed-setting methods use the papers' kernels and noise levels of the problem
+(``problem.kernels``, ``problem.target_noise``) and UCB with the problem's fixed
+``beta``; ``*-fitted`` variants use BoTorch's default kernels and priors, inputs
+normalized to the unit cube, and fit their hyperparameters with
+``fit_gpytorch_mll`` every iteration; ``pooled-gp-fitted`` is a GP on the pooled
+source and target data.
+
+A new model joins the comparison with one registration, e.g.
+
+    >>> register_method("mhgp", AcquisitionMethod(lambda state, X, Y: MeanTransferGP(
+    ...     X, Y, source=state.source, train_Yvar=state.target_noise(Y))))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from botorch.acquisition import (
+    AcquisitionFunction,
+    LogExpectedImprovement,
+    ProbabilityOfImprovement,
+    UpperConfidenceBound,
+)
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms import Normalize, Standardize
+from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from botorch.sampling.pathwise import draw_matheron_paths
+from gpytorch.means import ZeroMean
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from botorch_transfer import (
+    DeltaBOModel,
+    DiffGP,
+    EnvGP,
+    TaskData,
+    randomized_nn_thompson_candidate,
+)
+from botorch_transfer.benchmarks.base import TransferProblem
+from botorch_transfer.benchmarks.methods import (
+    META,
+    TRANSFER,
+    MetaData,
+    Method,
+    TransferData,
+    register_method,
+)
+from botorch_transfer.models.source_posterior import (
+    GPSourcePosterior,
+    SourcePosterior,
+    source_posterior_from_model,
+)
+
+#: Largest number of source points ``deltabo-fitted`` fits its source GP on.
+SOURCE_FIT_MAX_N = 1000
+
+
+def maximize(problem: TransferProblem, acqf: AcquisitionFunction) -> Tensor:
+    r"""Maximize ``acqf`` over the problem's domain.
+
+    Args:
+        problem: The problem: ``optimize_acqf_discrete`` on its grid if it has one,
+            else ``optimize_acqf`` (5 restarts, 256 raw samples) on its box.
+        acqf: The acquisition function.
+
+    Returns:
+        The ``1 x d`` maximizer (detached).
+    """
+    if problem.grid is not None:
+        candidate, _ = optimize_acqf_discrete(
+            acqf, q=1, choices=problem.grid, max_batch_size=4096
+        )
+    else:
+        candidate, _ = optimize_acqf(
+            acqf, bounds=problem.bounds, q=1, num_restarts=5, raw_samples=256
+        )
+    return candidate.detach()
+
+
+@dataclass
+class TransferState:
+    r"""The state of a ``"transfer"`` run.
+
+    Attributes:
+        problem: The problem.
+        source: The source observations.
+        generator: The run's policy generator.
+        source_model: What the method built from the source data at setup (e.g. a
+            source posterior), or ``None``.
+    """
+
+    problem: TransferProblem
+    source: TaskData
+    generator: torch.Generator
+    source_model: Any = None
+
+    def target_noise(self, Y: Tensor) -> Tensor:
+        r"""The known target noise variance, shaped like ``Y``."""
+        return torch.full_like(Y, self.problem.target_noise)
+
+
+SourceBuilder = Callable[[TransferProblem, TaskData], Any]
+ModelBuilder = Callable[[TransferState, Tensor, Tensor], Model]
+AcquisitionBuilder = Callable[[Model, TransferProblem, Tensor], AcquisitionFunction]
+
+
+class TransferMethod(Method):
+    r"""A ``"transfer"`` method whose setup builds an optional source model once.
+
+    Args:
+        source_model: ``source_model(problem, source) -> model``, called once per
+            run (timed as the run's setup), or ``None``.
+    """
+
+    protocols = (TRANSFER,)
+
+    def __init__(self, source_model: SourceBuilder | None = None) -> None:
+        self.source_model = source_model
+
+    def setup(self, problem: TransferProblem, data: TransferData) -> TransferState:
+        r"""Build the source model (if any).
+
+        Args:
+            problem: The problem.
+            data: The source observations and the run's policy generator.
+
+        Returns:
+            The run's :class:`TransferState`.
+        """
+        source_model = (
+            None
+            if self.source_model is None
+            else self.source_model(problem, data.source)
+        )
+        return TransferState(problem, data.source, data.generator, source_model)
+
+
+class AcquisitionMethod(TransferMethod):
+    r"""Build a model on the target data, optionally fit it, maximize an acquisition.
+
+    Args:
+        model: ``model(state, X, Y) -> Model``, called every iteration.
+        acquisition: ``acquisition(model, problem, Y) -> AcquisitionFunction``
+            (default: UCB with the problem's ``beta``).
+        fit: Fit the model's hyperparameters with ``fit_gpytorch_mll`` every
+            iteration (when there are target data).
+        source_model: See :class:`TransferMethod`.
+    """
+
+    def __init__(
+        self,
+        model: ModelBuilder,
+        acquisition: AcquisitionBuilder | None = None,
+        fit: bool = False,
+        source_model: SourceBuilder | None = None,
+    ) -> None:
+        super().__init__(source_model=source_model)
+        self.model = model
+        self.acquisition = ucb if acquisition is None else acquisition
+        self.fit = fit
+
+    def propose(self, state: TransferState, X: Tensor, Y: Tensor) -> Tensor:
+        r"""Maximize the acquisition of the model on ``(X, Y)`` over the domain.
+
+        Args:
+            state: The run's state.
+            X: ``n x d`` target inputs.
+            Y: ``n x 1`` target observations.
+
+        Returns:
+            The ``1 x d`` next query.
+        """
+        model = self.model(state, X, Y)
+        if self.fit and X.shape[0] > 0:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        return maximize(state.problem, self.acquisition(model, state.problem, Y))
+
+
+class PathwiseThompsonSampling(TransferMethod):
+    r"""GP-TS: maximize one posterior sample path (pathwise / Matheron) of the
+    fixed-kernel target GP over the grid, or over 4096 uniform candidates of a
+    continuous domain."""
+
+    def propose(self, state: TransferState, X: Tensor, Y: Tensor) -> Tensor:
+        problem = state.problem
+        path = draw_matheron_paths(target_gp(state, X, Y), sample_shape=torch.Size([1]))
+        candidates = (
+            problem.grid
+            if problem.grid is not None
+            else problem.sample(4096, state.generator)
+        )
+        with torch.no_grad():
+            values = path(candidates).reshape(-1)
+        return candidates[values.argmax()].unsqueeze(0)
+
+
+class RandomizedNNThompsonSampling(TransferMethod):
+    r"""Randomized regularized NN (eqs. 8 and 10 of the paper): one freshly
+    initialized, regularized MLP trained per step, maximized over the grid or box.
+
+    Args:
+        loss: ``"squared"`` (regression, ``rnn-ts``) or ``"cross_entropy"``
+            (the LFBO classifier, ``rnn-lfbo``).
+    """
+
+    def __init__(self, loss: str = "squared") -> None:
+        super().__init__()
+        self.loss = loss
+
+    def propose(self, state: TransferState, X: Tensor, Y: Tensor) -> Tensor:
+        problem = state.problem
+        if problem.grid is not None:
+            domain = {"choices": problem.grid}
+        else:
+            domain = {"bounds": problem.bounds}
+        return randomized_nn_thompson_candidate(
+            X,
+            Y,
+            **domain,
+            loss=self.loss,
+            seed=int(torch.randint(2**31, (1,), generator=state.generator)),
+            input_transform=Normalize(problem.dim, bounds=problem.bounds),
+            outcome_transform=Standardize(m=1) if self.loss == "squared" else None,
+        )
+
+
+class RandomSearch(Method):
+    r"""Uniform random search: a uniform point of the domain (``"transfer"``) or of
+    the candidate pool (``"meta"``), drawn from the run's (task's) generator."""
+
+    protocols = (TRANSFER, META)
+
+    def setup(self, problem: Any, data: TransferData | MetaData) -> Any:
+        if isinstance(data, MetaData):
+            return data.pool
+        return partial(problem.sample, 1, data.generator)
+
+    def start_task(self, state: Tensor, generator: torch.Generator) -> Any:
+        pool = state
+
+        def sample() -> Tensor:
+            i = int(torch.randint(pool.shape[0], (1,), generator=generator))
+            return pool[i].unsqueeze(0)
+
+        return sample
+
+    def propose(self, state: Callable[[], Tensor], X: Tensor, Y: Tensor) -> Tensor:
+        return state()
+
+
+# ---------------------------------------------------------------- acquisitions
+
+
+def ucb(model: Model, problem: TransferProblem, Y: Tensor) -> AcquisitionFunction:
+    r"""``UpperConfidenceBound`` with the problem's fixed ``beta``."""
+    return UpperConfidenceBound(model, beta=problem.beta)
+
+
+def log_ei(model: Model, problem: TransferProblem, Y: Tensor) -> AcquisitionFunction:
+    r"""``LogExpectedImprovement`` over the best observation."""
+    return LogExpectedImprovement(model, best_f=Y.max())
+
+
+def pi(model: Model, problem: TransferProblem, Y: Tensor) -> AcquisitionFunction:
+    r"""``ProbabilityOfImprovement`` over the best observation."""
+    return ProbabilityOfImprovement(model, best_f=Y.max())
+
+
+# ------------------------------------------------- fixed-setting models (papers)
+
+
+def fixed_source_posterior(
+    problem: TransferProblem, source: TaskData
+) -> GPSourcePosterior:
+    r"""DeltaBO's source posterior with the problem's source kernel and noise."""
+    X_s, Y_s = source.X, source.Y
+    noise = torch.full((X_s.shape[0],), problem.source_noise, dtype=torch.float64)
+    kernel = problem.kernels["source"](problem.dim)
+    return GPSourcePosterior(X_s, Y_s, noise=noise, covar_module=kernel)
+
+
+def target_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP:
+    r"""Target-only GP with the problem's target kernel, zero mean, known noise."""
+    problem = state.problem
+    return SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        covar_module=problem.kernels["target"](problem.dim),
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    )
+
+
+def deltabo_model(
+    state: TransferState, X: Tensor, Y: Tensor, residual_covariance: str = "diagonal"
+) -> DeltaBOModel:
+    r"""DeltaBO on the fixed source posterior with the problem's delta kernel."""
+    problem = state.problem
+    return DeltaBOModel(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source_model,
+        delta_covar_module=problem.kernels["delta"](problem.dim),
+        residual_covariance=residual_covariance,
+    )
+
+
+def envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
+    r"""Env-GP with the paper's fixed target kernel (the stretched source noise is
+    learned, so the method fits)."""
+    problem = state.problem
+    return EnvGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source,
+        covar_module=problem.kernels["target"](problem.dim),
+        mean_module=ZeroMean(),
+    )
+
+
+def diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
+    r"""Diff-GP with the paper's fixed target kernel."""
+    problem = state.problem
+    return DiffGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source,
+        covar_module=problem.kernels["target"](problem.dim),
+        mean_module=ZeroMean(),
+    )
+
+
+# ------------------------------------------------- fitted models (BoTorch defaults)
+
+
+def _unit_cube(problem: TransferProblem) -> Normalize:
+    # BoTorch's recommended setup for its default priors: inputs to the unit cube
+    return Normalize(problem.dim, bounds=problem.bounds)
+
+
+def fitted_source_model(problem: TransferProblem, source: TaskData) -> SingleTaskGP:
+    r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run.
+
+    Above ``SOURCE_FIT_MAX_N`` points the hyperparameters are fitted on a fixed
+    random subset of that size (an exact fit costs O(N^3) per optimizer step),
+    then the GP on all points uses them.
+
+    Args:
+        problem: The problem (its bounds).
+        source: The source observations with their noise variances.
+
+    Returns:
+        The fitted ``SingleTaskGP`` on all source points.
+    """
+    X, Y, Yvar = source.X, source.Y, source.Yvar
+    n = X.shape[0]
+    subset = slice(None)
+    if n > SOURCE_FIT_MAX_N:
+        gen = torch.Generator().manual_seed(0)
+        subset = torch.randperm(n, generator=gen)[:SOURCE_FIT_MAX_N]
+    model = SingleTaskGP(
+        X[subset],
+        Y[subset],
+        train_Yvar=Yvar[subset],
+        input_transform=_unit_cube(problem),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    if n <= SOURCE_FIT_MAX_N:
+        return model
+    full = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=_unit_cube(problem))
+    full.load_state_dict(hyperparameters(model), strict=False)
+    return full
+
+
+def fitted_source_posterior(
+    problem: TransferProblem, source: TaskData
+) -> SourcePosterior:
+    r"""The frozen posterior of :func:`fitted_source_model`, built once per run (a
+    ``DeltaBOModel`` given the GP itself would rebuild it every iteration)."""
+    return source_posterior_from_model(fitted_source_model(problem, source))
+
+
+def hyperparameters(model: Model) -> dict[str, Tensor]:
+    r"""The model's parameters (no data-sized buffers or outcome-transform
+    statistics), to load into the same model built on other data."""
+    parameters = dict(model.named_parameters())
+    return {k: v for k, v in model.state_dict().items() if k in parameters}
+
+
+def pooled_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP:
+    r"""``SingleTaskGP`` on the pooled source and target data (no transfer model:
+    the source is treated as target data with its own noise), BoTorch defaults."""
+    source = state.source
+    return SingleTaskGP(
+        torch.cat([source.X, X]),
+        torch.cat([source.Y, Y]),
+        train_Yvar=torch.cat([source.Yvar, state.target_noise(Y)]),
+        input_transform=_unit_cube(state.problem),
+    )
+
+
+def fitted_target_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP:
+    r"""Target-only ``SingleTaskGP`` with BoTorch's defaults and known noise."""
+    return SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        input_transform=_unit_cube(state.problem),
+    )
+
+
+def fitted_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOModel:
+    r"""DeltaBO on the fitted source GP, default delta kernel, standardized outcomes
+    (the delta kernel's default prior amplitude is then on the scale of the data)."""
+    return DeltaBOModel(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source_model,
+        input_transform=_unit_cube(state.problem),
+        outcome_transform=Standardize(m=1),
+    )
+
+
+def fitted_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
+    r"""Env-GP with BoTorch's default kernel, standardized outcomes."""
+    return EnvGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source,
+        input_transform=_unit_cube(state.problem),
+        outcome_transform=Standardize(m=1),
+    )
+
+
+def fitted_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
+    r"""Diff-GP with BoTorch's default kernel, standardized outcomes."""
+    return DiffGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source,
+        input_transform=_unit_cube(state.problem),
+        outcome_transform=Standardize(m=1),
+    )
+
+
+register_method(
+    "deltabo", AcquisitionMethod(deltabo_model, source_model=fixed_source_posterior)
+)
+register_method(
+    "deltabo-full",
+    AcquisitionMethod(
+        partial(deltabo_model, residual_covariance="full"),
+        source_model=fixed_source_posterior,
+    ),
+)
+register_method("envgp", AcquisitionMethod(envgp_model, fit=True))
+register_method("diffgp", AcquisitionMethod(diffgp_model))
+register_method("gp-ucb", AcquisitionMethod(target_gp))
+register_method("gp-ei", AcquisitionMethod(target_gp, acquisition=log_ei))
+register_method("gp-pi", AcquisitionMethod(target_gp, acquisition=pi))
+register_method("gp-ts", PathwiseThompsonSampling())
+register_method("rnn-ts", RandomizedNNThompsonSampling(loss="squared"))
+register_method("rnn-lfbo", RandomizedNNThompsonSampling(loss="cross_entropy"))
+register_method("random", RandomSearch())
+register_method(
+    "deltabo-fitted",
+    AcquisitionMethod(
+        fitted_deltabo_model, fit=True, source_model=fitted_source_posterior
+    ),
+)
+register_method("envgp-fitted", AcquisitionMethod(fitted_envgp_model, fit=True))
+register_method("diffgp-fitted", AcquisitionMethod(fitted_diffgp_model, fit=True))
+register_method("gp-ucb-fitted", AcquisitionMethod(fitted_target_gp, fit=True))
+register_method("gp-ei-fitted", AcquisitionMethod(fitted_target_gp, log_ei, fit=True))
+register_method("gp-pi-fitted", AcquisitionMethod(fitted_target_gp, pi, fit=True))
+register_method("pooled-gp-fitted", AcquisitionMethod(pooled_gp, fit=True))

@@ -1,0 +1,252 @@
+r"""The one registry of benchmark methods, and that every consumer resolves names
+through it: the CLI, the transfer and meta protocols and the timing script."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from botorch_transfer.benchmarks import timing
+from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.meta import MetaProblem, gp_tasks, run_meta_experiment
+from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
+from botorch_transfer.benchmarks.methods import (
+    META,
+    PROTOCOLS,
+    TRANSFER,
+    Method,
+    available_methods,
+    get_method,
+    register_method,
+    unregister_method,
+)
+from botorch_transfer.benchmarks.runner import run_experiment
+from botorch_transfer.benchmarks.transfer_methods import (
+    AcquisitionMethod,
+    RandomSearch,
+    target_gp,
+)
+
+
+@pytest.fixture
+def register():
+    r"""``register(name, method)``; the names are unregistered after the test."""
+    names = []
+
+    def _register(name, method):
+        names.append(name)
+        return register_method(name, method)
+
+    yield _register
+    for name in set(names) & set(available_methods()):
+        unregister_method(name)
+
+
+class RecordingRandomSearch(RandomSearch):
+    r"""Random search that records how the protocol drives it."""
+
+    def __init__(self):
+        self.setups, self.tasks, self.sizes, self.threads = 0, 0, [], []
+
+    def setup(self, problem, data):
+        self.setups += 1
+        return super().setup(problem, data)
+
+    def start_task(self, state, generator):
+        self.tasks += 1
+        return super().start_task(state, generator)
+
+    def propose(self, state, X, Y):
+        assert X.shape[0] == Y.shape[0] and Y.shape[-1] == 1
+        self.sizes.append(X.shape[0])
+        self.threads.append(torch.get_num_threads())
+        return super().propose(state, X, Y)
+
+    def run_info(self, state):
+        return {"recorded_setups": self.setups}
+
+    def task_info(self, state):
+        return {"recorded_sizes": list(self.sizes)}
+
+    def settings(self, problem):
+        return {"recorded": True}
+
+
+def test_register_get_list_and_unregister(register):
+    method = RecordingRandomSearch()
+    assert register("test-recorder", method) is method
+    assert get_method("test-recorder") is method
+    assert get_method("test-recorder", TRANSFER) is get_method("test-recorder", META)
+    assert available_methods()[-1] == "test-recorder"
+    for protocol in PROTOCOLS:
+        assert "test-recorder" in available_methods(protocol)
+    ucb_only = AcquisitionMethod(target_gp)
+    register("test-ucb", ucb_only)
+    assert "test-ucb" in available_methods(TRANSFER)
+    assert "test-ucb" not in available_methods(META)
+    assert unregister_method("test-ucb") is ucb_only
+    assert "test-ucb" not in available_methods()
+
+
+def test_builtin_names_are_unique_per_protocol():
+    assert set(available_methods()) == set(available_methods(TRANSFER)) | set(
+        available_methods(META)
+    )
+    # one name, one method: `random` is the only built-in shared by both protocols
+    shared = set(available_methods(TRANSFER)) & set(available_methods(META))
+    assert shared == {"random"}
+    assert get_method("gp-ucb").protocols == (TRANSFER,)
+    assert get_method("stbo-ucb").protocols == (META,)
+    assert all(isinstance(get_method(name), Method) for name in available_methods())
+
+
+def test_unknown_name_names_the_available_methods():
+    with pytest.raises(ValueError, match="Unknown method 'no-such'") as info:
+        get_method("no-such")
+    assert all(name in str(info.value) for name in available_methods())
+    with pytest.raises(ValueError, match="Unknown method 'no-such'") as info:
+        get_method("no-such", META)
+    assert "stbo" in str(info.value) and "deltabo" not in str(info.value)
+
+
+def test_wrong_protocol_is_an_error():
+    with pytest.raises(
+        ValueError, match="'stbo' applies to .*'meta'.*not to 'transfer'"
+    ):
+        get_method("stbo", TRANSFER)
+    with pytest.raises(ValueError, match="not to 'transfer'"):
+        run_experiment("bohachevsky", "stbo", seed=0, iterations=1)
+    with pytest.raises(ValueError, match="not to 'meta'"):
+        run_meta_experiment(gp_tasks(n_tasks=5), "deltabo", seed=0, iterations=1)
+    with pytest.raises(ValueError, match="`protocol`"):
+        get_method("random", "no-such-protocol")
+
+
+def test_duplicate_and_invalid_registrations(register):
+    register("test-dup", RandomSearch())
+    with pytest.raises(ValueError, match="'test-dup' is already registered"):
+        register_method("test-dup", RandomSearch())
+    with pytest.raises(ValueError, match="already registered"):
+        register_method("deltabo", RandomSearch())  # built-ins too
+    for name in ("", "Upper", "with space"):
+        with pytest.raises(ValueError, match="lower case without spaces"):
+            register_method(name, RandomSearch())
+    with pytest.raises(TypeError, match="must be a Method"):
+        register_method("test-factory", lambda problem, source: None)
+
+    class NoProtocol(RandomSearch):
+        protocols = ("bandit",)
+
+    with pytest.raises(ValueError, match="protocols"):
+        register_method("test-bad-protocol", NoProtocol())
+    assert not {"test-factory", "test-bad-protocol"} & set(available_methods())
+
+
+def test_transfer_protocol_resolves_and_drives_registered_methods(register):
+    method = register("test-recorder", RecordingRandomSearch())
+    threads = torch.get_num_threads()
+    rng = torch.get_rng_state()
+    record = run_experiment("bohachevsky", "test-recorder", seed=4, iterations=3)
+    # setup once, then one proposal per iteration on the growing target data
+    assert method.setups == 1 and method.sizes == [2, 3, 4]
+    # the run owns the thread count and the global seed, and restores both
+    assert method.threads == [1, 1, 1] and torch.get_num_threads() == threads
+    assert torch.equal(torch.get_rng_state(), rng)
+    # the same policy as the built-in `random`: the same run
+    builtin = run_experiment("bohachevsky", "random", seed=4, iterations=3)
+    assert record["method"] == "test-recorder"
+    assert record["queries"] == builtin["queries"]
+    assert record["values"] == builtin["values"]
+
+
+def linear_tasks():
+    return MetaProblem(
+        name="linear",
+        description="",
+        dim=2,
+        n_tasks=5,
+        evaluate=lambda i, X: X[:, :1] + i,
+        pool_size=50,
+        iterations=3,
+        n_init=2,
+    )
+
+
+def test_meta_protocol_resolves_and_drives_registered_methods(register):
+    method = register("test-recorder", RecordingRandomSearch())
+    threads = torch.get_num_threads()
+    record = run_meta_experiment(linear_tasks(), "test-recorder", seed=1)
+    n_test = len(record["test_tasks"])
+    # setup once per split, one task state per test task, 3 proposals per task
+    assert method.setups == 1 and method.tasks == n_test
+    assert method.sizes == [2, 3, 4] * n_test
+    assert method.threads == [1] * 3 * n_test and torch.get_num_threads() == threads
+    # the method's record hooks
+    assert record["recorded_setups"] == 1 and record["settings"]["recorded"]
+    assert record["tasks"][0]["recorded_sizes"] == [2, 3, 4]
+    builtin = run_meta_experiment(linear_tasks(), "random", seed=1)
+    assert [t["queries"] for t in record["tasks"]] == [
+        t["queries"] for t in builtin["tasks"]
+    ]
+    assert record["simple_regret"] == builtin["simple_regret"]
+
+
+def test_cli_resolves_names_through_the_registry(register, capsys, tmp_path):
+    register("test-transfer-only", AcquisitionMethod(target_gp))
+    register("test-both", RandomSearch())
+    main(["list", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    transfer_part, meta_part = out.split("meta-learning methods:")
+    transfer_methods = transfer_part.split("\nmethods:\n")[1].split("\nmeta-learning")[
+        0
+    ]
+    assert transfer_methods.split() == list(available_methods(TRANSFER))
+    assert meta_part.split() == list(available_methods(META))
+    assert "test-transfer-only" not in meta_part and "test-both" in meta_part
+    with pytest.raises(SystemExit, match="Unknown method 'nope'; choose from") as info:
+        main(["run", "--out", str(tmp_path), "--methods", "nope"])
+    assert str(sorted(available_methods())) in str(info.value)
+
+
+def test_timing_resolves_names_through_the_registry(register):
+    assert set(timing.METHODS) <= set(available_methods(TRANSFER))
+    register("test-recorder", RecordingRandomSearch())
+    result = timing.run_config(
+        "test-recorder", dim=2, n_source=20, iterations=2, seed=0, max_fit_n=2000
+    )
+    assert result["method"] == "test-recorder" and result["refit"]
+    assert get_method("test-recorder").sizes == [30, 31]
+    with pytest.raises(ValueError, match="Unknown method 'nope'"):
+        timing.run_config("nope", dim=2, n_source=20, iterations=1, seed=0, max_fit_n=1)
+    with pytest.raises(SystemExit):  # argparse: not a registered transfer method
+        timing.main(["--methods", "stbo"])
+
+
+def test_timing_freezes_hyperparameters_of_large_models():
+    result = timing.run_config(
+        "pooled-gp-fitted", dim=2, n_source=40, iterations=1, seed=0, max_fit_n=50
+    )
+    assert not result["refit"] and result["iteration_s"] > 0
+    result = timing.run_config(
+        "gp-ucb-fitted", dim=2, n_source=40, iterations=1, seed=0, max_fit_n=50
+    )
+    assert result["refit"]  # a target-only model is small: re-fitted every iteration
+
+
+def test_cmbo_stage1_cache_is_keyed_on_the_data_not_on_object_ids():
+    def problem(family_seed):
+        return dataclasses.replace(
+            gp_tasks(n_tasks=8, seed=family_seed),
+            n_history=10,
+            pool_size=60,
+            cmbo_n_clusters=2,
+        )
+
+    assert isinstance(get_method("cmbo-center-jeffreys"), ClusterMetaBO)
+    a = run_meta_experiment(problem(11), "cmbo-center-jeffreys", seed=7, iterations=1)
+    # an equal problem built anew (new objects, same data): the fits are reused
+    b = run_meta_experiment(problem(11), "cmbo-center-w2", seed=7, iterations=1)
+    # same name and seed, other data: fitted anew
+    c = run_meta_experiment(problem(12), "cmbo-center-jeffreys", seed=7, iterations=1)
+    assert not a["stage1_cached"] and b["stage1_cached"] and not c["stage1_cached"]
+    assert b["fit_s"] == a["fit_s"]
