@@ -1,9 +1,12 @@
-r"""Using the package's models through Ax (optional extra: ``pip install "botorch_transfer[ax]"``).
+r"""Using the package's models through Ax.
 
-Ax builds BoTorch models from a ``ModelConfig(botorch_model_class=..., model_options=...)``
-by calling ``botorch_model_class.construct_inputs(training_data, **model_options)``;
-the source data of a transfer model (``source=TaskData(...)``, a fitted source model)
-or a pre-trained prior (``prior=...``) travel as ``model_options``.
+Needs the optional extra: ``pip install "botorch_transfer[ax]"``.
+
+Ax builds BoTorch models from a
+``ModelConfig(botorch_model_class=..., model_options=...)`` by calling
+``botorch_model_class.construct_inputs(training_data, **model_options)``; the source
+data of a transfer model (``source=TaskData(...)``, a fitted source model) or a
+pre-trained prior (``prior=...``) travel as ``model_options``.
 
 One thing needs care: by default Ax transforms the target outcomes before they reach
 the model (``Winsorize``, ``BilogY``, ``StandardizeY``), so they would no longer be in
@@ -17,10 +20,14 @@ log-scaled parameters Ax's ``Log`` transform passes ``log10`` of the value).
 Example:
     >>> from ax.api.client import Client
     >>> client = Client()
-    >>> client.configure_experiment(parameters=[RangeParameterConfig("x", "float", (0.0, 1.0))])
+    >>> client.configure_experiment(
+    ...     parameters=[RangeParameterConfig("x", "float", (0.0, 1.0))]
+    ... )
     >>> client.configure_optimization(objective="y")
     >>> client.set_generation_strategy(
-    ...     transfer_generation_strategy(DeltaBOModel, {"source": TaskData(X_src, Y_src)})
+    ...     transfer_generation_strategy(
+    ...         DeltaBOModel, {"source": TaskData(X_src, Y_src)}
+    ...     )
     ... )
 """
 
@@ -104,7 +111,8 @@ def transfer_generation_strategy(
                 generator_enum=Generators.BOTORCH_MODULAR,
                 generator_kwargs={
                     "surrogate_spec": SurrogateSpec(model_configs=[config]),
-                    # input-space transforms only: outcomes must stay in the source's units
+                    # input-space transforms only: outcomes must stay in the
+                    # source's units
                     "transforms": MBM_X_trans,
                 },
             )

@@ -46,11 +46,13 @@ class TaskData:
                 continue
             if not isinstance(value, Tensor):
                 raise TypeError(
-                    f"{label}: `{field}` must be a torch.Tensor, got {type(value).__name__}."
+                    f"{label}: `{field}` must be a torch.Tensor, got "
+                    f"{type(value).__name__}."
                 )
             if not value.is_floating_point():
                 raise TypeError(
-                    f"{label}: `{field}` must have a floating point dtype, got {value.dtype}."
+                    f"{label}: `{field}` must have a floating point dtype, got "
+                    f"{value.dtype}."
                 )
         if self.X.dim() != 2:
             raise ValueError(
@@ -64,13 +66,13 @@ class TaskData:
             )
         if self.Y.shape[0] != self.X.shape[0]:
             raise ValueError(
-                f"{label}: `X` has {self.X.shape[0]} rows but `Y` has {self.Y.shape[0]}; "
-                "they must match."
+                f"{label}: `X` has {self.X.shape[0]} rows but `Y` has "
+                f"{self.Y.shape[0]}; they must match."
             )
         if self.Yvar is not None and self.Yvar.shape != self.Y.shape:
             raise ValueError(
-                f"{label}: `Yvar` must have the shape of `Y` {tuple(self.Y.shape)}, got "
-                f"{tuple(self.Yvar.shape)}."
+                f"{label}: `Yvar` must have the shape of `Y` {tuple(self.Y.shape)}, "
+                f"got {tuple(self.Yvar.shape)}."
             )
         for field in ("X", "Y", "Yvar"):
             value = getattr(self, field)
@@ -78,8 +80,8 @@ class TaskData:
                 continue
             if value.dtype != self.X.dtype:
                 raise TypeError(
-                    f"{label}: `{field}` has dtype {value.dtype} but `X` has {self.X.dtype}; "
-                    "all fields must share one dtype."
+                    f"{label}: `{field}` has dtype {value.dtype} but `X` has "
+                    f"{self.X.dtype}; all fields must share one dtype."
                 )
             if value.device != self.X.device:
                 raise ValueError(
@@ -104,7 +106,8 @@ class TaskData:
         return self.X.shape[1]
 
     def to(self, *args, **kwargs) -> TaskData:
-        r"""Return a copy with every tensor moved/cast by ``Tensor.to(*args, **kwargs)``."""
+        r"""Return a copy with every tensor moved/cast by
+        ``Tensor.to(*args, **kwargs)``."""
         return TaskData(
             X=self.X.to(*args, **kwargs),
             Y=self.Y.to(*args, **kwargs),

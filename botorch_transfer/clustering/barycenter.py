@@ -116,8 +116,8 @@ def wasserstein_barycenter(
             break
     if not converged:
         warnings.warn(
-            f"wasserstein_barycenter stopped at max_iter={max_iter} with relative change "
-            f"{change:.2e} > tol={tol:.1e}; returning the last iterate.",
+            f"wasserstein_barycenter stopped at max_iter={max_iter} with relative "
+            f"change {change:.2e} > tol={tol:.1e}; returning the last iterate.",
             BarycenterConvergenceWarning,
             stacklevel=2,
         )

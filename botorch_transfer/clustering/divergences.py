@@ -73,7 +73,7 @@ def _cholesky(cov: Tensor, name: str) -> Tensor:
 
 
 def gaussian_kl(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor) -> Tensor:
-    r"""``KL(P || Q)`` for ``P = N(mean_p, cov_p)`` and ``Q = N(mean_q, cov_q)`` (eq. 3).
+    r"""``KL(P || Q)`` for ``P = N(mean_p, cov_p)``, ``Q = N(mean_q, cov_q)`` (eq. 3).
 
     ``KL = 1/2 (tr(S_q^-1 S_p) + dm^T S_q^-1 dm - n + log det S_q - log det S_p)``
     with ``dm = mean_q - mean_p``, computed with Cholesky factors.
@@ -89,7 +89,12 @@ def gaussian_kl(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor) ->
 
     Example:
         >>> I = torch.eye(2, dtype=torch.float64)
-        >>> gaussian_kl(torch.zeros(2, dtype=torch.float64), I, torch.ones(2, dtype=torch.float64), I)
+        >>> gaussian_kl(
+        ...     torch.zeros(2, dtype=torch.float64),
+        ...     I,
+        ...     torch.ones(2, dtype=torch.float64),
+        ...     I,
+        ... )
         tensor(1., dtype=torch.float64)
     """
     _check(mean_p, cov_p, "p")
@@ -130,7 +135,12 @@ def jeffreys_divergence(
 
     Example:
         >>> I = torch.eye(3, dtype=torch.float64)
-        >>> jeffreys_divergence(torch.zeros(3, dtype=torch.float64), I, torch.ones(3, dtype=torch.float64), I)
+        >>> jeffreys_divergence(
+        ...     torch.zeros(3, dtype=torch.float64),
+        ...     I,
+        ...     torch.ones(3, dtype=torch.float64),
+        ...     I,
+        ... )
         tensor(3., dtype=torch.float64)
     """
     _check(mean_p, cov_p, "p")
@@ -151,10 +161,11 @@ def wasserstein_distance(
 ) -> Tensor:
     r"""2-Wasserstein distance between Gaussians (eq. 6).
 
-    ``W2^2 = ||m_p - m_q||^2 + tr(S_p + S_q - 2 (S_q^1/2 S_p S_q^1/2)^1/2)``. The trace of
-    the inner square root is the sum of the square roots of the (clamped) eigenvalues
-    of the symmetric PSD matrix ``S_q^1/2 S_p S_q^1/2`` (:func:`symmetric_sqrtm` for
-    ``S_q^1/2``), so no non-symmetric square root is ever taken.
+    ``W2^2 = ||m_p - m_q||^2 + tr(S_p + S_q - 2 (S_q^1/2 S_p S_q^1/2)^1/2)``. The
+    trace of the inner square root is the sum of the square roots of the (clamped)
+    eigenvalues of the symmetric PSD matrix ``S_q^1/2 S_p S_q^1/2``
+    (:func:`symmetric_sqrtm` for ``S_q^1/2``), so no non-symmetric square root is
+    ever taken.
 
     Args:
         mean_p: ``... x n`` mean of ``P``.
@@ -168,7 +179,12 @@ def wasserstein_distance(
 
     Example:
         >>> I = torch.eye(2, dtype=torch.float64)
-        >>> wasserstein_distance(torch.zeros(2, dtype=torch.float64), I, torch.tensor([3.0, 4.0], dtype=torch.float64), I)
+        >>> wasserstein_distance(
+        ...     torch.zeros(2, dtype=torch.float64),
+        ...     I,
+        ...     torch.tensor([3.0, 4.0], dtype=torch.float64),
+        ...     I,
+        ... )
         tensor(5., dtype=torch.float64)
     """
     _check(mean_p, cov_p, "p")
@@ -205,7 +221,8 @@ def divergence(
     cov_q: Tensor,
     distance: str = "wasserstein",
 ) -> Tensor:
-    r"""Dispatch to :func:`wasserstein_distance` (``W2``) or :func:`jeffreys_divergence`.
+    r"""Dispatch to :func:`wasserstein_distance` (``W2``) or
+    :func:`jeffreys_divergence`.
 
     Args:
         mean_p, cov_p, mean_q, cov_q: See :func:`wasserstein_distance`.
@@ -255,7 +272,8 @@ def pairwise_divergence(
         diagonal is exactly zero.
 
     Example:
-        >>> means, covs = torch.randn(5, 3, dtype=torch.float64), torch.eye(3, dtype=torch.float64).expand(5, 3, 3)
+        >>> means = torch.randn(5, 3, dtype=torch.float64)
+        >>> covs = torch.eye(3, dtype=torch.float64).expand(5, 3, 3)
         >>> pairwise_divergence(means, covs).shape
         torch.Size([5, 5])
     """
@@ -274,7 +292,8 @@ def pairwise_divergence(
         _check(mean, cov, name)
     if means_a.shape[-1] != means_b.shape[-1]:
         raise ValueError(
-            f"Sets `a` and `b` have dimensions {means_a.shape[-1]} and {means_b.shape[-1]}."
+            f"Sets `a` and `b` have dimensions {means_a.shape[-1]} and "
+            f"{means_b.shape[-1]}."
         )
     A, B = means_a.shape[0], means_b.shape[0]
     if distance == "jeffreys":

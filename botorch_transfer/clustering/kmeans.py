@@ -154,8 +154,8 @@ def gaussian_kmeans(
         raise ValueError("`means` must contain at least one Gaussian, got none.")
     if not isinstance(n_clusters, int) or not 1 <= n_clusters <= k:
         raise ValueError(
-            f"`n_clusters` must be an integer between 1 and the number of Gaussians ({k}), "
-            f"got {n_clusters!r}."
+            "`n_clusters` must be an integer between 1 and the number of Gaussians "
+            f"({k}), got {n_clusters!r}."
         )
     if n_init < 1 or max_iter < 1:
         raise ValueError(
@@ -206,7 +206,7 @@ def gaussian_kmeans(
 def _check_labels(D: Tensor, assignments: Tensor) -> None:
     if D.dim() != 2 or D.shape[0] != D.shape[1] or assignments.shape != D.shape[:1]:
         raise ValueError(
-            f"`D` must be a k x k distance matrix and `assignments` have k entries, got "
+            "`D` must be a k x k distance matrix and `assignments` have k entries, got "
             f"{tuple(D.shape)} and {tuple(assignments.shape)}."
         )
 
@@ -238,7 +238,8 @@ def intra_cluster_entropy(D: Tensor, assignments: Tensor) -> float:
 
 def inter_cluster_separation(D: Tensor, assignments: Tensor) -> float:
     r"""Inter-cluster separation (eq. 11): the mean distance over pairs of Gaussians in
-    different clusters, ``sum_{i != j} sum_{k in C_i, l in C_j} D_kl / sum_{i != j} |C_i||C_j|``.
+    different clusters,
+    ``sum_{i != j} sum_{k in C_i, l in C_j} D_kl / sum_{i != j} |C_i||C_j|``.
 
     Larger is better. ``nan`` for a single cluster (there are no such pairs).
 
@@ -318,8 +319,8 @@ def select_n_clusters(
     cands = [c for c in given if 1 <= c <= k]
     if not cands:
         raise ValueError(
-            f"No candidate number of clusters in {given} is between 1 and the number of "
-            f"Gaussians ({k})."
+            f"No candidate number of clusters in {given} is between 1 and the number "
+            f"of Gaussians ({k})."
         )
     D = (
         pairwise

@@ -9,7 +9,8 @@ template ``__init__`` with BoTorch's argument names and order:
    that name the argument;
 2. fit one affine outcome map on source and target outcomes (a relation such as
    ``f = g + delta`` only survives a transform both sides share);
-3. build the likelihood (BoTorch's defaults, :mod:`~botorch_transfer.models.likelihoods`);
+3. build the likelihood (BoTorch's defaults,
+   :mod:`~botorch_transfer.models.likelihoods`);
 4. let the subclass build its modules (:meth:`~SourceConditionedGP._build_modules`);
 5. store the target data (raw inputs, outcomes in model units, known noise or
    ``NaN`` where learned) and derive the GP's training data from them
@@ -358,7 +359,8 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         return (X,)
 
     def forward(self, x: Tensor) -> MultivariateNormal:
-        r"""The GP prior ``N(mean_module(x), covar_module(x))`` (override for others)."""
+        r"""The GP prior ``N(mean_module(x), covar_module(x))`` (override for
+        others)."""
         if self.training:
             x = self.transform_inputs(x)
         return MultivariateNormal(self.mean_module(x), self.covar_module(x))

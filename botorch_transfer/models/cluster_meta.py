@@ -76,7 +76,9 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         >>> for t in range(T):
         ...     model = ClusterMetaPriorGP(X, Y, prior=prior, weights=weights)
         ...     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        ...     x_next, _ = optimize_acqf(UpperConfidenceBound(model, beta=3.0), bounds, q=1, ...)
+        ...     x_next, _ = optimize_acqf(
+        ...         UpperConfidenceBound(model, beta=3.0), bounds, q=1, ...
+        ...     )
         ...     weights = model.updated_weights()  # Alg. 1 lines 19-21
         ...     X, Y = torch.cat([X, x_next]), torch.cat([Y, f(x_next)])
     """
@@ -210,9 +212,10 @@ class ClusterMetaPriorGP(SourceConditionedGP):
 @DrawMatheronPaths.register(ClusterMetaPriorGP)
 def _draw_matheron_paths_cluster(model: ClusterMetaPriorGP, **kwargs: Any) -> None:
     raise UnsupportedError(
-        "Pathwise (Matheron) posterior samples are not implemented for ClusterMetaPriorGP "
-        "(its prior is a frozen meta-task posterior). Use Monte-Carlo acquisition functions "
-        "(qLogNoisyExpectedImprovement, qUpperConfidenceBound, qKnowledgeGradient, "
+        "Pathwise (Matheron) posterior samples are not implemented for "
+        "ClusterMetaPriorGP (its prior is a frozen meta-task posterior). Use "
+        "Monte-Carlo acquisition functions (qLogNoisyExpectedImprovement, "
+        "qUpperConfidenceBound, qKnowledgeGradient, "
         "qMaxValueEntropy with a candidate set)."
     )
 

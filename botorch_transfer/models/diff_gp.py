@@ -97,7 +97,8 @@ class DiffGP(PooledTransferGP):
             and source_Yvar >= 0
         ):
             raise ValueError(
-                f"`source_Yvar` must be a non-negative finite float, got {source_Yvar!r}."
+                "`source_Yvar` must be a non-negative finite float, got "
+                f"{source_Yvar!r}."
             )
         self.source_Yvar_override = source_Yvar
         super().__init__(
@@ -195,7 +196,8 @@ class DiffGP(PooledTransferGP):
         return self.target_Yvar
 
     def corrected_source(self) -> tuple[Tensor, Tensor]:
-        r"""The bias-corrected source data of the current target data and hyperparameters.
+        r"""The bias-corrected source data of the current target data and
+        hyperparameters.
 
         Returns:
             ``(y_cs, sigma^2_D(x_s))``: the corrected source outcomes

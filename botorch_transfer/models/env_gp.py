@@ -155,5 +155,6 @@ class EnvGP(PooledTransferGP):
         self.register_buffer("source_fixed_noise", fixed, persistent=False)
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
-        r"""Pool ``[source; target]`` with per-point noise ``[sigma_s^2; sigma_a^2]``."""
+        r"""Pool ``[source; target]`` with per-point noise
+        ``[sigma_s^2; sigma_a^2]``."""
         return self._pooled_training_data(self.source_Y, self.source_fixed_noise)

@@ -93,7 +93,8 @@ def target_likelihood(
 
 
 def noise_index_input(params: tuple[Any, ...]) -> Tensor:
-    r"""The noise index (``... x n x 2``) from a likelihood call's inputs ``(X, index)``.
+    r"""The noise index (``... x n x 2``) from a likelihood call's inputs
+    ``(X, index)``.
 
     GPyTorch passes the inputs unpacked (marginal log likelihood) or as one list
     (prediction strategy); both are accepted.

@@ -55,7 +55,9 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
         >>> prior = pretrain_prior(related_tasks)
         >>> model = PretrainedPriorGP(train_X, train_Y, prior=prior)
         >>> acqf = hyperbo_probability_of_improvement(model)
-        >>> candidate, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=5, raw_samples=256)
+        >>> candidate, _ = optimize_acqf(
+        ...     acqf, bounds, q=1, num_restarts=5, raw_samples=256
+        ... )
     """
 
     transfer_argument = "prior"
@@ -80,14 +82,16 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
             )
         if outcome_transform is not None:
             raise ValueError(
-                "`outcome_transform` must be None: the pre-trained prior fixes the output "
-                "units (it normalizes outcomes with the statistics of its pre-training "
-                "tasks); give train_Y in the units of the pre-training data."
+                "`outcome_transform` must be None: the pre-trained prior fixes the "
+                "output units (it normalizes outcomes with the statistics of its "
+                "pre-training tasks); "
+                "give train_Y in the units of the pre-training data."
             )
         d_model = train_X.shape[-1] if input_transform is None else None
         if d_model is not None and d_model != prior.dim:
             raise ValueError(
-                f"`train_X` has d={d_model} but `prior` was pre-trained on d={prior.dim} inputs."
+                f"`train_X` has d={d_model} but `prior` was pre-trained on "
+                f"d={prior.dim} inputs."
             )
         prior = copy.deepcopy(prior).to(train_X)
         prior.requires_grad_(bool(fine_tune))
@@ -169,7 +173,8 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
 def hyperbo_probability_of_improvement(
     model: PretrainedPriorGP, margin: float = 0.1, best_f: float | Tensor | None = None
 ) -> ProbabilityOfImprovement:
-    r"""The paper's default acquisition: PI with threshold ``max(y) + margin`` (Sec. 7.2).
+    r"""The paper's default acquisition: PI with threshold ``max(y) + margin``
+    (Sec. 7.2).
 
     Args:
         model: The model (any single-output BoTorch model works).
@@ -183,7 +188,8 @@ def hyperbo_probability_of_improvement(
         targets = model.train_targets
         if targets.shape[-1] == 0:
             raise ValueError(
-                "The model has no training data; pass `best_f` (e.g. the prior mean's maximum)."
+                "The model has no training data; "
+                "pass `best_f` (e.g. the prior mean's maximum)."
             )
         best_f = targets.max(dim=-1).values
     return ProbabilityOfImprovement(model, best_f=torch.as_tensor(best_f) + margin)

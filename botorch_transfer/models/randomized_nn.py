@@ -3,9 +3,9 @@ r"""Randomized regularized neural networks: approximate Thompson sampling withou
 Implements the randomized policy of Oliveira, *Kernel-based guarantees for nonlinear
 parametric models in Bayesian optimization* (2026), Sec. 4.1, eq. 10. Each ensemble
 member is an MLP ``g_theta`` whose parameters start from a fresh draw
-``theta_0 ~ Pi_0`` and are trained to minimize
+``theta_0 ~ Pi_0`` and are trained to minimize (eq. 10)
 
-    (lambda_t / 2) * ||g_theta - g_theta_0||^2_G + sum_i loss(g_theta(x_i), z_i)     (eq. 10)
+    (lambda_t / 2) * ||g_theta - g_theta_0||^2_G + sum_i loss(g_theta(x_i), z_i)
 
 so that, away from the data, a trained member stays close to its random
 initialization (exploration) while, near the data, it fits the observations.
@@ -129,10 +129,11 @@ class RandomizedNNEnsemble(EnsembleModel):
     members are independent approximate posterior draws; ``posterior`` returns an
     ``EnsemblePosterior`` over them (qUCB, qLogEI, ... through ``IndexSampler``).
 
-    Layer ``l`` of a member computes ``a((s_l / sqrt(fan_in)) W_l h + bias_scale * b_l)``
-    with ``s_1 = input_scale`` and ``s_l = weight_scale`` afterwards (no activation
-    on the linear output layer). ``hidden=()`` gives a model that is linear in its
-    parameters, on the inputs or on the fixed features of ``feature_map``.
+    Layer ``l`` of a member computes
+    ``a((s_l / sqrt(fan_in)) W_l h + bias_scale * b_l)`` with ``s_1 = input_scale``
+    and ``s_l = weight_scale`` afterwards (no activation on the linear output layer).
+    ``hidden=()`` gives a model that is linear in its parameters, on the inputs or on
+    the fixed features of ``feature_map``.
 
     The model is trained at construction. Training data must be ``n x d`` (no batch
     of training sets); ``posterior`` accepts ``batch x q x d`` and ``q x d``.
@@ -248,13 +249,15 @@ class RandomizedNNEnsemble(EnsembleModel):
             )
         if activation not in ACTIVATIONS:
             raise ValueError(
-                f"Unknown `activation` {activation!r}; choose from {sorted(ACTIVATIONS)}."
+                f"Unknown `activation` {activation!r}; choose from "
+                f"{sorted(ACTIVATIONS)}."
             )
         if loss not in LOSSES:
             raise ValueError(f"Unknown `loss` {loss!r}; choose from {list(LOSSES)}.")
         if regularizer not in REGULARIZERS:
             raise ValueError(
-                f"Unknown `regularizer` {regularizer!r}; choose from {list(REGULARIZERS)}."
+                f"Unknown `regularizer` {regularizer!r}; choose from "
+                f"{list(REGULARIZERS)}."
             )
         if optimizer not in OPTIMIZERS:
             raise ValueError(
@@ -332,12 +335,14 @@ class RandomizedNNEnsemble(EnsembleModel):
         else:
             train_Y_model = train_Y
         if input_transform is not None and n == 0:
-            self.input_transform.eval()  # no data to learn bounds from: use the given ones
+            # no data to learn bounds from: use the given ones
+            self.input_transform.eval()
         with torch.no_grad():
             X_model = self.transform_inputs(train_X)
         # the transformed training inputs are kept in `train_X_model` (below)
         self._has_transformed_inputs = True
-        self.eval()  # the input transform is fitted; anchors and predictions use it as is
+        # the input transform is fitted; anchors and predictions use it as is
+        self.eval()
         self.register_buffer("train_X", train_X.detach().clone())
         self.register_buffer("train_Y", train_Y.detach().clone())
 
@@ -368,7 +373,8 @@ class RandomizedNNEnsemble(EnsembleModel):
                     or anchors.shape[-1] != d
                 ):
                     raise ValueError(
-                        f"`anchors` must be a k x d tensor with d={d}, got {getattr(anchors, 'shape', anchors)}."
+                        f"`anchors` must be a k x d tensor with d={d}, got "
+                        f"{getattr(anchors, 'shape', anchors)}."
                     )
                 if not torch.isfinite(anchors).all():
                     raise ValueError("`anchors` contains NaN or infinite values.")
@@ -377,7 +383,8 @@ class RandomizedNNEnsemble(EnsembleModel):
             reg_points = torch.cat([X_model, anchors_model], dim=0)
             if reg_points.shape[0] == 0:
                 raise ValueError(
-                    "regularizer='function' needs training data or anchors; both are empty."
+                    "regularizer='function' needs training data or anchors; "
+                    "both are empty."
                 )
             with torch.no_grad():
                 g0 = self._net(self.initial_parameters, reg_points)
@@ -391,7 +398,8 @@ class RandomizedNNEnsemble(EnsembleModel):
 
         y = train_Y_model.squeeze(-1)
         if loss == "cross_entropy" and n > 0:
-            # u_t(y) = 1[y >= tau_t], tau_t the empirical (1 - gamma)-quantile (Sec. 2.3)
+            # u_t(y) = 1[y >= tau_t], tau_t the empirical (1 - gamma)-quantile
+            # (Sec. 2.3)
             tau = torch.quantile(train_Y.squeeze(-1), 1.0 - self.gamma)
             y = (train_Y.squeeze(-1) >= tau).to(train_Y)
         else:
@@ -438,7 +446,8 @@ class RandomizedNNEnsemble(EnsembleModel):
         return h.squeeze(-1)
 
     def _objective(self, theta: Tensor) -> Tensor:
-        r"""Eq. 10 for every member: ``s`` values (the members' problems are separable)."""
+        r"""Eq. 10 for every member: ``s`` values (the members' problems are
+        separable)."""
         if self.regularizer == "parameter":
             reg = (theta - self.initial_parameters).pow(2).sum(-1)
         else:
@@ -479,8 +488,8 @@ class RandomizedNNEnsemble(EnsembleModel):
         return theta.detach()
 
     def _train_lbfgs(self, theta: Tensor) -> Tensor:
-        r"""Full-batch L-BFGS (SciPy's L-BFGS-B, in float64 on the CPU; the objective and
-        its gradient are evaluated on the model's device). SciPy's line search keeps
+        r"""Full-batch L-BFGS (SciPy's L-BFGS-B, in float64 on the CPU; the objective
+        and its gradient are evaluated on the model's device). SciPy's line search keeps
         converging on ill-conditioned problems (small ``lambda_t``) where torch's
         L-BFGS stalls at gradients of about 1e-7."""
         from scipy.optimize import minimize
@@ -530,7 +539,8 @@ class RandomizedNNEnsemble(EnsembleModel):
 
     @property
     def batch_shape(self) -> torch.Size:
-        r"""Empty: one training set (the members are the ensemble dimension, not a batch)."""
+        r"""Empty: one training set (the members are the ensemble dimension, not a
+        batch)."""
         return torch.Size([])
 
     def forward(self, X: Tensor) -> Tensor:
@@ -609,14 +619,16 @@ def randomized_nn_thompson_candidate(
 
     if (bounds is None) == (choices is None):
         raise ValueError(
-            "Pass exactly one of `bounds` (continuous domain) and `choices` (finite domain)."
+            "Pass exactly one of `bounds` (continuous domain) "
+            "and `choices` (finite domain)."
         )
     d = train_X.shape[-1]
     if bounds is not None and (
         not isinstance(bounds, Tensor) or bounds.shape != (2, d)
     ):
         raise ValueError(
-            f"`bounds` must be a 2 x d tensor with d={d}, got {getattr(bounds, 'shape', bounds)}."
+            f"`bounds` must be a 2 x d tensor with d={d}, got "
+            f"{getattr(bounds, 'shape', bounds)}."
         )
     if choices is not None and (
         not isinstance(choices, Tensor)
@@ -625,7 +637,8 @@ def randomized_nn_thompson_candidate(
         or choices.shape[0] == 0
     ):
         raise ValueError(
-            f"`choices` must be a non-empty N x d tensor with d={d}, got {getattr(choices, 'shape', choices)}."
+            f"`choices` must be a non-empty N x d tensor with d={d}, got "
+            f"{getattr(choices, 'shape', choices)}."
         )
     if "num_members" in model_kwargs:
         raise ValueError("`num_members` is fixed to 1: one fresh member per step.")

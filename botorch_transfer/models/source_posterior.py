@@ -59,7 +59,8 @@ def _freeze(module: torch.nn.Module | None) -> torch.nn.Module | None:
 
 
 def _flatten(X: Tensor) -> tuple[Tensor, torch.Size]:
-    r"""Flatten ``batch x n x d`` to ``(batch * n) x d`` (never a batch of N x N solves)."""
+    r"""Flatten ``batch x n x d`` to ``(batch * n) x d`` (never a batch of N x N
+    solves)."""
     return X.reshape(-1, X.shape[-1]), X.shape[:-1]
 
 
@@ -226,13 +227,15 @@ class GPSourcePosterior(SourcePosterior):
         super().__init__()
         if train_X.dim() != 2:
             raise ValueError(
-                f"`train_X` must be N x d for a source posterior, got {tuple(train_X.shape)}."
+                "`train_X` must be N x d for a source posterior, got "
+                f"{tuple(train_X.shape)}."
             )
         n = train_X.shape[0]
         for name, value in (("train_Y", train_Y), ("noise", noise)):
             if value.numel() != n:
                 raise ValueError(
-                    f"`{name}` must have {n} entries (one per row of `train_X`), got {tuple(value.shape)}."
+                    f"`{name}` must have {n} entries (one per row of `train_X`), got "
+                    f"{tuple(value.shape)}."
                 )
         for name, value in (
             ("train_X", train_X),
@@ -282,9 +285,10 @@ class GPSourcePosterior(SourcePosterior):
         self.relative_residual = residual
         if residual > 1e-6:
             warnings.warn(
-                f"Source posterior approximated with rank {self.rank} < N={X.shape[0]}: "
-                f"the largest neglected prior variance is {residual:.2e} of the "
-                "largest. Increase `max_rank` for a closer (up to exact) posterior.",
+                f"Source posterior approximated with rank {self.rank} < "
+                f"N={X.shape[0]}: the largest neglected prior variance is "
+                f"{residual:.2e} of the largest. "
+                "Increase `max_rank` for a closer (up to exact) posterior.",
                 stacklevel=2,
             )
         self.register_buffer("train_inputs", X)
@@ -442,7 +446,8 @@ def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | 
 def source_posterior_from_model(
     model: Model, max_rank: int = 1000, tolerance: float = 1e-10
 ) -> SourcePosterior:
-    r"""Turn a fitted single-output BoTorch model into a frozen :class:`SourcePosterior`.
+    r"""Turn a fitted single-output BoTorch model into a frozen
+    :class:`SourcePosterior`.
 
     Exact GPs with a Gaussian likelihood (e.g. ``SingleTaskGP``) become a cached
     :class:`GPSourcePosterior` (their input and ``Standardize`` outcome transforms
@@ -465,7 +470,8 @@ def source_posterior_from_model(
         )
     if model.num_outputs != 1:
         raise ValueError(
-            f"A source model must have a single output, got num_outputs={model.num_outputs}."
+            "A source model must have a single output, got "
+            f"num_outputs={model.num_outputs}."
         )
     if len(model.batch_shape) != 0:
         raise ValueError(

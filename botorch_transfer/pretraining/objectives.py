@@ -34,7 +34,8 @@ class MatchingInputGroup:
     task_indices: list[int]
 
     def empirical_gaussian(self) -> tuple[Tensor, Tensor]:
-        r"""MLE mean and covariance of eq. 4: ``Y 1/N`` and ``(Y - mu 1^T)(Y - mu 1^T)^T / N``."""
+        r"""MLE mean and covariance of eq. 4: ``Y 1/N`` and
+        ``(Y - mu 1^T)(Y - mu 1^T)^T / N``."""
         mu = self.Y.mean(dim=-1)
         centered = self.Y - mu.unsqueeze(-1)
         return mu, centered @ centered.transpose(-1, -2) / self.Y.shape[-1]
@@ -59,7 +60,9 @@ def matching_input_groups(
 
     Example:
         >>> X = torch.rand(10, 2)
-        >>> groups = matching_input_groups([TaskData(X, torch.rand(10, 1)) for _ in range(3)])
+        >>> groups = matching_input_groups(
+        ...     [TaskData(X, torch.rand(10, 1)) for _ in range(3)]
+        ... )
         >>> groups[0].Y.shape
         torch.Size([10, 3])
     """
@@ -130,15 +133,17 @@ class EKLGroup:
         keep = evals > rank_tolerance * evals.max().clamp_min(0)
         if not keep.any() or evals.max() <= 0:
             raise ValueError(
-                f"The matching-input group of tasks {group.task_indices} has a zero empirical "
-                "covariance (identical observations); it carries no EKL information."
+                f"The matching-input group of tasks {group.task_indices} has a zero "
+                "empirical covariance (identical observations); "
+                "it carries no EKL information."
             )
         self.rank = int(keep.sum())
         self.A_pinv = (evecs[:, keep] / evals[keep].sqrt()).transpose(-1, -2)
         self.mu_tilde = mu_tilde
 
     def kl(self, prior: PretrainedPrior) -> Tensor:
-        r"""Eq. 6: ``KL(N(mu~, Sigma~) || N(mu, Sigma))`` on the support of ``N(mu~, Sigma~)``."""
+        r"""Eq. 6: ``KL(N(mu~, Sigma~) || N(mu, Sigma))`` on the support of
+        ``N(mu~, Sigma~)``."""
         X = self.group.X
         mu = prior.mean(X)
         Sigma = prior.covariance(X, observation_noise=True) + torch.diag(

@@ -83,7 +83,9 @@ def pretrain_prior(
     Example:
         >>> prior = pretrain_prior(tasks, objective="nll", num_steps=2000)
         >>> prior.save("prior.pt")
-        >>> model = PretrainedPriorGP(train_X, train_Y, prior=PretrainedPrior.load("prior.pt"))
+        >>> model = PretrainedPriorGP(
+        ...     train_X, train_Y, prior=PretrainedPrior.load("prior.pt")
+        ... )
     """
     names = None
     if isinstance(tasks, Mapping):
@@ -93,7 +95,8 @@ def pretrain_prior(
         if t.n == 0:
             label = names[i] if names else i
             raise ValueError(
-                f"`tasks[{label!r}]` has no observations; every task needs at least one."
+                f"`tasks[{label!r}]` has no observations; "
+                "every task needs at least one."
             )
     # the prior is fitted to the data, never through it
     tasks = [
@@ -136,8 +139,8 @@ def pretrain_prior(
         raw_groups = matching_input_groups(train_tasks)
         if not raw_groups:
             raise ValueError(
-                "objective='ekl' needs matching-input task groups (inputs observed by two or "
-                "more tasks), but no input is shared by the training tasks; use "
+                "objective='ekl' needs matching-input task groups (inputs observed by "
+                "two or more tasks), but no input is shared by the training tasks; use "
                 "objective='nll'."
             )
         for g in raw_groups:

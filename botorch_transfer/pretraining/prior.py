@@ -150,7 +150,9 @@ class PretrainedPrior(Module):
             kernel acts on features).
 
     Example:
-        >>> prior = PretrainedPrior(torch.zeros(2), torch.ones(2), torch.tensor(0.), torch.tensor(1.))
+        >>> prior = PretrainedPrior(
+        ...     torch.zeros(2), torch.ones(2), torch.tensor(0.), torch.tensor(1.)
+        ... )
         >>> prior.covariance(torch.rand(5, 2)).shape
         torch.Size([5, 5])
     """
@@ -177,8 +179,8 @@ class PretrainedPrior(Module):
             )
         if input_lower.shape != input_upper.shape or input_lower.dim() != 1:
             raise ValueError(
-                "`input_lower` and `input_upper` must be 1-D tensors of length d, got shapes "
-                f"{tuple(input_lower.shape)} and {tuple(input_upper.shape)}."
+                "`input_lower` and `input_upper` must be 1-D tensors of length d, got "
+                f"shapes {tuple(input_lower.shape)} and {tuple(input_upper.shape)}."
             )
         if not (output_scale > 0):
             raise ValueError(
@@ -241,8 +243,8 @@ class PretrainedPrior(Module):
     def _check(self, X: Tensor, name: str) -> None:
         if X.dim() < 2 or X.shape[-1] != self.dim:
             raise ValueError(
-                f"`{name}` must have shape batch_shape x n x {self.dim} (the prior's input "
-                f"dimension), got {tuple(X.shape)}."
+                f"`{name}` must have shape batch_shape x n x {self.dim} (the prior's "
+                f"input dimension), got {tuple(X.shape)}."
             )
 
     def mean(self, X: Tensor) -> Tensor:
@@ -262,7 +264,8 @@ class PretrainedPrior(Module):
         if observation_noise:
             if X2 is not None:
                 raise ValueError(
-                    "`observation_noise=True` needs `X2=None` (noise is on the diagonal)."
+                    "`observation_noise=True` needs `X2=None` "
+                    "(noise is on the diagonal)."
                 )
             K = K + self.noise * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
         return K

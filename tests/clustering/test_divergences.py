@@ -240,7 +240,7 @@ def test_bad_inputs():
         )
 
 
-# ----------------------------------------------------------------------------- barycenter
+# --------------------------------------------------------------------------- barycenter
 def test_barycenter_of_identical_gaussians_is_that_gaussian(device):
     gen = torch.Generator().manual_seed(7)
     m, S = torch.randn(5, generator=gen, dtype=F64), random_spd(5, gen)

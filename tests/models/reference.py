@@ -66,8 +66,8 @@ def deltabo_posterior(
 
     ``"diagonal"``: residuals ``y - mu_g(X)`` observe ``delta`` with noise
     ``sigma^2 + sigma^2_g(x_i)`` (Algorithm 1 line 5); ``f = mu_g + mu_delta`` with
-    covariance ``Sigma_g + Sigma_delta`` (eq. 7). ``"full"``: exact conditional with prior
-    mean ``mu_g`` and kernel ``Sigma_g + k_delta`` and noise ``sigma^2``.
+    covariance ``Sigma_g + Sigma_delta`` (eq. 7). ``"full"``: exact conditional with
+    prior mean ``mu_g`` and kernel ``Sigma_g + k_delta`` and noise ``sigma^2``.
     """
     if mode == "diagonal":
         noise = sigma2 + torch.diagonal(source_cov(X, X))
@@ -137,8 +137,8 @@ def diff_gp_posterior(
 ):
     r"""Diff-GP (Shilton et al. Sec. 3.2, eq. 6), zero prior mean, one kernel for all.
 
-    Source posterior ``mu_S, sigma^2_S``; difference GP on ``y_a - mu_S(X_a)`` with noise
-    ``sigma_a^2 + sigma^2_S(x)``; corrected source ``y_s + mu_D(X_s)`` with noise
+    Source posterior ``mu_S, sigma^2_S``; difference GP on ``y_a - mu_S(X_a)`` with
+    noise ``sigma_a^2 + sigma^2_S(x)``; corrected source ``y_s + mu_D(X_s)`` with noise
     ``sigma'^2 + sigma^2_D(X_s)``; final GP on ``[X_S; X_A]`` with R of eq. 6.
     """
     mu_S, cov_S = gp_posterior(kernel, X_s, y_s, sigma_src2)

@@ -434,7 +434,8 @@ def test_batched_training_data_fits_one_model_per_batch():
     model = DeltaBOModel(X, Y, source=make_source())
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     assert model.delta_covar_module.outputscale.shape == (2,)
-    # batch b of the model equals a model fitted on batch b's data with those hyperparameters
+    # batch b of the model equals a model fitted on batch b's data with those
+    # hyperparameters
     single = DeltaBOModel(X[1], Y[1], source=model.frozen_source())
     single.delta_covar_module.outputscale = model.delta_covar_module.outputscale[
         1
@@ -518,7 +519,8 @@ def test_fantasize_uses_target_noise_and_source_mean():
     model = make_model(source, X, Y)
     X_f = torch.rand(1, 2, dtype=F64)
     fantasy = model.fantasize(X_f, SobolQMCNormalSampler(torch.Size([4])))
-    # the fantasized points carry the target noise plus the source variance (diagonal mode)
+    # the fantasized points carry the target noise plus the source variance
+    # (diagonal mode)
     src_var = model.source_posterior.variance(X_f)
     torch.testing.assert_close(
         fantasy.likelihood.noise[..., -1],

@@ -66,7 +66,8 @@ def test_posterior_equals_reference(mean, kernel, known_noise):
     np.testing.assert_allclose(
         post.distribution.covariance_matrix.detach().numpy(), S, rtol=1e-8, atol=1e-10
     )
-    # observation noise at X is the prior's noise (also when the training noise was given)
+    # observation noise at X is the prior's noise (also when the training noise was
+    # given)
     noisy = model.posterior(X_test, observation_noise=True)
     np.testing.assert_allclose(
         (noisy.variance - post.variance).detach().numpy(), p["noise"], rtol=1e-10

@@ -32,7 +32,8 @@ def data(n=15, dtype=F64, device="cpu", seed=1):
 
 
 class Features(torch.nn.Module):
-    r"""A fixed random-Fourier feature map: with ``hidden=()`` a member is linear in its parameters."""
+    r"""A fixed random-Fourier feature map: with ``hidden=()`` a member is linear in
+    its parameters."""
 
     def __init__(self, d=2, num=NUM_FEATURES):
         super().__init__()
@@ -47,8 +48,9 @@ class Features(torch.nn.Module):
 
 
 def design(model, X):
-    r"""The whitened design matrix [input_scale / sqrt(F) phi(x), bias_scale] of a linear member,
-    written from the parameterization stated in the docstring (weights first, then the bias)."""
+    r"""The whitened design matrix [input_scale / sqrt(F) phi(x), bias_scale] of a
+    linear member, written from the parameterization stated in the docstring (weights
+    first, then the bias)."""
     phi = model.feature_map(X)
     scale = model.input_scale / math.sqrt(phi.shape[-1])
     return torch.cat(
@@ -77,7 +79,8 @@ def test_parameter_regularizer_equals_ridge_to_prior(device, lam):
     model = linear_model(X, Y, lambda_schedule=lam)
     lam_t = 1e-3 * math.log(15 + math.e) ** 1.5 if lam is None else lam
     assert model.lambda_t == pytest.approx(lam_t, rel=1e-12)
-    # argmin (lam/2)||theta - theta0||^2 + (1/2)||Phi theta - y||^2 = (Phi'Phi + lam I)^-1 (Phi'y + lam theta0)
+    # argmin (lam/2)||theta - theta0||^2 + (1/2)||Phi theta - y||^2
+    #   = (Phi'Phi + lam I)^-1 (Phi'y + lam theta0)
     Phi, theta0 = design(model, X), model.initial_parameters
     A = Phi.T @ Phi + lam_t * torch.eye(Phi.shape[-1], dtype=F64, device=device)
     expected = torch.linalg.solve(A, (Phi.T @ Y + lam_t * theta0.T)).T  # s x P
@@ -97,7 +100,8 @@ def test_function_regularizer_equals_closed_form(device):
     model = linear_model(
         X, Y, regularizer="function", anchors=anchors, lambda_schedule=0.5
     )
-    # Z = [X; anchors]: argmin (lam/2)||Phi_Z (theta - theta0)||^2 + (1/2)||Phi theta - y||^2
+    # Z = [X; anchors]:
+    # argmin (lam/2)||Phi_Z (theta - theta0)||^2 + (1/2)||Phi theta - y||^2
     Phi, Phi_Z, theta0 = (
         design(model, X),
         design(model, torch.cat([X, anchors])),
@@ -151,7 +155,8 @@ def test_cross_entropy_equals_newton_solution():
     assert model.tau.item() == pytest.approx(tau.item(), abs=1e-12)
     u = (Y.squeeze(-1) >= tau).to(F64)
     assert torch.equal(model.train_targets, u) and u.sum() == 6
-    # Newton's method on (lam/2)||theta - theta0||^2 + sum CE(sigmoid(Phi theta), u), per member
+    # Newton's method on (lam/2)||theta - theta0||^2 + sum CE(sigmoid(Phi theta), u),
+    # per member
     Phi = design(model, X)
     for theta0, theta_model in zip(model.initial_parameters, model.trained_parameters):
         theta = theta0.clone()
@@ -212,7 +217,8 @@ def test_without_data_members_are_prior_draws(device):
 
 
 def test_mlp_forward_matches_torch_nn():
-    r"""The NTK parameterization of the docstring, checked against plain torch.nn layers."""
+    r"""The NTK parameterization of the docstring, checked against plain torch.nn
+    layers."""
     X, Y = data(n=0)
     model = RandomizedNNEnsemble(
         X,

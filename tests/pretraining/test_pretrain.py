@@ -84,7 +84,8 @@ def test_recovers_a_known_gp_prior(recovery_data, objective, steps):
         lambda X: torch.zeros(X.shape[0], dtype=F64),
         lambda X: k(X).to_dense().detach() + noise * torch.eye(X.shape[0], dtype=F64),
     )
-    # per 25-point task: within 0.25 nats of the true prior, and > 10 nats better than the default
+    # per 25-point task: within 0.25 nats of the true prior, and > 10 nats better than
+    # the default
     assert learned < truth + 0.25, (learned, truth)
     assert learned < default - 10.0, (learned, default)
     # and the recovered hyperparameters are close to the truth
