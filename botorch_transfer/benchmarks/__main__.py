@@ -52,7 +52,8 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor]:
         from dask.distributed import Client
     except ImportError as e:
         raise SystemExit(
-            "`--dask-scheduler` needs dask.distributed: pip install 'botorch_transfer[dask]'"
+            "`--dask-scheduler` needs dask.distributed: "
+            "pip install 'botorch_transfer[dask]'"
         ) from e
     with Client(args.dask_scheduler) as client:
         yield client.get_executor()
@@ -119,7 +120,8 @@ def cmd_run(args: argparse.Namespace) -> None:
             fh.flush()
             if "error" in record:
                 tqdm.write(
-                    f"run {record['problem']}/{record['method']}/seed {record['seed']} failed: {record['error']}"
+                    f"run {record['problem']}/{record['method']}"
+                    f"/seed {record['seed']} failed: {record['error']}"
                 )
     cmd_summarize(args)
     cmd_plot(args)
@@ -145,7 +147,8 @@ def cmd_list(args: argparse.Namespace) -> None:
         print(f"  {name:<{width}} {make_problem(name).description}")
     print("methods:\n  " + "\n  ".join(available_methods(TRANSFER)))
     print(
-        "meta-learning problems (leave-tasks-out; need their data, see `benchmarks.meta`):"
+        "meta-learning problems (leave-tasks-out; "
+        "need their data, see `benchmarks.meta`):"
     )
     for name, factory in META_PROBLEMS.items():
         print(f"  {name:<16} {(factory.__doc__ or '').strip().splitlines()[0]}")
@@ -187,7 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         "--dask-scheduler",
         default=None,
         metavar="ADDRESS",
-        help="run on a dask.distributed cluster (e.g. tcp://host:8786) instead of local processes",
+        help="run on a dask.distributed cluster (e.g. tcp://host:8786) "
+        "instead of local processes",
     )
     run.set_defaults(func=cmd_run)
     for name, func in (("summarize", cmd_summarize), ("plot", cmd_plot)):

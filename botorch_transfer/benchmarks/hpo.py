@@ -6,7 +6,8 @@ a source-only and a target-only part, so the source and target data sets each ho
 of the samples. Each is split 75/25 (stratified) into training and validation data; a
 task's objective is the validation accuracy of a classifier trained with the given
 hyperparameters. Hyperparameters live in ``[0, 10]^d``: continuous ones are scaled
-linearly, integers rounded, and a categorical one takes equal sub-intervals (App. C.1.2).
+linearly, integers rounded, and a categorical one takes equal sub-intervals
+(App. C.1.2).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _real(x: float, low: float, high: float, eps: float = 0.0) -> float:
 
 
 def gboost_params(x: np.ndarray) -> dict:
-    r"""The 11 gradient-boosting hyperparameters of App. C.1.2 from ``x`` in ``[0, 10]^11``."""
+    r"""The 11 gradient-boosting hyperparameters of App. C.1.2 from ``x`` in
+    ``[0, 10]^11``."""
     return {
         "loss": _choice(x[0], ("log_loss", "exponential")),
         "learning_rate": _real(x[1], 0.0, 1.0, eps=1e-3),
@@ -135,8 +137,9 @@ def breast_cancer(
 
     Settings of App. C.1.1: Matern-5/2 source and target kernels (lengthscales 1.8 and
     1.0 for gradient boosting, 2.0 and 1.0 for the MLP), SE difference kernel
-    (lengthscale 1.2 / 1.0) with ``tau^2 = 0.2^2``, ``sigma_0 = 0.02``, ``sigma = 0.01``,
-    fixed ``beta = 0.2`` (gradient boosting) / ``0.3`` (MLP); N=90, T=30, 6 initial points.
+    (lengthscale 1.2 / 1.0) with ``tau^2 = 0.2^2``, ``sigma_0 = 0.02``,
+    ``sigma = 0.01``, fixed ``beta = 0.2`` (gradient boosting) / ``0.3`` (MLP); N=90,
+    T=30, 6 initial points.
     The optimum is unknown: regret is measured against the best value any run found.
 
     Args:
@@ -167,5 +170,6 @@ def breast_cancer(
         beta=beta,
         optimum_known=False,
         noisy_observations=False,
-        description=f"DeltaBO Sec. 6.2: {dim} {kind} hyperparameters on breast-cancer data (validation accuracy), N={n_source}",
+        description=f"DeltaBO Sec. 6.2: {dim} {kind} hyperparameters on "
+        f"breast-cancer data (validation accuracy), N={n_source}",
     )

@@ -105,7 +105,8 @@ def gp_tasks(
 
     return MetaProblem(
         name="gp-tasks",
-        description=f"{n_tasks} GP-sampled tasks with a shared non-zero mean on [0,1]^{dim} (HyperBO Sec. 6.3 style)",
+        description=f"{n_tasks} GP-sampled tasks with a shared non-zero mean on "
+        f"[0,1]^{dim} (HyperBO Sec. 6.3 style)",
         dim=dim,
         n_tasks=n_tasks,
         evaluate=evaluate,
@@ -129,7 +130,8 @@ def lcbench(target: str = "val_accuracy") -> MetaProblem:
 
     return MetaProblem(
         name="lcbench",
-        description="LCBench (YAHPO surrogate): 34 tasks, 7 MLP hyperparameters, val_accuracy at epoch 52",
+        description="LCBench (YAHPO surrogate): 34 tasks, 7 MLP hyperparameters, "
+        "val_accuracy at epoch 52",
         dim=bench.dim,
         n_tasks=len(bench.instances),
         evaluate=evaluate,
@@ -170,7 +172,8 @@ def rbv2_xgboost(target: str = "acc") -> MetaProblem:
 
     return MetaProblem(
         name="rbv2-xgboost",
-        description=f"rbv2_xgboost (YAHPO surrogate): {len(bench.instances)} tasks, booster + 12 XGBoost hyperparameters, {target}",
+        description=f"rbv2_xgboost (YAHPO surrogate): {len(bench.instances)} tasks, "
+        f"booster + 12 XGBoost hyperparameters, {target}",
         dim=bench.dim,
         n_tasks=len(bench.instances),
         evaluate=evaluate,

@@ -62,12 +62,14 @@ def _bohachevsky() -> TransferProblem:
         target_noise=0.06,
         kernels={
             "source": lambda d: fixed_kernel("rbf", 1.6, 1.0, d),
-            # App. C.2: "the target GP in the baseline algorithms" is Matern, lengthscale 1.0
+            # App. C.2: "the target GP in the baseline algorithms" is Matern,
+            # lengthscale 1.0
             "target": lambda d: fixed_kernel("matern52", 1.0, 1.0, d),
             "delta": lambda d: fixed_kernel("matern52", 1.0, 0.09, d),
         },
         grid_size=120,
-        description="DeltaBO Sec. 6.3: Bohachevsky pair (negated), 120x120 grid of [-2,2]^2, N=400",
+        description="DeltaBO Sec. 6.3: Bohachevsky pair (negated), "
+        "120x120 grid of [-2,2]^2, N=400",
     )
 
 
@@ -85,11 +87,13 @@ def gaussian_bumps(
     lengthscale as relative to the domain: on ``[-5, 5]^2`` with ``mu = 0`` the kernels
     have lengthscale 1.0 (0.1 of the width), matching the bumps' own width 1, and the
     source bump moves away from the target's as ``s`` grows to 2 ("very dissimilar").
-    Noise variance 0.01 for both tasks, difference amplitude ``tau^2 = 0.3^2`` (App. C.2).
+    Noise variance 0.01 for both tasks, difference amplitude ``tau^2 = 0.3^2``
+    (App. C.2).
 
     Args:
         shift: The shift factor ``s``.
-        n_source: Number of source points (400 in DeltaBO Fig. 1c, 20 in Shilton Fig. 2).
+        n_source: Number of source points (400 in DeltaBO Fig. 1c, 20 in Shilton
+            Fig. 2).
         noise: Noise variance of source and target (0.01 in both papers).
         n_init: Initial target points.
         iterations: Default BO iterations.
@@ -115,20 +119,22 @@ def gaussian_bumps(
         },
         n_init=n_init,
         iterations=iterations,
-        description=f"Shilton et al. Sec. 4 / DeltaBO Sec. 6.3: Gaussian bumps on [-5,5]^2, shift s={shift}, N={n_source}",
+        description=f"Shilton et al. Sec. 4 / DeltaBO Sec. 6.3: Gaussian bumps on "
+        f"[-5,5]^2, shift s={shift}, N={n_source}",
     )
 
 
-#: Shift factors of the Shilton et al. Fig. 2 problems (0: identical tasks, 2: very dissimilar).
+#: Shift factors of the Shilton et al. Fig. 2 problems (0: identical tasks,
+#: 2: very dissimilar).
 SHILTON_SHIFTS = (0.0, 0.2, 0.4, 0.5, 1.0, 2.0)
 
 
 def shilton_bumps(shift: float) -> TransferProblem:
-    r"""Shilton et al. Sec. 4 / Fig. 2: :func:`gaussian_bumps` with shift ``s``, 20 uniformly
-    random source observations, 3 random initial target points and ``T = 20`` (noise
-    standard deviation 0.1 for both tasks). Registered as ``shilton-bumps-s<s>`` for
-    ``s`` in :data:`SHILTON_SHIFTS`; the paper plots the best value found so far, the
-    summary's simple regret ``r_T``.
+    r"""Shilton et al. Sec. 4 / Fig. 2: :func:`gaussian_bumps` with shift ``s``, 20
+    uniformly random source observations, 3 random initial target points and
+    ``T = 20`` (noise standard deviation 0.1 for both tasks). Registered as
+    ``shilton-bumps-s<s>`` for ``s`` in :data:`SHILTON_SHIFTS`; the paper plots the
+    best value found so far, the summary's simple regret ``r_T``.
 
     Args:
         shift: The shift factor ``s``.
@@ -137,7 +143,8 @@ def shilton_bumps(shift: float) -> TransferProblem:
     return replace(
         problem,
         name=f"shilton-bumps-s{shift:g}",
-        description=f"Shilton et al. Fig. 2: Gaussian bumps on [-5,5]^2, shift s={shift:g}, N=20, 3 initial points, T=20",
+        description=f"Shilton et al. Fig. 2: Gaussian bumps on [-5,5]^2, "
+        f"shift s={shift:g}, N=20, 3 initial points, T=20",
     )
 
 
@@ -148,7 +155,8 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
     ``[-1, 1]^2``; ``sigma_0^2 = 0.1``, ``sigma^2 = 0.01`` (App. C.2).
 
     The samples are drawn with ``num_features`` random Fourier features (BoTorch's
-    ``gen_kernel_features``), a new pair per ``seed`` (each replicate is a new task pair).
+    ``gen_kernel_features``), a new pair per ``seed`` (each replicate is a new task
+    pair).
     """
     from botorch.sampling.pathwise.features.generators import gen_kernel_features
 
@@ -184,11 +192,13 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
         kernels={
             "source": lambda d: fixed_kernel("matern52", 1.2, 1.0, d),
             "delta": lambda d: fixed_kernel("rbf", 1.0, 0.8, d),
-            # App. C.2: "the target GP in the baseline algorithms" is Matern, lengthscale 1.0
+            # App. C.2: "the target GP in the baseline algorithms" is Matern,
+            # lengthscale 1.0
             "target": lambda d: fixed_kernel("matern52", 1.0, 1.0, d),
         },
         grid_size=120,
-        description=f"DeltaBO Sec. 6.3: GP samples satisfying Assumption 1 on a 120x120 grid of [-1,1]^2 (draw {seed})",
+        description=f"DeltaBO Sec. 6.3: GP samples satisfying Assumption 1 on a "
+        f"120x120 grid of [-1,1]^2 (draw {seed})",
     )
 
 

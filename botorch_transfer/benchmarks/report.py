@@ -1,4 +1,5 @@
-r"""Summaries and regret plots of benchmark results (DeltaBO paper, Sec. 6.1 metrics)."""
+r"""Summaries and regret plots of benchmark results (DeltaBO paper, Sec. 6.1
+metrics)."""
 
 from __future__ import annotations
 
@@ -95,18 +96,24 @@ def simple_regret_table(
     if timed:
         lines += [
             "",
-            "cm-BO timings (mean over seeds; weight update: mean and max over all updates):",
+            (
+                "cm-BO timings (mean over seeds; "
+                "weight update: mean and max over all updates):"
+            ),
         ]
         lines.append(
-            f"{'problem':<{pw}} {'method':<{mw}} {'GP fits s':>10} {'clustering s':>12} {'update s':>9} {'max s':>7} {'C':>3}"
+            f"{'problem':<{pw}} {'method':<{mw}} {'GP fits s':>10}"
+            f" {'clustering s':>12} {'update s':>9} {'max s':>7} {'C':>3}"
         )
         for (problem, method), runs in sorted(timed.items()):
             updates = np.concatenate(
                 [np.asarray(r["weight_update_s"], dtype=float) for r in runs]
             )
             lines.append(
-                f"{problem:<{pw}} {method:<{mw}} {np.mean([r['fit_s'] for r in runs]):>10.1f}"
-                f" {np.mean([r['clustering_s'] for r in runs]):>12.2f} {updates.mean():>9.4f} {updates.max():>7.3f}"
+                f"{problem:<{pw}} {method:<{mw}}"
+                f" {np.mean([r['fit_s'] for r in runs]):>10.1f}"
+                f" {np.mean([r['clustering_s'] for r in runs]):>12.2f}"
+                f" {updates.mean():>9.4f} {updates.max():>7.3f}"
                 f" {'/'.join(str(r['n_clusters']) for r in runs):>3}"
             )
     return "\n".join(lines)
@@ -218,15 +225,18 @@ def rank_solved_table(
     if lines:
         lines.insert(
             0,
-            f"Average rank (1 = best) per (seed, test task) and fraction of runs with regret < {threshold}:",
+            (
+                "Average rank (1 = best) per (seed, test task) and fraction of runs "
+                f"with regret < {threshold}:"
+            ),
         )
     return "\n".join(lines)
 
 
 def summary_table(records: list[dict]) -> str:
-    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI), time/iteration
-    and simple regret r_T (the gap of the best query); meta-learning problems get
-    :func:`simple_regret_table` below it."""
+    r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI),
+    time/iteration and simple regret r_T (the gap of the best query); meta-learning
+    problems get :func:`simple_regret_table` below it."""
     meta = simple_regret_table(records)
     if meta:
         ranks = rank_solved_table(records)
@@ -248,7 +258,8 @@ def summary_table(records: list[dict]) -> str:
     pw = max([len("problem")] + [len(p) for p, _ in groups])
     mw = max([len("method")] + [len(m) for _, m in groups])
     lines = [
-        f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4} {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"
+        f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4}"
+        f" {'R_T (mean +- 95% CI)':>24} {'R_T/T':>8} {'s/iter':>8}"
         f" {'r_T (mean +- 95% CI)':>24}"
     ]
     lines.append("-" * len(lines[0]))
@@ -256,18 +267,22 @@ def summary_table(records: list[dict]) -> str:
         T = min(len(r["cumulative_regret"]) for r in runs)
         cumulative = np.array([r["cumulative_regret"][:T] for r in runs])
         mean, ci = mean_ci(cumulative[:, -1:])
-        # simple regret: the gap of the best of the T queries (Shilton et al.'s Fig. 2 metric)
+        # simple regret: the gap of the best of the T queries (Shilton et al.'s
+        # Fig. 2 metric)
         instantaneous = np.diff(cumulative, axis=1, prepend=0.0)
         simple_mean, simple_ci = mean_ci(instantaneous.min(axis=1, keepdims=True))
         per_iter = np.mean([np.mean(r["iteration_s"]) for r in runs])
         lines.append(
-            f"{problem:<{pw}} {method:<{mw}} {len(runs):>4} {mean[0]:>14.3f} +- {ci[0]:<7.3f} {mean[0] / T:>8.3f} {per_iter:>8.3f}"
+            f"{problem:<{pw}} {method:<{mw}} {len(runs):>4}"
+            f" {mean[0]:>14.3f} +- {ci[0]:<7.3f}"
+            f" {mean[0] / T:>8.3f} {per_iter:>8.3f}"
             f" {simple_mean[0]:>14.4f} +- {simple_ci[0]:<7.4f}"
         )
     failures = [r for r in records if "error" in r]
     if failures:
         lines.append(
-            f"\n{len(failures)} run(s) failed; see their 'error' field in the results file."
+            f"\n{len(failures)} run(s) failed; "
+            "see their 'error' field in the results file."
         )
     unknown = sorted({r["problem"] for r in records if _optimum_unknown(r)})
     inexact = sorted(
@@ -280,16 +295,21 @@ def summary_table(records: list[dict]) -> str:
     )
     if inexact:
         lines.append(
-            f"Regret on {', '.join(inexact)} is against a dense-sample estimate of the optimum."
+            f"Regret on {', '.join(inexact)} is against a dense-sample estimate "
+            "of the optimum."
         )
     if unknown:
         lines.append(
-            f"Regret on {', '.join(unknown)} is against the best value any run found (optimum unknown)."
+            f"Regret on {', '.join(unknown)} is against the best value any run "
+            "found (optimum unknown)."
         )
     if meta:
         lines += [
             "",
-            "Meta-learning problems (simple regret r@t after t iterations, vs. the best of the candidate pool):",
+            (
+                "Meta-learning problems (simple regret r@t after t iterations, "
+                "vs. the best of the candidate pool):"
+            ),
             meta,
         ]
     return "\n".join(lines)
@@ -298,7 +318,8 @@ def summary_table(records: list[dict]) -> str:
 def plot_regret(
     records: list[dict], path: Path, log_y: bool = False, dpi: int = 120
 ) -> Path:
-    r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per problem.
+    r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per
+    problem.
 
     Args:
         records: Run records (failed runs are skipped).

@@ -94,7 +94,8 @@ INACTIVE_CONT, INACTIVE_CAT = 0.0, "#na#"
 
 
 def default_data_dir() -> Path:
-    r"""``$BOTORCH_TRANSFER_YAHPO_DIR``, else ``shared/data/yahpo`` next to the repository."""
+    r"""``$BOTORCH_TRANSFER_YAHPO_DIR``, else ``shared/data/yahpo`` next to the
+    repository."""
     env = os.environ.get("BOTORCH_TRANSFER_YAHPO_DIR")
     if env:
         return Path(env)
@@ -129,7 +130,8 @@ def _condition_holds(condition: dict, value: object) -> bool:
 
 
 class YahpoSurrogate:
-    r"""One YAHPO scenario's surrogate over the unit cube of its tunable hyperparameters.
+    r"""One YAHPO scenario's surrogate over the unit cube of its tunable
+    hyperparameters.
 
     Coordinates follow ``SCENARIOS[scenario]``: first the tuned categoricals
     (``tuned_cat``; choice ``k`` of ``c`` for ``u`` in ``[k/c, (k+1)/c)``, ``u = 1``
@@ -141,7 +143,8 @@ class YahpoSurrogate:
     Args:
         scenario: ``"lcbench"`` or ``"rbv2_xgboost"``.
         target: Output column to return (e.g. ``"val_accuracy"``).
-        data_dir: Folder with one subfolder per scenario (default: :func:`default_data_dir`).
+        data_dir: Folder with one subfolder per scenario (default:
+            :func:`default_data_dir`).
 
     Example:
         >>> bench = YahpoSurrogate("lcbench", "val_accuracy")
@@ -164,7 +167,8 @@ class YahpoSurrogate:
         folder = Path(data_dir or default_data_dir()) / scenario
         if not (folder / "model.onnx").exists():
             raise FileNotFoundError(
-                f"YAHPO data for {scenario!r} not found in {folder}; set BOTORCH_TRANSFER_YAHPO_DIR."
+                f"YAHPO data for {scenario!r} not found in {folder}; "
+                "set BOTORCH_TRANSFER_YAHPO_DIR."
             )
         try:
             import onnxruntime
@@ -236,7 +240,8 @@ class YahpoSurrogate:
         return out
 
     def active(self, raw: dict[str, np.ndarray], name: str) -> np.ndarray:
-        r"""Whether ``name`` is active (all its conditions hold) for each decoded point."""
+        r"""Whether ``name`` is active (all its conditions hold) for each decoded
+        point."""
         n = len(next(iter(raw.values()))) if raw else 0
         mask = np.ones(n, dtype=bool)
         for condition in self.conditions.get(name, []):
@@ -291,7 +296,8 @@ class YahpoSurrogate:
         return cat, cont
 
     def __call__(self, instance: str, U: Tensor) -> Tensor:
-        r"""The surrogate's ``target`` at unit-cube points ``U`` (``n x dim``) on ``instance``."""
+        r"""The surrogate's ``target`` at unit-cube points ``U`` (``n x dim``) on
+        ``instance``."""
         cat, cont = self.surrogate_inputs(instance, U)
         out = self._session.run(None, {"x_cat": cat, "x_cont": cont})[0]
         return torch.as_tensor(

@@ -1,4 +1,5 @@
-r"""Meta-learning (leave-tasks-out) benchmarks: every method runs, the regret arithmetic."""
+r"""Meta-learning (leave-tasks-out) benchmarks: every method runs, the regret
+arithmetic."""
 
 import dataclasses
 import json
@@ -255,7 +256,8 @@ def test_rank_and_solved_hand_computed():
         _fake("c", 1, {3: [0.03, 0.0]}),
     ]
     stats = rank_and_solved(records)
-    # t=0: run (0,1): a,b tie at 0.5 -> 2.5, c 1; run (0,2): b 1, a 2, c 3; run (1,3): a 1, b 2, c 3
+    # t=0: run (0,1): a,b tie at 0.5 -> 2.5, c 1; run (0,2): b 1, a 2, c 3;
+    #      run (1,3): a 1, b 2, c 3
     # t=1: run (0,1): c 1, a 2, b 3; run (0,2): b 1, a 2, c 3; run (1,3): all tie -> 2
     assert stats["a"]["rank"].tolist() == pytest.approx(
         [(2.5 + 2 + 1) / 3, (2 + 2 + 2) / 3]
@@ -266,7 +268,8 @@ def test_rank_and_solved_hand_computed():
     assert stats["c"]["rank"].tolist() == pytest.approx(
         [(1 + 3 + 3) / 3, (1 + 3 + 2) / 3]
     )
-    # regret < 0.005: a solves (0,1) and (1,3) at t=1; b (0,2) and (1,3); c (0,1) and (1,3)
+    # regret < 0.005: a solves (0,1) and (1,3) at t=1; b (0,2) and (1,3);
+    # c (0,1) and (1,3)
     assert stats["a"]["solved"].tolist() == pytest.approx([0.0, 2 / 3])
     assert stats["b"]["solved"].tolist() == pytest.approx([0.0, 2 / 3])
     assert rank_and_solved(records, threshold=0.0015)["a"][

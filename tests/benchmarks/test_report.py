@@ -31,7 +31,8 @@ def test_summary_and_plot(tmp_path):
     ]
     records.append({"problem": "p", "method": "a", "seed": 9, "error": "boom"})
     table = summary_table(records)
-    # method a: final R_T = 2, 4, 6 -> mean 4, CI 1.96 * 2 / sqrt(3); time 0.2 s/iteration
+    # method a: final R_T = 2, 4, 6 -> mean 4, CI 1.96 * 2 / sqrt(3);
+    # time 0.2 s/iteration
     assert f"{4.0:>14.3f} +- {1.96 * 2 / math.sqrt(3):<7.3f}" in table
     assert "1 run(s) failed" in table and "0.200" in table
     # simple regret r_T = min instantaneous regret: a: [s, s] -> 2 (mean of 1, 2, 3),

@@ -73,7 +73,8 @@ def test_cli_runs_resumes_and_reports(tmp_path, capsys):
     records, corrupt = load_results(tmp_path / "results.jsonl")
     assert len(records) == 4 and corrupt == 0
     assert (tmp_path / "regret.png").stat().st_size > 0
-    # an interrupted write leaves a corrupt last line: tolerated, reported, nothing rerun
+    # an interrupted write leaves a corrupt last line: tolerated, reported, nothing
+    # rerun
     with open(tmp_path / "results.jsonl", "a") as fh:
         fh.write('{"problem": "boha')
     capsys.readouterr()
