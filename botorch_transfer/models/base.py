@@ -33,7 +33,9 @@ Who overrides what:
 
 :class:`~botorch_transfer.models.pooled.PooledTransferGP` adds what GPs over pooled
 ``[source; target]`` data share (Env-GP, Diff-GP): one mean and kernel, and
-task-indexed noise whose task index travels with the inputs.
+task-indexed noise whose task index travels with the inputs. The meta-prior models
+(``PretrainedPriorGP``, ``ClusterMetaPriorGP``) are built on the base class the same
+way, with their prior as the transfer input (``prior=``).
 """
 
 from __future__ import annotations

@@ -9,23 +9,21 @@ from typing import Any
 
 import torch
 from botorch.acquisition import ProbabilityOfImprovement
-from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import _fit_fallback
-from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from botorch.utils.datasets import SupervisedDataset
 from gpytorch.constraints import GreaterThan
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.likelihoods import GaussianLikelihood, Likelihood
+from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
+from torch.nn import Module
 
-from botorch_transfer.models.base import MovableExactGPMixin
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
-from botorch_transfer.validation import validate_training_data
 
 
-class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
+class PretrainedPriorGP(SourceConditionedGP):
     r"""An exact GP whose mean, kernel and noise are a pre-trained prior (HyperBO).
 
     HyperBO (Wang et al., Algorithm 1) fixes the pre-trained ``GP(mu, k o sigma^2)``
@@ -46,10 +44,12 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
         train_Y: ``batch_shape x n x 1`` target observations.
         train_Yvar: Known observation noise variances (``batch_shape x n x 1``);
             default: the prior's noise.
+        likelihood: Default: a ``GaussianLikelihood`` at the prior's noise (frozen
+            unless ``fine_tune``), or the known ``train_Yvar``.
+        outcome_transform: Must be ``None`` (see above).
+        input_transform: Optional input transform.
         prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword).
         fine_tune: Make the prior's parameters trainable.
-        input_transform: Optional input transform.
-        outcome_transform: Must be ``None`` (see above).
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -69,17 +69,13 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
         train_X: Tensor,
         train_Y: Tensor,
         train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
         outcome_transform: OutcomeTransform | None = None,
         input_transform: InputTransform | None = None,
         *,
         prior: PretrainedPrior,
         fine_tune: bool = False,
     ) -> None:
-        validate_training_data(train_X, train_Y, train_Yvar)
-        if not isinstance(prior, PretrainedPrior):
-            raise TypeError(
-                f"`prior` must be a PretrainedPrior, got {type(prior).__name__}."
-            )
         if outcome_transform is not None:
             raise ValueError(
                 "`outcome_transform` must be None: the pre-trained prior fixes the "
@@ -87,68 +83,76 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
                 "pre-training tasks); "
                 "give train_Y in the units of the pre-training data."
             )
-        d_model = train_X.shape[-1] if input_transform is None else None
-        if d_model is not None and d_model != prior.dim:
-            raise ValueError(
-                f"`train_X` has d={d_model} but `prior` was pre-trained on "
-                f"d={prior.dim} inputs."
-            )
-        prior = copy.deepcopy(prior).to(train_X)
-        prior.requires_grad_(bool(fine_tune))
-        if train_Yvar is None:
-            scale2 = prior.mean_module.scale.pow(2).item()
-            likelihood = GaussianLikelihood(
-                noise_constraint=GreaterThan(MIN_NOISE * scale2),
-                batch_shape=train_X.shape[:-2],
-            ).to(train_X)
-            likelihood.noise = prior.noise.detach().clamp_min(2 * MIN_NOISE * scale2)
-            likelihood.requires_grad_(bool(fine_tune))
-        else:
-            likelihood = FixedNoiseGaussianLikelihood(
-                noise=train_Yvar.squeeze(-1), batch_shape=train_X.shape[:-2]
-            )
+        self.fine_tune = bool(fine_tune)
+        self._checks_prior_dim = input_transform is None
         super().__init__(
             train_X,
             train_Y,
-            train_Yvar=None,
+            train_Yvar,
             likelihood=likelihood,
-            covar_module=prior.covar_module,
-            mean_module=prior.mean_module,
-            outcome_transform=None,
             input_transform=input_transform,
+            transfer=prior,
         )
-        self.fine_tune = bool(fine_tune)
-        self._known_noise = train_Yvar is not None
-        # the noise at a new point when the training noise was given per point
-        self.register_buffer("prior_noise", prior.noise.detach().clone())
-        self.to(train_X)
 
-    def posterior(
-        self,
-        X: Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | Tensor = False,
-        posterior_transform: PosteriorTransform | None = None,
-        **kwargs: Any,
-    ):
-        r"""The GP posterior at ``X`` (``batch_shape x q x d``), joint over ``q``.
-
-        With known training noise (``train_Yvar``) and ``observation_noise=True``
-        the prior's noise is added at ``X``; pass a tensor for other noise levels.
-        """
-        if X.dim() < 2:
-            raise ValueError(
-                f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}."
+    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> PretrainedPrior:
+        r"""A copy of the prior on ``train_X``'s dtype/device, trainable only when
+        fine-tuned (the user's prior is never modified)."""
+        if not isinstance(transfer, PretrainedPrior):
+            raise TypeError(
+                f"`prior` must be a PretrainedPrior, got {type(transfer).__name__}."
             )
-        if observation_noise is True and self._known_noise:
-            observation_noise = self.prior_noise.expand(X.shape[:-1] + torch.Size([1]))
-        return super().posterior(
-            X,
-            output_indices=output_indices,
-            observation_noise=observation_noise,
-            posterior_transform=posterior_transform,
-            **kwargs,
-        )
+        # with an input transform, the prior sees transformed inputs of its own d
+        if self._checks_prior_dim and train_X.shape[-1] != transfer.dim:
+            raise ValueError(
+                f"`train_X` has d={train_X.shape[-1]} but `prior` was pre-trained on "
+                f"d={transfer.dim} inputs."
+            )
+        prior = copy.deepcopy(transfer).to(train_X)
+        prior.requires_grad_(self.fine_tune)
+        return prior
+
+    def _outcome_reference(self, transfer: PretrainedPrior) -> list:
+        return []  # no outcome transform: the prior fixes the units
+
+    def _default_likelihood(
+        self, train_X: Tensor, train_Yvar: Tensor | None, transfer: PretrainedPrior
+    ) -> Likelihood:
+        r"""The prior's noise (frozen unless fine-tuned), or the known
+        ``train_Yvar``."""
+        if train_Yvar is not None:
+            return super()._default_likelihood(train_X, train_Yvar, transfer)
+        scale2 = transfer.mean_module.scale.pow(2).item()
+        likelihood = GaussianLikelihood(
+            noise_constraint=GreaterThan(MIN_NOISE * scale2),
+            batch_shape=train_X.shape[:-2],
+        ).to(train_X)
+        likelihood.noise = transfer.noise.detach().clamp_min(2 * MIN_NOISE * scale2)
+        likelihood.requires_grad_(self.fine_tune)
+        return likelihood
+
+    def _build_modules(
+        self,
+        transfer: PretrainedPrior,
+        train_X: Tensor,
+        covar_module: Module | None,
+        mean_module: Mean | None,
+        input_transform: InputTransform | None,
+    ) -> None:
+        self.mean_module = transfer.mean_module
+        self.covar_module = transfer.covar_module
+        # the noise at a new point when the training noise was given per point
+        self.register_buffer("prior_noise", transfer.noise.detach().clone())
+
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
+        r"""The target data as they are: the prior is the GP's mean and kernel."""
+        return TrainingData(X, Y, None if self.learns_target_noise else Yvar)
+
+    def target_noise(self) -> Tensor:
+        r"""The noise at a new point: the (prior's) learned level, or the prior's
+        noise when the training noise was given per point."""
+        if self.learns_target_noise:
+            return super().target_noise()
+        return self.prior_noise.expand(self.batch_shape)
 
     def custom_fit(
         self, mll: MarginalLogLikelihood, **kwargs: Any
@@ -158,16 +162,6 @@ class PretrainedPriorGP(MovableExactGPMixin, SingleTaskGP):
         if not any(p.requires_grad for p in mll.parameters()):
             return mll.eval()
         return _fit_fallback(mll=mll, **kwargs)
-
-    @classmethod
-    def construct_inputs(
-        cls, training_data: SupervisedDataset, *, prior: PretrainedPrior, **kwargs: Any
-    ) -> dict[str, Any]:
-        r"""Inputs for ``__init__`` from a BoTorch dataset (used by Ax)."""
-        inputs = super().construct_inputs(training_data=training_data)
-        inputs["prior"] = prior
-        inputs.update(kwargs)
-        return inputs
 
 
 def hyperbo_probability_of_improvement(

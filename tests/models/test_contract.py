@@ -16,12 +16,14 @@ from botorch_transfer import (
     DeltaBOModel,
     DiffGP,
     EnvGP,
+    PretrainedPriorGP,
     TaskData,
     build_cluster_prior,
 )
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
+from tests.pretraining.test_objectives import make_prior
 
-KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp", "cmbo"]
+KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp", "cmbo", "hyperbo"]
 
 
 @functools.lru_cache
@@ -45,6 +47,11 @@ def build(kind, X, Y, source, **kwargs):
         return DeltaBOModel(X, Y, source=source, residual_covariance="full", **kwargs)
     if kind == "cmbo":  # the meta prior takes the place of the source
         return ClusterMetaPriorGP(X, Y, prior=cmbo_prior(), **kwargs)
+    if kind == "hyperbo":
+        # a prior in its pre-training units takes no outcome transform (by design)
+        assert PretrainedPriorGP.fixes_outcome_units
+        kwargs.pop("outcome_transform", None)
+        return PretrainedPriorGP(X, Y, prior=make_prior(), **kwargs)
     return (EnvGP if kind == "envgp" else DiffGP)(X, Y, source=source, **kwargs)
 
 
