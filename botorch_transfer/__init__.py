@@ -8,6 +8,7 @@ from botorch_transfer.clustering import (
 )
 from botorch_transfer.data import TaskData
 from botorch_transfer.models import (
+    RGPE,
     ClusterMetaPriorGP,
     DeltaBOModel,
     DiffGP,
@@ -15,6 +16,7 @@ from botorch_transfer.models import (
     LogPowerSchedule,
     PretrainedPriorGP,
     RandomizedNNEnsemble,
+    SourceConditionedGP,
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
@@ -31,7 +33,9 @@ __all__ = [
     "LogPowerSchedule",
     "PretrainedPrior",
     "PretrainedPriorGP",
+    "RGPE",
     "RandomizedNNEnsemble",
+    "SourceConditionedGP",
     "TaskData",
     "beta_t",
     "build_cluster_prior",

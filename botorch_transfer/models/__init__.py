@@ -23,6 +23,7 @@ from botorch_transfer.models.randomized_nn import (
     RandomizedNNEnsemble,
     randomized_nn_thompson_candidate,
 )
+from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     ModelSourcePosterior,
@@ -41,6 +42,7 @@ __all__ = [
     "ModelSourcePosterior",
     "PooledTransferGP",
     "PretrainedPriorGP",
+    "RGPE",
     "RandomizedNNEnsemble",
     "SourceConditionedGP",
     "SourcePosterior",

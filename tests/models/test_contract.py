@@ -12,6 +12,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import (
+    RGPE,
     ClusterMetaPriorGP,
     DeltaBOModel,
     DiffGP,
@@ -23,7 +24,7 @@ from botorch_transfer import (
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
 from tests.pretraining.test_objectives import make_prior
 
-KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp", "cmbo", "hyperbo"]
+KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp", "rgpe", "cmbo", "hyperbo"]
 
 
 @functools.lru_cache
@@ -45,6 +46,8 @@ def build(kind, X, Y, source, **kwargs):
         return DeltaBOModel(X, Y, source=source, **kwargs)
     if kind == "deltabo-full":
         return DeltaBOModel(X, Y, source=source, residual_covariance="full", **kwargs)
+    if kind == "rgpe":
+        return RGPE(X, Y, source=source, **kwargs)
     if kind == "cmbo":  # the meta prior takes the place of the source
         return ClusterMetaPriorGP(X, Y, prior=cmbo_prior(), **kwargs)
     if kind == "hyperbo":

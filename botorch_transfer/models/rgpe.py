@@ -1,0 +1,342 @@
+r"""RGPE: the ranking-weighted Gaussian process ensemble (Feurer, Letham and Bakshy,
+2018, *Scalable Meta-Learning for Bayesian Optimization using Ranking-Weighted
+Gaussian Process Ensembles*).
+
+The paper's model:
+
+- one GP per source task (base models) and one GP on the target task;
+- the ensemble's prediction ``f(x) ~ N(sum_i w_i mu_i(x), sum_i w_i^2 sigma_i^2(x))``
+  (the models are treated as independent);
+- weights from the ranking loss ``L(f, D) = sum_{j,k} 1[(f(x_j) < f(x_k)) xor
+  (y_j < y_k)]`` over ordered pairs of target observations: with ``S`` joint
+  posterior draws of every model at the target inputs (the target model's drawn
+  from its leave-one-out posteriors ``f^{-j}(x_j)``), ``w_i`` is the fraction of
+  draws in which model ``i`` has the smallest loss, ties broken at random;
+- weight dilution prevention: a base model whose median loss exceeds the 95th
+  percentile of the target model's losses gets weight 0.
+
+Ours: the leave-one-out posteriors are the exact closed-form ones of the fitted
+target GP; the draws use a seeded generator, so the weights are a deterministic
+function of the target data and hyperparameters (``condition_on_observations``
+equals a rebuild); the weights are recomputed whenever the target data change and
+when the model returns to eval mode with new hyperparameters (after
+``fit_gpytorch_mll``); discarded base models are excluded before the argmin; the
+joint covariance over ``q`` points is ``sum_i w_i^2 Sigma_i`` (the paper states the
+marginal variance); source and target outcomes share one affine outcome map, as in
+every model of the package.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import Likelihood
+from gpytorch.means import ConstantMean, Mean
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from linear_operator.operators import DenseLinearOperator
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from torch import Tensor
+from torch.nn import Module, ModuleList
+
+from botorch_transfer.data import TaskData
+from botorch_transfer.models.base import (
+    SourceConditionedGP,
+    TrainingData,
+    default_transfer_kernel,
+)
+from botorch_transfer.models.source_posterior import (
+    SourcePosterior,
+    source_posterior_from_model,
+)
+
+SourceLike = TaskData | Model | SourcePosterior
+
+
+def ranking_loss(samples: Tensor, y: Tensor) -> Tensor:
+    r"""Misranked ordered pairs ``sum_{j,k} 1[(f_j < f_k) xor (y_j < y_k)]``.
+
+    Args:
+        samples: ``... x n`` function values at the target inputs.
+        y: ``... x n`` observations (broadcastable with ``samples``).
+
+    Returns:
+        ``...`` loss counts.
+    """
+    f_less = samples.unsqueeze(-1) < samples.unsqueeze(-2)
+    y_less = y.unsqueeze(-1) < y.unsqueeze(-2)
+    return (f_less ^ y_less).sum(dim=(-1, -2))
+
+
+def ranking_weights(losses: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    r"""RGPE weights from loss samples, with weight dilution prevention.
+
+    Args:
+        losses: ``... x M x S`` losses of ``M`` models (the target model last) in
+            ``S`` draws.
+        generator: Breaks ties at random.
+
+    Returns:
+        ``... x M`` weights: the fraction of draws in which each model has the
+        smallest loss, among the models not discarded (a base model is discarded
+        when its median loss exceeds the target model's 95th percentile).
+    """
+    losses = losses.to(torch.float64)
+    target_q95 = torch.quantile(losses[..., -1, :], 0.95, dim=-1, keepdim=True)
+    median = torch.quantile(losses, 0.5, dim=-1)
+    discarded = median > target_q95
+    discarded[..., -1] = False  # the target model is never discarded
+    # losses are integers: a uniform offset below 1 breaks ties uniformly at random
+    jitter = torch.rand(losses.shape, generator=generator, dtype=losses.dtype)
+    jittered = (losses + 0.5 * jitter).masked_fill(discarded.unsqueeze(-1), torch.inf)
+    best = jittered.argmin(dim=-2)  # ... x S
+    counts = torch.nn.functional.one_hot(best, losses.shape[-2]).to(losses.dtype)
+    return counts.mean(dim=-2)
+
+
+class RGPE(SourceConditionedGP):
+    r"""Ranking-weighted GP ensemble (see the module docs for what is the paper's).
+
+    The trainable part is the target GP (``covar_module``, ``mean_module`` and the
+    target noise): ``fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood,
+    model))`` fits it, and the weights are recomputed with the fitted
+    hyperparameters. The base models are frozen source posteriors.
+
+    Args:
+        train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
+        train_Y: ``batch_shape x n x 1`` target observations.
+        train_Yvar: Optional known target noise variances; else learned.
+        likelihood: Likelihood of the target GP (default: BoTorch's).
+        covar_module: Kernel of the target GP (default: a scaled RBF kernel with
+            BoTorch's priors).
+        mean_module: Prior mean of the target GP (default ``ConstantMean``).
+        outcome_transform: ``None`` or ``Standardize(m=1)``, fitted on the source
+            ``TaskData`` and target outcomes together and applied to all.
+        input_transform: Input transform, applied as ``SingleTaskGP`` applies it; a
+            copy is given to base GPs built from ``TaskData``.
+        source: The base models (keyword): a list of ``TaskData`` (a
+            ``SingleTaskGP`` with BoTorch's defaults is fitted on each, here),
+            fitted single-output BoTorch models, or ``SourcePosterior`` objects, one
+            per source task.
+        num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
+            tutorial: 256).
+        seed: Seed of the draws (the weights are deterministic given it).
+
+    Example:
+        >>> model = RGPE(train_X, train_Y, source=[TaskData(X1, Y1), TaskData(X2, Y2)])
+        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> model.weights  # one per source, the target's last
+        >>> acqf = qLogNoisyExpectedImprovement(model, X_baseline=train_X)
+    """
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
+        covar_module: Kernel | None = None,
+        mean_module: Mean | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        source: SourceLike | Sequence[SourceLike],
+        num_samples: int = 256,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(
+                f"`num_samples` must be a positive int, got {num_samples!r}."
+            )
+        self.num_samples = num_samples
+        self.seed = seed
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar,
+            likelihood=likelihood,
+            covar_module=covar_module,
+            mean_module=mean_module,
+            outcome_transform=outcome_transform,
+            input_transform=input_transform,
+            transfer=source,
+        )
+
+    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[SourceLike]:
+        sources = list(transfer) if isinstance(transfer, (list, tuple)) else [transfer]
+        if not sources:
+            raise ValueError("`source` must contain at least one source, got none.")
+        for i, s in enumerate(sources):
+            if not isinstance(s, (TaskData, Model, SourcePosterior)):
+                raise TypeError(
+                    f"`source[{i}]` must be a TaskData, a fitted BoTorch Model or a "
+                    f"SourcePosterior, got {type(s).__name__}."
+                )
+            if isinstance(s, TaskData):
+                # one source at a time through the shared checks (d, dtype, device)
+                super()._prepare_transfer([s], train_X)
+        return sources
+
+    def _build_modules(
+        self,
+        transfer: list[SourceLike],
+        train_X: Tensor,
+        covar_module: Module | None,
+        mean_module: Mean | None,
+        input_transform: InputTransform | None,
+    ) -> None:
+        scale, offset = self.output_scale, self.output_offset
+        base = []
+        for s in transfer:
+            if isinstance(s, TaskData):
+                Yvar = None if s.Yvar is None else s.Yvar / scale**2
+                gp = SingleTaskGP(
+                    s.X,
+                    (s.Y - offset) / scale,
+                    Yvar,
+                    outcome_transform=None,
+                    input_transform=copy.deepcopy(input_transform),
+                )
+                fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+                posterior = source_posterior_from_model(gp)
+            else:
+                posterior = (
+                    copy.deepcopy(s)
+                    if isinstance(s, SourcePosterior)
+                    else source_posterior_from_model(s)
+                )
+                posterior.set_output_affine(1.0 / scale, -offset / scale)
+            base.append(posterior.to(train_X))
+        self.base_posteriors = ModuleList(base)
+        batch_shape = train_X.shape[:-2]
+        # derived from the data (recomputed, see `weights`), not state
+        uniform = torch.full((*batch_shape, len(base) + 1), 1.0 / (len(base) + 1))
+        self.register_buffer("_weights", uniform.to(train_X), persistent=False)
+        self.mean_module = (
+            mean_module
+            if mean_module is not None
+            else ConstantMean(batch_shape=batch_shape)
+        )
+        self.covar_module = (
+            covar_module
+            if covar_module is not None
+            else default_transfer_kernel(train_X.shape[-1], batch_shape=batch_shape)
+        )
+
+    def _frozen_modules(self) -> list[Module]:
+        return list(self.base_posteriors)
+
+    def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
+        r"""The target GP's data; the weights follow the new data (see
+        :meth:`update_weights`)."""
+        self._weights_stale = True
+        return TrainingData(X, Y, None if self.learns_target_noise else Yvar)
+
+    # ----------------------------------------------------------------- weights
+    @property
+    def weights(self) -> Tensor:
+        r"""``batch_shape x (K + 1)`` weights: the ``K`` sources, the target last."""
+        if getattr(self, "_weights_stale", True) or self._hyperparameters_changed():
+            self.update_weights()
+        return self._weights
+
+    def _hyperparameters(self) -> Tensor:
+        return torch.cat([p.detach().flatten() for p in self.parameters()])
+
+    def _hyperparameters_changed(self) -> bool:
+        state = getattr(self, "_weights_hyperparameters", None)
+        current = self._hyperparameters()
+        if state is None or state.shape != current.shape:
+            return True
+        if state.dtype != current.dtype or state.device != current.device:
+            return True  # moved by .to(): recompute in the new dtype/device
+        return not torch.equal(state, current)
+
+    def loo_posterior(self) -> tuple[Tensor, Tensor]:
+        r"""Leave-one-out posteriors of the target GP's ``f`` at its own inputs.
+
+        With ``K_y = K + Sigma_noise`` and ``a = K_y^-1 (y - m)``:
+        ``mu_{-j} = y_j - a_j / [K_y^-1]_jj`` and
+        ``sigma^2_{-j} = 1 / [K_y^-1]_jj - noise_j`` (the latent ``f``, not ``y``).
+
+        Returns:
+            ``(mean, variance)``, each ``batch x n`` (model units).
+        """
+        self.eval()
+        X = self.train_inputs[0]  # transformed in eval mode
+        y = self.target_Y
+        noise = (
+            self.likelihood.noise.expand(y.shape)
+            if self.learns_target_noise
+            else (self.target_Yvar)
+        )
+        K = self.covar_module(X).to_dense() + torch.diag_embed(noise)
+        L = psd_safe_cholesky(K)
+        K_inv = torch.cholesky_inverse(L)
+        a = (K_inv @ (y - self.mean_module(X)).unsqueeze(-1)).squeeze(-1)
+        diag = K_inv.diagonal(dim1=-2, dim2=-1)
+        return y - a / diag, (1.0 / diag - noise).clamp_min(1e-12)
+
+    def ranking_losses(self, generator: torch.Generator) -> Tensor:
+        r"""``batch x (K + 1) x S`` ranking losses of every model's draws."""
+        X, y, S = self.target_X, self.target_Y, self.num_samples
+        losses = []
+        for posterior in self.base_posteriors:
+            mean = posterior.mean(X)
+            cov = posterior.covariance(X)
+            L = psd_safe_cholesky(cov + 1e-8 * torch.eye(X.shape[-2]).to(cov))
+            z = torch.randn(S, *mean.shape, generator=generator).to(mean)
+            draws = mean + (L @ z.unsqueeze(-1)).squeeze(-1)  # S x batch x n
+            losses.append(ranking_loss(draws, y))
+        loo_mean, loo_var = self.loo_posterior()
+        z = torch.randn(S, *loo_mean.shape, generator=generator).to(loo_mean)
+        losses.append(ranking_loss(loo_mean + loo_var.sqrt() * z, y))
+        return torch.stack(losses, dim=-1).movedim(0, -1)  # batch x (K+1) x S
+
+    def update_weights(self) -> Tensor:
+        r"""Recompute the weights from the target data and current hyperparameters.
+
+        Returns:
+            The weights (also stored; see :attr:`weights`).
+        """
+        generator = torch.Generator().manual_seed(self.seed)
+        M = len(self.base_posteriors) + 1
+        with torch.no_grad():
+            if self.num_train < 2:  # no pairs to rank: every draw is a tie
+                batch = self.target_Y.shape[:-1]
+                weights = torch.full((*batch, M), 1.0 / M).to(self.target_Y)
+            else:
+                losses = self.ranking_losses(generator)
+                weights = ranking_weights(losses, generator).to(self.target_Y)
+        self._weights = weights
+        self._weights_stale = False
+        self._weights_hyperparameters = self._hyperparameters()
+        return weights
+
+    def _combine_posterior(
+        self, gp_posterior: MultivariateNormal, X: Tensor
+    ) -> MultivariateNormal:
+        r"""``N(sum_i w_i mu_i, sum_i w_i^2 Sigma_i)`` over the base models and the
+        target GP (the target's covariance stays lazy)."""
+        weights = self.weights
+        w_target = weights[..., -1]
+        mean = w_target.unsqueeze(-1) * gp_posterior.mean
+        covar = gp_posterior.lazy_covariance_matrix
+        covar = covar * w_target.pow(2).expand(covar.shape[:-2]).unsqueeze(
+            -1
+        ).unsqueeze(-1)
+        base_cov = 0
+        for i, posterior in enumerate(self.base_posteriors):
+            w = weights[..., i]
+            mean = mean + w.unsqueeze(-1) * posterior.mean(X)
+            base_cov = base_cov + w.pow(2)[..., None, None] * posterior.covariance(X)
+        return MultivariateNormal(mean, covar + DenseLinearOperator(base_cov))
