@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument(
         "--methods",
         nargs="+",
-        default=["deltabo", "envgp", "diffgp", "gp-ucb", "random"],
+        # our models beside the peers a BoTorch user would pick (MultiTaskGP, RGPE)
+        default=["deltabo", "envgp", "diffgp", "mtgp", "rgpe", "gp-ucb", "random"],
     )
     run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     run.add_argument(

@@ -28,7 +28,7 @@ from botorch.acquisition import (
     UpperConfidenceBound,
 )
 from botorch.fit import fit_gpytorch_mll
-from botorch.models import SingleTaskGP
+from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
@@ -38,6 +38,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer import (
+    RGPE,
     DeltaBOModel,
     DiffGP,
     EnvGP,
@@ -434,6 +435,39 @@ def fitted_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOM
     )
 
 
+def fitted_rgpe_model(state: TransferState, X: Tensor, Y: Tensor) -> RGPE:
+    r"""RGPE with the fitted source GP as its base model (built once per run), the
+    default target GP, standardized outcomes."""
+    return RGPE(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=[state.source_model],
+        input_transform=_unit_cube(state.problem),
+        outcome_transform=Standardize(m=1),
+    )
+
+
+def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
+    r"""BoTorch's ``MultiTaskGP`` (ICM) with its defaults: the source is task 0 and
+    the target task 1 of a task feature column; it predicts the target task."""
+    source, d = state.source, state.problem.dim
+
+    def with_task(Z: Tensor, task: int) -> Tensor:
+        return torch.cat([Z, torch.full_like(Z[:, :1], task)], dim=-1)
+
+    bounds = torch.cat([state.problem.bounds, torch.tensor([[0.0], [1.0]]).to(X)], -1)
+    return MultiTaskGP(
+        torch.cat([with_task(source.X, 0), with_task(X, 1)]),
+        torch.cat([source.Y, Y]),
+        task_feature=-1,
+        train_Yvar=torch.cat([source.Yvar, state.target_noise(Y)]),
+        output_tasks=[1],
+        # the unit cube for the features; the task column stays 0/1
+        input_transform=Normalize(d + 1, indices=list(range(d)), bounds=bounds),
+    )
+
+
 def fitted_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
     r"""Env-GP with BoTorch's default kernel, standardized outcomes."""
     return EnvGP(
@@ -489,3 +523,11 @@ register_method("gp-ucb-fitted", AcquisitionMethod(fitted_target_gp, fit=True))
 register_method("gp-ei-fitted", AcquisitionMethod(fitted_target_gp, log_ei, fit=True))
 register_method("gp-pi-fitted", AcquisitionMethod(fitted_target_gp, pi, fit=True))
 register_method("pooled-gp-fitted", AcquisitionMethod(pooled_gp, fit=True))
+# the peers a BoTorch user would pick (default settings, fitted every iteration)
+register_method("mtgp", AcquisitionMethod(multitask_gp, fit=True))
+register_method(
+    "rgpe",
+    AcquisitionMethod(
+        fitted_rgpe_model, fit=True, source_model=fitted_source_posterior
+    ),
+)

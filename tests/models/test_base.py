@@ -20,7 +20,6 @@ from botorch_transfer import (
     DiffGP,
     EnvGP,
     PretrainedPriorGP,
-    TaskData,
 )
 from botorch_transfer.models.base import (
     SourceConditionedGP,
@@ -233,13 +232,6 @@ def test_likelihoods_that_cannot_carry_the_noise_are_rejected():
         )
 
 
-def test_integer_inputs_pass_through_input_transforms():
-    model = EnvGP(*make_target(), source=make_source(), input_transform=Normalize(2))
-    index = model.train_inputs[1]
-    assert not index.is_floating_point()
-    assert model.transform_inputs(index) is index
-
-
 def test_construct_inputs_needs_the_transfer_argument():
     X, Y = make_target()
     data = SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"])
@@ -252,25 +244,3 @@ def test_construct_inputs_needs_the_transfer_argument():
     assert (
         PretrainedPriorGP.fixes_outcome_units and not DeltaBOModel.fixes_outcome_units
     )
-
-
-def test_a_new_point_gets_target_noise_whatever_the_number_of_points():
-    # regression: noise used to be decided by counting points (N + T points got the
-    # source noise); it is now decided by the task index carried with the inputs
-    source = TaskData(make_source(n=20).X, make_source(n=20).Y)
-    X, Y = make_target(n=5)
-    model = EnvGP(X, Y, source=source)
-    noise = model.likelihood.noise_covar
-    noise.learned[0].noise = torch.tensor(0.5, dtype=F64)  # source stretch
-    noise.learned[1].noise = torch.tensor(0.003, dtype=F64)  # target noise
-    X_new = torch.rand(25, 2, dtype=F64)  # exactly N + T new points
-    mvn = model.posterior(X_new).distribution
-    _, index = model._test_inputs(X_new)
-    noisy = model.likelihood(mvn, X_new, index)
-    added = noisy.covariance_matrix.diagonal() - mvn.covariance_matrix.diagonal()
-    torch.testing.assert_close(added, torch.full((25,), 0.003, dtype=F64))
-    # the training points keep their own noise
-    expected = torch.cat(
-        [torch.full((20,), 0.5, dtype=F64), torch.full((5,), 0.003, dtype=F64)]
-    )
-    torch.testing.assert_close(model.likelihood.noise, expected)
