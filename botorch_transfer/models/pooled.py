@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import InputTransform
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.means import ConstantMean, Mean
 from torch import Tensor
@@ -171,3 +173,14 @@ class PooledTransferGP(SourceConditionedGP):
     ) -> MultivariateNormal:
         r"""The prior at ``x``; the noise index only enters the likelihood."""
         return super().forward(x)
+
+
+# BoTorch's pathwise sampler for ExactGP reads one input tensor and the training
+# noise by position; the pooled GP's inputs carry the noise index. Refuse clearly.
+@DrawMatheronPaths.register(PooledTransferGP)
+def _draw_matheron_paths_pooled(model: PooledTransferGP, **kwargs: Any) -> None:
+    raise UnsupportedError(
+        f"Pathwise (Matheron) posterior samples are not implemented for "
+        f"{type(model).__name__} (its inputs carry a noise index). Use Monte-Carlo "
+        "acquisition functions, which sample the full posterior."
+    )

@@ -33,11 +33,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
+from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
@@ -340,3 +343,22 @@ class RGPE(SourceConditionedGP):
             mean = mean + w.unsqueeze(-1) * posterior.mean(X)
             base_cov = base_cov + w.pow(2)[..., None, None] * posterior.covariance(X)
         return MultivariateNormal(mean, covar + DenseLinearOperator(base_cov))
+
+
+# BoTorch dispatches pathwise (Matheron) sampling on ExactGP; for RGPE that would
+# sample the target GP alone and silently miss the weighted base models.
+@DrawMatheronPaths.register(RGPE)
+def _draw_matheron_paths_rgpe(model: RGPE, **kwargs: Any) -> None:
+    raise UnsupportedError(
+        "Pathwise (Matheron) posterior samples are not implemented for RGPE: they "
+        "would omit the weighted base models. Use Monte-Carlo acquisition functions "
+        "(qLogNoisyExpectedImprovement, qUpperConfidenceBound, qKnowledgeGradient), "
+        "which sample the full posterior."
+    )
+
+
+@DrawKernelFeaturePaths.register(RGPE)
+def _draw_kernel_feature_paths_rgpe(model: RGPE, **kwargs: Any) -> None:
+    raise UnsupportedError(
+        "Kernel-feature prior paths are not implemented for RGPE (an ensemble)."
+    )

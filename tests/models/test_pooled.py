@@ -1,10 +1,13 @@
 r"""GPs over pooled ``[source; target]`` data: the task index travels with the
 inputs (noise per task), through input transforms and to new points."""
 
+import pytest
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms import Normalize
+from botorch.sampling.pathwise import draw_matheron_paths
 
-from botorch_transfer import EnvGP, TaskData
+from botorch_transfer import DiffGP, EnvGP, TaskData
 from tests.models.test_delta import F64, make_source, make_target
 
 
@@ -47,3 +50,10 @@ def test_a_new_point_gets_target_noise_whatever_the_number_of_points():
         [torch.full((20,), 0.5, dtype=F64), torch.full((5,), 0.003, dtype=F64)]
     )
     torch.testing.assert_close(model.likelihood.noise, expected)
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_pathwise_sampling_is_refused_clearly(cls):
+    model = cls(*make_target(), source=make_source())
+    with pytest.raises(UnsupportedError, match=f"not implemented for {cls.__name__}"):
+        draw_matheron_paths(model, sample_shape=torch.Size([2]))

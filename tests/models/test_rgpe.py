@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 from botorch.acquisition import UpperConfidenceBound, qLogNoisyExpectedImprovement
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf
+from botorch.sampling.pathwise import draw_matheron_paths
 from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
@@ -217,3 +219,10 @@ def test_bo_loop(acquisition):
         x, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=32)
         X, Y = torch.cat([X, x]), torch.cat([Y, f(x)])
     assert X.shape == (6, 2) and torch.isfinite(Y).all()
+
+
+def test_pathwise_sampling_is_refused_not_silently_wrong():
+    X, Y = make_target()
+    model = RGPE(X, Y, source=make_source())
+    with pytest.raises(UnsupportedError, match="omit the weighted base models"):
+        draw_matheron_paths(model, sample_shape=torch.Size([2]))
