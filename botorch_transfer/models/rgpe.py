@@ -93,13 +93,14 @@ def ranking_weights(losses: Tensor, generator: torch.Generator | None = None) ->
         smallest loss, among the models not discarded (a base model is discarded
         when its median loss exceeds the target model's 95th percentile).
     """
-    losses = losses.to(torch.float64)
+    losses = losses.to(torch.float64)  # exact for integer counts
     target_q95 = torch.quantile(losses[..., -1, :], 0.95, dim=-1, keepdim=True)
     median = torch.quantile(losses, 0.5, dim=-1)
     discarded = median > target_q95
     discarded[..., -1] = False  # the target model is never discarded
     # losses are integers: a uniform offset below 1 breaks ties uniformly at random
     jitter = torch.rand(losses.shape, generator=generator, dtype=losses.dtype)
+    jitter = jitter.to(losses.device)  # the generator lives on the CPU
     jittered = (losses + 0.5 * jitter).masked_fill(discarded.unsqueeze(-1), torch.inf)
     best = jittered.argmin(dim=-2)  # ... x S
     counts = torch.nn.functional.one_hot(best, losses.shape[-2]).to(losses.dtype)
