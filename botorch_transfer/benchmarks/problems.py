@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
+from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo import breast_cancer
 
 __all__ = [
@@ -202,6 +203,21 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
     )
 
 
+def control_problem(base: str, kind: str, seed: int = 0) -> TransferProblem:
+    r"""A negative-transfer control of a synthetic problem (see
+    :mod:`~botorch_transfer.benchmarks.controls`).
+
+    Args:
+        base: The registry name of the original problem.
+        kind: ``"unrelated"`` or ``"affine"``.
+        seed: The replicate (a new source per seed).
+    """
+    return CONTROLS[kind](make_problem(base, seed=seed), seed)
+
+
+#: Synthetic problems that get negative-transfer controls.
+CONTROLLED = ("bohachevsky", "gaussian-bumps", "assumption-gp")
+
 PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     "bohachevsky": _bohachevsky,
     "gaussian-bumps": gaussian_bumps,
@@ -209,6 +225,11 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     "breast-cancer-gboost": partial(breast_cancer, "gboost"),
     "breast-cancer-mlp": partial(breast_cancer, "mlp"),
     **{f"shilton-bumps-s{s:g}": partial(shilton_bumps, s) for s in SHILTON_SHIFTS},
+    **{
+        f"{base}-{kind}": partial(control_problem, base, kind)
+        for base in CONTROLLED
+        for kind in CONTROLS
+    },
 }
 
 

@@ -68,3 +68,34 @@ def test_assumption_gp_draws_a_pair_per_seed():
     assert (
         a.grid.shape == (14400, 2) and a.source_noise == 0.1 and a.target_noise == 0.01
     )
+
+
+@pytest.mark.parametrize("base", ["bohachevsky", "gaussian-bumps", "assumption-gp"])
+def test_unrelated_controls_are_uncorrelated_with_the_target(base):
+    for seed in range(3):
+        problem = make_problem(f"{base}-unrelated", seed=seed)
+        original = make_problem(base, seed=seed)
+        X = problem.sample(3000, torch.Generator().manual_seed(123))
+        source, target = problem.source(X).squeeze(-1), problem.target(X).squeeze(-1)
+        assert abs(torch.corrcoef(torch.stack([source, target]))[0, 1]) < 0.1
+        torch.testing.assert_close(target, original.target(X).squeeze(-1))
+        # the original source's scale, another function: not the original source
+        Y = original.source(X).squeeze(-1)
+        assert 0.8 < source.std() / Y.std() < 1.25
+        assert not torch.allclose(source, Y)
+
+
+@pytest.mark.parametrize("base", ["bohachevsky", "gaussian-bumps", "assumption-gp"])
+def test_affine_controls_are_exactly_affine(base):
+    for seed in range(3):
+        problem = make_problem(f"{base}-affine", seed=seed)
+        X = problem.sample(500, torch.Generator().manual_seed(7))
+        f, s = problem.target(X).squeeze(-1), problem.source(X).squeeze(-1)
+        design = torch.stack([f, torch.ones_like(f)], dim=-1)
+        a, b = torch.linalg.lstsq(design, s.unsqueeze(-1)).solution.squeeze(-1)
+        torch.testing.assert_close(a * f + b, s, rtol=1e-10, atol=1e-10)
+        assert 0.5 <= a.item() <= 2.0
+        big = problem.sample(4096, torch.Generator().manual_seed(10_000 + seed))
+        f_std = problem.target(big).std()
+        torch.testing.assert_close(b.abs(), f_std, rtol=1e-8, atol=1e-10)
+        assert problem.name == f"{base}-affine" and "CONTROL" in problem.description

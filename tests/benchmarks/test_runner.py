@@ -12,11 +12,13 @@ from botorch_transfer.benchmarks.runner import (
     safe_run_experiment,
 )
 
-# the shilton-bumps-s* problems differ only in the shift: one of them stands for all
+# the shilton-bumps-s* problems differ only in the shift, and the controls only in
+# their source: one of each kind stands for all
 SMOKE_PROBLEMS = sorted(
     p
     for p in PROBLEMS
-    if not p.startswith("shilton-bumps-") or p == "shilton-bumps-s0.5"
+    if not (p.startswith("shilton-bumps-") or p.endswith(("-unrelated", "-affine")))
+    or p in ("shilton-bumps-s0.5", "gaussian-bumps-unrelated", "bohachevsky-affine")
 )
 
 
