@@ -25,6 +25,7 @@ from botorch_transfer.benchmarks.methods import META, TRANSFER, available_method
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
 from botorch_transfer.benchmarks.runner import load_results, safe_run_experiment
+from botorch_transfer.benchmarks.tracks import TRACKS
 
 RESULTS = "results.jsonl"
 
@@ -65,6 +66,11 @@ def _methods_for(problem: str) -> tuple[str, ...]:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    track = TRACKS[args.track]
+    if args.problems is None:
+        args.problems = list(track.problems)
+    if args.methods is None:
+        args.methods = list(track.methods)
     for module in args.plugin:
         importlib.import_module(module)
     for p in args.problems:
@@ -162,13 +168,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a comparison (defaults: a quick one)")
-    run.add_argument("--problems", nargs="+", default=["bohachevsky", "gaussian-bumps"])
     run.add_argument(
-        "--methods",
-        nargs="+",
-        # our models beside the peers a BoTorch user would pick (MultiTaskGP, RGPE)
-        default=["deltabo", "envgp", "diffgp", "mtgp", "rgpe", "gp-ucb", "random"],
+        "--track",
+        choices=sorted(TRACKS),
+        default="quick",
+        help="the methods and problems run when --methods/--problems are not given "
+        "(quick: the main job; papers: the papers' settings; default: every model "
+        "with its defaults against MultiTaskGP and RGPE, with controls)",
     )
+    run.add_argument("--problems", nargs="+", default=None)
+    run.add_argument("--methods", nargs="+", default=None)
     run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     run.add_argument(
         "--iterations",

@@ -1,0 +1,83 @@
+r"""Named sets of methods and problems for ``run --track``.
+
+- ``"quick"``: the main job (``run`` with no arguments): our models with the papers'
+  settings beside the peers a BoTorch user would pick, on two embedded problems.
+- ``"papers"``: the papers' track: fixed kernels and noise levels as the papers
+  state them (reproducing DeltaBO Fig. 1 and Shilton et al. Fig. 2).
+- ``"default"``: the default-settings track: every model built as its docstring
+  tells a user (inputs normalized, outcomes standardized as documented, BoTorch's
+  default kernels and priors, ``fit_gpytorch_mll`` every iteration, the same UCB for
+  all, nothing tuned per problem), against the peers (``mtgp``, ``rgpe``) and the
+  no-transfer GP, on the paper settings, the Shilton shifts and the
+  negative-transfer controls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from botorch_transfer.benchmarks.controls import CONTROLS
+from botorch_transfer.benchmarks.problems import CONTROLLED, SHILTON_SHIFTS
+
+PAPER_SETTINGS = (
+    "breast-cancer-gboost",
+    "breast-cancer-mlp",
+    "gaussian-bumps",
+    "bohachevsky",
+    "assumption-gp",
+)
+SHILTON = tuple(f"shilton-bumps-s{s:g}" for s in SHILTON_SHIFTS)
+CONTROL_PROBLEMS = tuple(f"{base}-{kind}" for base in CONTROLLED for kind in CONTROLS)
+
+
+@dataclass(frozen=True)
+class Track:
+    r"""A named comparison.
+
+    Attributes:
+        methods: Registered method names.
+        problems: Registered problem names.
+        description: What the track measures.
+    """
+
+    methods: tuple[str, ...]
+    problems: tuple[str, ...]
+    description: str
+
+
+TRACKS: dict[str, Track] = {
+    "quick": Track(
+        methods=("deltabo", "envgp", "diffgp", "mtgp", "rgpe", "gp-ucb", "random"),
+        problems=("bohachevsky", "gaussian-bumps"),
+        description="the main job: our models (papers' settings) beside the peers",
+    ),
+    "papers": Track(
+        methods=(
+            "deltabo",
+            "deltabo-full",
+            "envgp",
+            "diffgp",
+            "gp-ucb",
+            "gp-ei",
+            "gp-pi",
+            "gp-ts",
+            "random",
+        ),
+        problems=PAPER_SETTINGS + SHILTON,
+        description="the papers' fixed kernels and noise levels",
+    ),
+    "default": Track(
+        methods=(
+            "deltabo-fitted",
+            "envgp-fitted",
+            "diffgp-fitted",
+            "mtgp",
+            "rgpe",
+            "gp-ucb-fitted",
+            "random",
+        ),
+        problems=PAPER_SETTINGS + SHILTON + CONTROL_PROBLEMS,
+        description="every model with its documented defaults, fitted every "
+        "iteration, against MultiTaskGP, RGPE and the no-transfer GP",
+    ),
+}

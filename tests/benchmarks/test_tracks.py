@@ -1,0 +1,39 @@
+r"""The named tracks of ``run --track``: every name is registered, and explicit
+``--methods``/``--problems`` still win."""
+
+import pytest
+
+from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
+from botorch_transfer.benchmarks.problems import PROBLEMS
+from botorch_transfer.benchmarks.runner import load_results
+from botorch_transfer.benchmarks.tracks import TRACKS
+
+
+@pytest.mark.parametrize("name", sorted(TRACKS))
+def test_every_track_names_registered_methods_and_problems(name):
+    track = TRACKS[name]
+    assert set(track.methods) <= set(available_methods(TRANSFER))
+    assert set(track.problems) <= set(PROBLEMS)
+
+
+def test_default_track_has_peers_controls_and_no_transfer_reference():
+    track = TRACKS["default"]
+    assert {"mtgp", "rgpe", "gp-ucb-fitted"} <= set(track.methods)
+    assert all(
+        m.endswith("-fitted") or m in ("mtgp", "rgpe", "random") for m in track.methods
+    )
+    assert sum(p.endswith(("-unrelated", "-affine")) for p in track.problems) >= 3
+    assert "mtgp" in TRACKS["quick"].methods  # the main job shows the peers
+
+
+def test_explicit_methods_and_problems_override_the_track(tmp_path):
+    main(
+        ["run", "--track", "default", "--out", str(tmp_path), "--seeds", "1",
+         "--iterations", "1", "--problems", "gaussian-bumps-unrelated",
+         "--methods", "random", "--workers", "1"]
+    )  # fmt: skip
+    records, _ = load_results(tmp_path / "results.jsonl")
+    assert [(r["problem"], r["method"]) for r in records] == [
+        ("gaussian-bumps-unrelated", "random")
+    ]
