@@ -30,6 +30,7 @@ from botorch.acquisition import (
 )
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
+from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
@@ -46,6 +47,11 @@ from botorch_transfer import (
 )
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+from botorch_transfer.models.rgpe import RGPE
+from botorch_transfer.models.source_posterior import (
+    SourcePosterior,
+    source_posterior_from_model,
+)
 
 if TYPE_CHECKING:
     from botorch_transfer.benchmarks.meta import MetaProblem
@@ -154,6 +160,35 @@ class HyperBO(Method):
         return maximize_on_pool(
             hyperbo_probability_of_improvement(model, margin=margin), state.pool
         )
+
+
+@dataclass
+class RGPEState:
+    r"""A split's frozen base posteriors (one per meta-task) and candidate pool."""
+
+    sources: list[SourcePosterior]
+    pool: Tensor
+
+
+class RGPEMeta(Method):
+    r"""RGPE with every meta-training task as one base model: a ``SingleTaskGP`` with
+    BoTorch's defaults fitted once per task and split (frozen), the target GP with
+    standardized outcomes fitted every iteration, UCB with ``stbo-ucb``'s weight."""
+
+    protocols = (META,)
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> RGPEState:
+        sources = [
+            source_posterior_from_model(_single_task_gp(task.X, task.Y))
+            for task in data.history
+        ]
+        return RGPEState(sources, data.pool)
+
+    def propose(self, state: RGPEState, X: Tensor, Y: Tensor) -> Tensor:
+        model = RGPE(X, Y, outcome_transform=Standardize(m=1), source=state.sources)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
+        return maximize_on_pool(acqf, state.pool)
 
 
 class _Stage1Cache:
@@ -338,6 +373,7 @@ register_method("stbo", SingleTaskBO("pi"))
 register_method("stbo-ucb", SingleTaskBO("ucb"))
 register_method("hyperbo-nll", HyperBO("nll"))
 register_method("hyperbo-ekl", HyperBO("ekl"))
+register_method("rgpe-meta", RGPEMeta())
 #: cm-BO variants ``cmbo-{prototype}-{distance}``; the distance is used both for
 #: clustering and for the weight updates (the paper's JefClus_JefCMP, WssClus_WssCMP
 #: and WssClus_WssCMP_Bary; the barycenter with Jeffreys is an extra).
