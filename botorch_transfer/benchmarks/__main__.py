@@ -75,7 +75,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         importlib.import_module(module)
     for p in args.problems:
         if p not in META_PROBLEMS:
-            make_problem(p)  # fail fast on unknown names
+            try:
+                make_problem(p)  # fail fast on unknown names and missing extras
+            except (ImportError, FileNotFoundError) as e:
+                raise SystemExit(f"Problem {p!r} is unavailable here: {e}") from e
     for m in args.methods:
         if m not in available_methods():
             raise SystemExit(
@@ -150,7 +153,11 @@ def cmd_list(args: argparse.Namespace) -> None:
     print("problems:")
     width = max(len(name) for name in PROBLEMS)
     for name in PROBLEMS:
-        print(f"  {name:<{width}} {make_problem(name).description}")
+        try:
+            description = make_problem(name).description
+        except (ImportError, FileNotFoundError) as e:  # optional data / extras
+            description = f"(unavailable here: {e})"
+        print(f"  {name:<{width}} {description}")
     print("methods:\n  " + "\n  ".join(available_methods(TRANSFER)))
     print(
         "meta-learning problems (leave-tasks-out; "

@@ -20,6 +20,7 @@ from torch import Tensor
 from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo import breast_cancer
+from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS, lcbench_pair
 
 __all__ = [
     "PROBLEMS",
@@ -230,6 +231,8 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
         for base in CONTROLLED
         for kind in CONTROLS
     },
+    # real HPO pairs: need the [yahpo] extra and the YAHPO data folder
+    **{name: partial(lcbench_pair, name) for name in LCBENCH_PAIRS},
 }
 
 

@@ -8,8 +8,8 @@ r"""Named sets of methods and problems for ``run --track``.
   tells a user (inputs normalized, outcomes standardized as documented, BoTorch's
   default kernels and priors, ``fit_gpytorch_mll`` every iteration, the same UCB for
   all, nothing tuned per problem), against the peers (``mtgp``, ``rgpe``) and the
-  no-transfer GP, on the paper settings, the Shilton shifts and the
-  negative-transfer controls.
+  no-transfer GP, on the paper settings, the Shilton shifts, the negative-transfer
+  controls and the real LCBench transfer pairs (these need the ``[yahpo]`` extra).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from botorch_transfer.benchmarks.controls import CONTROLS
+from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS
 from botorch_transfer.benchmarks.problems import CONTROLLED, SHILTON_SHIFTS
 
 PAPER_SETTINGS = (
@@ -76,7 +77,7 @@ TRACKS: dict[str, Track] = {
             "gp-ucb-fitted",
             "random",
         ),
-        problems=PAPER_SETTINGS + SHILTON + CONTROL_PROBLEMS,
+        problems=PAPER_SETTINGS + SHILTON + CONTROL_PROBLEMS + tuple(LCBENCH_PAIRS),
         description="every model with its documented defaults, fitted every "
         "iteration, against MultiTaskGP, RGPE and the no-transfer GP",
     ),

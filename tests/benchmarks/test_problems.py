@@ -99,3 +99,31 @@ def test_affine_controls_are_exactly_affine(base):
         f_std = problem.target(big).std()
         torch.testing.assert_close(b.abs(), f_std, rtol=1e-8, atol=1e-10)
         assert problem.name == f"{base}-affine" and "CONTROL" in problem.description
+
+
+def _yahpo_available():
+    pytest.importorskip("onnxruntime")
+    from botorch_transfer.benchmarks.yahpo import default_data_dir
+
+    if not (default_data_dir() / "lcbench" / "model.onnx").exists():
+        pytest.skip("the YAHPO LCBench data folder is not here")
+
+
+def test_lcbench_pairs_span_the_range_of_agreement():
+    _yahpo_available()
+    from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS, rank_correlation
+    from botorch_transfer.benchmarks.runner import run_experiment
+
+    rhos = {}
+    for name in LCBENCH_PAIRS:
+        problem = make_problem(name)
+        U = problem.sample(500, torch.Generator().manual_seed(3))
+        s, t = problem.source(U).squeeze(-1), problem.target(U).squeeze(-1)
+        rhos[name] = rank_correlation(s, t)
+        stated = float(problem.description.rsplit("rank correlation ", 1)[1])
+        assert abs(stated - rhos[name]) < 0.1  # the description's 2000-point value
+        assert problem.dim == 7 and problem.n_source == 300
+    assert rhos["lcbench-pair-strong"] > 0.9 and abs(rhos["lcbench-pair-none"]) < 0.15
+    assert rhos["lcbench-pair-negative"] < -0.2
+    record = run_experiment("lcbench-pair-weak", "gp-ucb-fitted", 0, 2)
+    assert len(record["queries"]) == 2 and "error" not in record

@@ -19,6 +19,8 @@ SMOKE_PROBLEMS = sorted(
     for p in PROBLEMS
     if not (p.startswith("shilton-bumps-") or p.endswith(("-unrelated", "-affine")))
     or p in ("shilton-bumps-s0.5", "gaussian-bumps-unrelated", "bohachevsky-affine")
+    # the LCBench pairs need the [yahpo] extra: test_problems runs them when present
+    if not p.startswith("lcbench-pair-")
 )
 
 
