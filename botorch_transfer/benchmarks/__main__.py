@@ -1,9 +1,11 @@
 r"""Command line: ``python -m botorch_transfer.benchmarks {run,summarize,plot,list}``.
 
-``run`` with no further arguments compares DeltaBO with GP-UCB and random search on
-the embedded problems (a few minutes on 2 cores), appends one JSON line per finished
-run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the summary table
-and writes ``OUT/regret.png``.
+``run`` with no further arguments (``--track quick``) compares DeltaBO, Env-GP and
+Diff-GP with the peers (BoTorch's ``MultiTaskGP``, RGPE), GP-UCB and random search on
+two embedded problems (about 7 minutes on 2 cores), appends one JSON line per
+finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
+summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
+default`` run the papers' and the default-settings comparisons.
 """
 
 from __future__ import annotations
