@@ -233,6 +233,54 @@ def rank_solved_table(
     return "\n".join(lines)
 
 
+#: The no-transfer reference of the default-settings track.
+NO_TRANSFER = "gp-ucb-fitted"
+
+
+def no_transfer_ratio_table(records: list[dict], reference: str = NO_TRANSFER) -> str:
+    r"""Each method's final cumulative regret relative to the no-transfer GP's.
+
+    Per problem on which ``reference`` ran: ``ratio = mean R_T / mean R_T of the
+    reference`` and whether the method is within 10% of the reference or inside its
+    95% CI (``ok``), the robustness target for negative-transfer controls.
+
+    Args:
+        records: Run records (failed runs and meta-learning records are ignored).
+        reference: The no-transfer method.
+
+    Returns:
+        The table, or ``""`` when ``reference`` has no runs.
+    """
+    groups = _group([r for r in records if not _is_simple_regret(r)])
+    finals = {}
+    for key, runs in groups.items():
+        T = min(len(r["cumulative_regret"]) for r in runs)  # as the summary table
+        finals[key] = np.array([r["cumulative_regret"][T - 1] for r in runs])
+    problems = sorted({p for p, m in finals if m == reference})
+    rows = []
+    for problem in problems:
+        ref = finals[(problem, reference)]
+        ref_mean, ref_ci = mean_ci(ref[:, None])
+        for (p, method), values in sorted(finals.items()):
+            if p != problem or method == reference:
+                continue
+            mean = values.mean()
+            within = mean <= 1.1 * ref_mean[0] or mean <= ref_mean[0] + ref_ci[0]
+            ratio = mean / ref_mean[0] if ref_mean[0] > 0 else float("inf")
+            rows.append((problem, method, ratio, "ok" if within else "WORSE"))
+    if not rows:
+        return ""
+    pw = max(len("problem"), *(len(r[0]) for r in rows))
+    mw = max(len("method"), *(len(r[1]) for r in rows))
+    lines = [
+        f"R_T relative to the no-transfer GP ({reference}); ok: within 10% or "
+        "inside its 95% CI",
+        f"{'problem':<{pw}} {'method':<{mw}} {'ratio':>7}",
+    ]
+    lines += [f"{p:<{pw}} {m:<{mw}} {r:>7.2f}  {flag}" for p, m, r, flag in rows]
+    return "\n".join(lines)
+
+
 def summary_table(records: list[dict]) -> str:
     r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI),
     time/iteration and simple regret r_T (the gap of the best query); meta-learning
@@ -303,6 +351,9 @@ def summary_table(records: list[dict]) -> str:
             f"Regret on {', '.join(unknown)} is against the best value any run "
             "found (optimum unknown)."
         )
+    ratios = no_transfer_ratio_table(records)
+    if ratios:
+        lines += ["", ratios]
     if meta:
         lines += [
             "",

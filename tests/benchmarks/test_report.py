@@ -3,7 +3,12 @@ import math
 import numpy as np
 import pytest
 
-from botorch_transfer.benchmarks.report import mean_ci, plot_regret, summary_table
+from botorch_transfer.benchmarks.report import (
+    mean_ci,
+    no_transfer_ratio_table,
+    plot_regret,
+    summary_table,
+)
 
 
 def test_mean_ci_by_hand():
@@ -40,3 +45,32 @@ def test_summary_and_plot(tmp_path):
     assert table.count(f"{2.0:>14.4f} +- {1.96 / math.sqrt(3):<7.4f}") == 2
     assert plot_regret(records, tmp_path / "r.png").stat().st_size > 0
     assert plot_regret(records, tmp_path / "log.png", log_y=True).stat().st_size > 0
+
+
+def test_ratio_to_the_no_transfer_gp_by_hand():
+    def runs(method, finals):
+        return [
+            {
+                "problem": "ctl",
+                "method": method,
+                "seed": s,
+                "cumulative_regret": [0.5 * v, v],
+                "iteration_s": [0.1, 0.1],
+                "optimum_is_exact": True,
+            }
+            for s, v in enumerate(finals)
+        ]
+
+    reference = runs("gp-ucb-fitted", [10.0, 12.0, 14.0])  # mean 12
+    records = reference + runs("good", [12.0, 13.0, 14.0]) + runs("bad", [30, 36, 42])
+    table = no_transfer_ratio_table(records)
+    # "good" (mean 13) is inside the reference's CI 12 +- 2.26
+    assert "good" in table and f"{13 / 12:>7.2f}  ok" in table
+    assert f"{36 / 12:>7.2f}  WORSE" in table
+    assert "gp-ucb-fitted" not in table.splitlines()[2:][0]  # no self-ratio row
+    assert "R_T relative to the no-transfer GP" in summary_table(records)
+    assert no_transfer_ratio_table(runs("good", [1.0])) == ""  # no reference runs
+    # a reference without spread: only the 10% rule can pass a method
+    flat = runs("gp-ucb-fitted", [10.0, 10.0])
+    table = no_transfer_ratio_table(flat + runs("near", [10.8]) + runs("far", [11.5]))
+    assert f"{1.08:>7.2f}  ok" in table and f"{1.15:>7.2f}  WORSE" in table
