@@ -28,7 +28,6 @@ from typing import Any
 import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
-from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -54,6 +53,7 @@ from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     SourcePosterior,
     SumSourcePosterior,
+    frozen_source_posterior,
     source_posterior_from_model,
 )
 
@@ -257,46 +257,30 @@ class DeltaBOModel(SourceConditionedGP):
         r"""Build the frozen posterior of the (stacked) source in model units."""
         stack: SourcePosterior | None = None
         for s in sources:
-            if isinstance(s, (Model, SourcePosterior)):
-                stack = (
-                    copy.deepcopy(s)
-                    if isinstance(s, SourcePosterior)
-                    else source_posterior_from_model(
-                        s, max_rank=max_rank, tolerance=tolerance
-                    )
+            kernel = None  # k_g of a source given as data
+            if isinstance(s, TaskData):
+                kernel = (
+                    source_covar_module
+                    if source_covar_module is not None
+                    else default_transfer_kernel(s.d)
                 )
-                stack.set_output_affine(
-                    1.0 / scale, -offset / scale
-                )  # user -> model units
+            if stack is None or kernel is None:  # the first source, or a fitted one
+                stack = frozen_source_posterior(
+                    s, scale, offset, input_transform, kernel, fit_source,
+                    max_rank=max_rank, tolerance=tolerance,
+                )  # fmt: skip
                 continue
-            Y = (s.Y - offset) / scale
-            Yvar = None if s.Yvar is None else s.Yvar / scale**2
-            kernel = (
-                copy.deepcopy(source_covar_module)
-                if source_covar_module is not None
-                else default_transfer_kernel(s.d)
+            # a later source: a DeltaBO layer on the residuals of the stack
+            layer = DeltaBOModel(
+                s.X,
+                (s.Y - offset) / scale,
+                None if s.Yvar is None else s.Yvar / scale**2,
+                source=stack,
+                delta_covar_module=copy.deepcopy(kernel),
+                input_transform=copy.deepcopy(input_transform),
+                source_max_rank=max_rank,
+                source_tolerance=tolerance,
             )
-            transform = copy.deepcopy(input_transform)
-            if stack is None:
-                layer = SingleTaskGP(
-                    s.X,
-                    Y,
-                    Yvar,
-                    covar_module=kernel,
-                    input_transform=transform,
-                    outcome_transform=None,
-                )
-            else:
-                layer = DeltaBOModel(
-                    s.X,
-                    Y,
-                    Yvar,
-                    source=stack,
-                    delta_covar_module=kernel,
-                    input_transform=transform,
-                    source_max_rank=max_rank,
-                    source_tolerance=tolerance,
-                )
             if fit_source:
                 fit_gpytorch_mll(ExactMarginalLogLikelihood(layer.likelihood, layer))
             stack = source_posterior_from_model(

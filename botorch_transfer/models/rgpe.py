@@ -28,14 +28,11 @@ every model of the package.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from botorch.exceptions.errors import UnsupportedError
-from botorch.fit import fit_gpytorch_mll
-from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -45,7 +42,6 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import ConstantMean, Mean
-from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
@@ -59,7 +55,7 @@ from botorch_transfer.models.base import (
 )
 from botorch_transfer.models.source_posterior import (
     SourcePosterior,
-    source_posterior_from_model,
+    frozen_source_posterior,
 )
 
 SourceLike = TaskData | Model | SourcePosterior
@@ -199,27 +195,10 @@ class RGPE(SourceConditionedGP):
         input_transform: InputTransform | None,
     ) -> None:
         scale, offset = self.output_scale, self.output_offset
-        base = []
-        for s in transfer:
-            if isinstance(s, TaskData):
-                Yvar = None if s.Yvar is None else s.Yvar / scale**2
-                gp = SingleTaskGP(
-                    s.X,
-                    (s.Y - offset) / scale,
-                    Yvar,
-                    outcome_transform=None,
-                    input_transform=copy.deepcopy(input_transform),
-                )
-                fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
-                posterior = source_posterior_from_model(gp)
-            else:
-                posterior = (
-                    copy.deepcopy(s)
-                    if isinstance(s, SourcePosterior)
-                    else source_posterior_from_model(s)
-                )
-                posterior.set_output_affine(1.0 / scale, -offset / scale)
-            base.append(posterior.to(train_X))
+        base = [
+            frozen_source_posterior(s, scale, offset, input_transform).to(train_X)
+            for s in transfer
+        ]
         self.base_posteriors = ModuleList(base)
         batch_shape = train_X.shape[:-2]
         # derived from the data (recomputed, see `weights`), not state

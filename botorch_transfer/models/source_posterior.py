@@ -36,15 +36,20 @@ import warnings
 from collections.abc import Sequence
 
 import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.means import Mean
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 from gpytorch.module import Module
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
+
+from botorch_transfer.data import TaskData
 
 #: Smallest per-point noise variance used when conditioning (noise-free data).
 MIN_SOURCE_NOISE = 1e-10
@@ -511,4 +516,55 @@ def source_posterior_from_model(
             posterior.set_output_affine(*affine)
     finally:
         model.train(was_training)
+    return posterior
+
+
+def frozen_source_posterior(
+    source: TaskData | Model | SourcePosterior,
+    scale: Tensor,
+    offset: Tensor,
+    input_transform: Module | None = None,
+    covar_module: Module | None = None,
+    fit: bool = True,
+    max_rank: int = 1000,
+    tolerance: float = 1e-10,
+) -> SourcePosterior:
+    r"""One source as a frozen posterior in a model's units ``(y - offset) / scale``.
+
+    Args:
+        source: Observations (a ``SingleTaskGP`` is built on them, in model units),
+            a fitted single-output model, or a ``SourcePosterior`` in user units
+            (copied).
+        scale: Output scale of the model's outcome map.
+        offset: Output offset of the model's outcome map.
+        input_transform: For ``TaskData``: the GP's input transform (a copy is used).
+        covar_module: For ``TaskData``: the GP's kernel (a copy is used; default:
+            ``SingleTaskGP``'s).
+        fit: For ``TaskData``: fit the GP's hyperparameters with
+            ``fit_gpytorch_mll``.
+        max_rank: See :class:`GPSourcePosterior`.
+        tolerance: See :class:`GPSourcePosterior`.
+
+    Returns:
+        The source's posterior in the model's units.
+    """
+    if isinstance(source, TaskData):
+        gp = SingleTaskGP(
+            source.X,
+            (source.Y - offset) / scale,
+            None if source.Yvar is None else source.Yvar / scale**2,
+            covar_module=copy.deepcopy(covar_module),
+            input_transform=copy.deepcopy(input_transform),
+            outcome_transform=None,
+        )
+        if fit:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+        return source_posterior_from_model(gp, max_rank=max_rank, tolerance=tolerance)
+    if isinstance(source, SourcePosterior):
+        posterior = copy.deepcopy(source)
+    else:
+        posterior = source_posterior_from_model(
+            source, max_rank=max_rank, tolerance=tolerance
+        )
+    posterior.set_output_affine(1.0 / scale, -offset / scale)  # user -> model units
     return posterior
