@@ -47,6 +47,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
@@ -56,6 +57,8 @@ from botorch.models.utils.assorted import gpt_posterior_settings
 from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
+from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
@@ -133,6 +136,41 @@ def default_transfer_kernel(
         ),
         batch_shape=batch_shape,
     )
+
+
+def refuse_pathwise_sampling(
+    model_class: type, reason: str, prior_paths: bool = True
+) -> None:
+    r"""Make BoTorch's pathwise samplers refuse ``model_class`` with a clear error.
+
+    BoTorch dispatches pathwise (Matheron) sampling on ``ExactGP`` (used e.g. by
+    ``get_optimal_samples`` / ``qJointEntropySearch``); for a model whose posterior
+    is not its GP's alone that would silently sample the wrong process.
+
+    Args:
+        model_class: The model class.
+        reason: Why its paths would be wrong (completes the error message).
+        prior_paths: Also refuse kernel-feature prior paths.
+    """
+
+    def refuse_posterior_paths(model: Any, **kwargs: Any) -> None:
+        raise UnsupportedError(
+            "Pathwise (Matheron) posterior samples are not implemented for "
+            f"{type(model).__name__}: {reason}. Use Monte-Carlo acquisition "
+            "functions (qLogNoisyExpectedImprovement, qUpperConfidenceBound, "
+            "qKnowledgeGradient, qMaxValueEntropy with a candidate set), which "
+            "sample the full posterior."
+        )
+
+    def refuse_prior_paths(model: Any, **kwargs: Any) -> None:
+        raise UnsupportedError(
+            "Kernel-feature prior paths are not implemented for "
+            f"{type(model).__name__}: {reason}."
+        )
+
+    DrawMatheronPaths.register(model_class)(refuse_posterior_paths)
+    if prior_paths:
+        DrawKernelFeaturePaths.register(model_class)(refuse_prior_paths)
 
 
 class MovableExactGPMixin:
@@ -413,6 +451,20 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         if not X.is_floating_point():
             return X
         return super().transform_inputs(X, input_transform=input_transform)
+
+    def _hyperparameters(self) -> Tensor:
+        r"""A flat copy of the model's parameters (to notice a fit)."""
+        return torch.cat([p.detach().flatten() for p in self.parameters()])
+
+    def _hyperparameters_changed(self, since: Tensor | None) -> bool:
+        r"""Whether the parameters differ from the snapshot ``since`` (also after
+        ``.to()`` moved them, or when there is no snapshot)."""
+        current = self._hyperparameters()
+        if since is None or since.shape != current.shape:
+            return True
+        if since.dtype != current.dtype or since.device != current.device:
+            return True
+        return not torch.equal(since, current)
 
     @property
     def num_train(self) -> int:

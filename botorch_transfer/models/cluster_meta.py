@@ -23,8 +23,6 @@ import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
-from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean
@@ -38,7 +36,11 @@ from botorch_transfer.clustering import (
     cluster_weights_from_distances,
 )
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.models.base import (
+    SourceConditionedGP,
+    TrainingData,
+    refuse_pathwise_sampling,
+)
 
 
 class ClusterMetaPriorGP(SourceConditionedGP):
@@ -207,23 +209,7 @@ class ClusterMetaPriorGP(SourceConditionedGP):
             return self.prior.prototype_distances(mean, cov, distance)
 
 
-# BoTorch dispatches pathwise (Matheron) sampling on ExactGP; here it would miss the
-# prior mean (the GP is trained on residuals). Refuse clearly instead.
-@DrawMatheronPaths.register(ClusterMetaPriorGP)
-def _draw_matheron_paths_cluster(model: ClusterMetaPriorGP, **kwargs: Any) -> None:
-    raise UnsupportedError(
-        "Pathwise (Matheron) posterior samples are not implemented for "
-        "ClusterMetaPriorGP (its prior is a frozen meta-task posterior). Use "
-        "Monte-Carlo acquisition functions (qLogNoisyExpectedImprovement, "
-        "qUpperConfidenceBound, qKnowledgeGradient, "
-        "qMaxValueEntropy with a candidate set)."
-    )
-
-
-@DrawKernelFeaturePaths.register(ClusterMetaPriorGP)
-def _draw_kernel_feature_paths_cluster(
-    model: ClusterMetaPriorGP, **kwargs: Any
-) -> None:
-    raise UnsupportedError(
-        "Kernel-feature prior paths are not implemented for ClusterMetaPriorGP."
-    )
+# the GP is trained on y - mu_0(X): its paths would miss the prior mean
+refuse_pathwise_sampling(
+    ClusterMetaPriorGP, "its prior is a frozen meta-task posterior"
+)

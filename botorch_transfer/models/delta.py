@@ -26,13 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
-from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
@@ -47,6 +44,7 @@ from botorch_transfer.models.base import (
     SourceConditionedGP,
     TrainingData,
     default_transfer_kernel,
+    refuse_pathwise_sampling,
 )
 from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
@@ -393,22 +391,4 @@ class DeltaBOModel(SourceConditionedGP):
         return torch.cat([top, torch.cat([cross, test_block], dim=-1)], dim=-2)
 
 
-# BoTorch dispatches pathwise (Matheron) sampling on ExactGP; for DeltaBOModel that
-# would sample the residual process alone and silently miss the source posterior.
-# Refuse clearly instead (used e.g. by get_optimal_samples / qJointEntropySearch).
-@DrawMatheronPaths.register(DeltaBOModel)
-def _draw_matheron_paths_deltabo(model: DeltaBOModel, **kwargs: Any) -> None:
-    raise UnsupportedError(
-        "Pathwise (Matheron) posterior samples are not implemented for DeltaBOModel: "
-        "they would omit the source posterior. Use Monte-Carlo acquisition functions "
-        "(qLogNoisyExpectedImprovement, qUpperConfidenceBound, qKnowledgeGradient, "
-        "qMaxValueEntropy with a candidate set), which sample the full posterior."
-    )
-
-
-@DrawKernelFeaturePaths.register(DeltaBOModel)
-def _draw_kernel_feature_paths_deltabo(model: DeltaBOModel, **kwargs: Any) -> None:
-    raise UnsupportedError(
-        "Kernel-feature prior paths are not implemented for DeltaBOModel (its prior "
-        "includes the frozen source posterior)."
-    )
+refuse_pathwise_sampling(DeltaBOModel, "they would omit the source posterior")

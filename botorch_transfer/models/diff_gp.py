@@ -248,16 +248,11 @@ class DiffGP(PooledTransferGP):
         self._hyperparameter_state = self._hyperparameters()
         return self._pooled_training_data(y_cs, self.source_known_noise + var_D)
 
-    def _hyperparameters(self) -> Tensor:
-        return torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
-
     def train(self, mode: bool = True) -> DiffGP:
         r"""Eval mode re-derives the correction if the hyperparameters changed (e.g. by
         ``fit_gpytorch_mll``); train mode keeps it fixed."""
         result = super().train(mode)
         state = getattr(self, "_hyperparameter_state", None)
-        if not mode and state is not None:
-            current = self._hyperparameters()
-            if current.shape != state.shape or not torch.equal(current, state):
-                self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
+        if not mode and state is not None and self._hyperparameters_changed(state):
+            self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
         return result

@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import InputTransform
-from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.means import ConstantMean, Mean
 from torch import Tensor
@@ -19,6 +17,7 @@ from botorch_transfer.models.base import (
     SourceConditionedGP,
     TrainingData,
     default_transfer_kernel,
+    refuse_pathwise_sampling,
 )
 from botorch_transfer.models.likelihoods import TaskIndexedGaussianLikelihood
 from botorch_transfer.validation import as_source_list
@@ -175,12 +174,8 @@ class PooledTransferGP(SourceConditionedGP):
         return super().forward(x)
 
 
-# BoTorch's pathwise sampler for ExactGP reads one input tensor and the training
-# noise by position; the pooled GP's inputs carry the noise index. Refuse clearly.
-@DrawMatheronPaths.register(PooledTransferGP)
-def _draw_matheron_paths_pooled(model: PooledTransferGP, **kwargs: Any) -> None:
-    raise UnsupportedError(
-        f"Pathwise (Matheron) posterior samples are not implemented for "
-        f"{type(model).__name__} (its inputs carry a noise index). Use Monte-Carlo "
-        "acquisition functions, which sample the full posterior."
-    )
+# BoTorch's posterior sampler reads one input tensor and the training noise by
+# position; kernel-feature prior paths are left to BoTorch, as before
+refuse_pathwise_sampling(
+    PooledTransferGP, "its inputs carry a noise index", prior_paths=False
+)

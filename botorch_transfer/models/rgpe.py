@@ -32,12 +32,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
-from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
@@ -52,6 +49,7 @@ from botorch_transfer.models.base import (
     SourceConditionedGP,
     TrainingData,
     default_transfer_kernel,
+    refuse_pathwise_sampling,
 )
 from botorch_transfer.models.source_posterior import (
     SourcePosterior,
@@ -228,21 +226,12 @@ class RGPE(SourceConditionedGP):
     @property
     def weights(self) -> Tensor:
         r"""``batch_shape x (K + 1)`` weights: the ``K`` sources, the target last."""
-        if getattr(self, "_weights_stale", True) or self._hyperparameters_changed():
+        fitted_with = getattr(self, "_weights_hyperparameters", None)
+        if getattr(self, "_weights_stale", True) or self._hyperparameters_changed(
+            fitted_with
+        ):
             self.update_weights()
         return self._weights
-
-    def _hyperparameters(self) -> Tensor:
-        return torch.cat([p.detach().flatten() for p in self.parameters()])
-
-    def _hyperparameters_changed(self) -> bool:
-        state = getattr(self, "_weights_hyperparameters", None)
-        current = self._hyperparameters()
-        if state is None or state.shape != current.shape:
-            return True
-        if state.dtype != current.dtype or state.device != current.device:
-            return True  # moved by .to(): recompute in the new dtype/device
-        return not torch.equal(state, current)
 
     def loo_posterior(self) -> tuple[Tensor, Tensor]:
         r"""Leave-one-out posteriors of the target GP's ``f`` at its own inputs.
@@ -325,20 +314,4 @@ class RGPE(SourceConditionedGP):
         return MultivariateNormal(mean, covar + DenseLinearOperator(base_cov))
 
 
-# BoTorch dispatches pathwise (Matheron) sampling on ExactGP; for RGPE that would
-# sample the target GP alone and silently miss the weighted base models.
-@DrawMatheronPaths.register(RGPE)
-def _draw_matheron_paths_rgpe(model: RGPE, **kwargs: Any) -> None:
-    raise UnsupportedError(
-        "Pathwise (Matheron) posterior samples are not implemented for RGPE: they "
-        "would omit the weighted base models. Use Monte-Carlo acquisition functions "
-        "(qLogNoisyExpectedImprovement, qUpperConfidenceBound, qKnowledgeGradient), "
-        "which sample the full posterior."
-    )
-
-
-@DrawKernelFeaturePaths.register(RGPE)
-def _draw_kernel_feature_paths_rgpe(model: RGPE, **kwargs: Any) -> None:
-    raise UnsupportedError(
-        "Kernel-feature prior paths are not implemented for RGPE (an ensemble)."
-    )
+refuse_pathwise_sampling(RGPE, "they would omit the weighted base models")
