@@ -25,11 +25,10 @@ from botorch_transfer.benchmarks.base import TransferProblem
 _MOMENT_POINTS = 4096
 
 
-def _moments(problem: TransferProblem, fn: Callable[[Tensor], Tensor], seed: int):
-    r"""Mean and standard deviation of ``fn`` over uniform points of the domain."""
+def _domain_sample(problem: TransferProblem, seed: int) -> Tensor:
+    r"""Uniform points of the domain on which a control's constants are measured."""
     gen = torch.Generator().manual_seed(10_000 + seed)
-    values = fn(problem.sample(_MOMENT_POINTS, gen))
-    return values.mean(), values.std()
+    return problem.sample(_MOMENT_POINTS, gen)
 
 
 def unrelated_source(problem: TransferProblem, seed: int = 0) -> TransferProblem:
@@ -60,18 +59,19 @@ def unrelated_source(problem: TransferProblem, seed: int = 0) -> TransferProblem
     # remove the draw's component along the target over a sample of the domain: a
     # smooth sample on a small domain is otherwise correlated with the target by
     # chance (|r| up to 0.7), and the control would not be one
-    gen = torch.Generator().manual_seed(10_000 + seed)
-    X = problem.sample(_MOMENT_POINTS, gen)
-    d, t = draw(X).squeeze(-1), problem.target(X).squeeze(-1)
+    X = _domain_sample(problem, seed)
+    target_values = problem.target(X)
+    t_mean = target_values.mean()
+    d, t = draw(X).squeeze(-1), target_values.squeeze(-1)
     d, t = d - d.mean(), t - t.mean()
     slope = (d @ t) / (t @ t)
-    t_mean = problem.target(X).mean()
 
     def decorrelated(Z: Tensor) -> Tensor:
         return draw(Z) - slope * (problem.target(Z) - t_mean)
 
-    draw_mean, draw_std = _moments(problem, decorrelated, seed)
-    source_mean, source_std = _moments(problem, problem.source, seed)
+    values, source_values = decorrelated(X), problem.source(X)
+    draw_mean, draw_std = values.mean(), values.std()
+    source_mean, source_std = source_values.mean(), source_values.std()
 
     def source(X: Tensor) -> Tensor:
         return source_mean + source_std * (decorrelated(X) - draw_mean) / draw_std
@@ -99,7 +99,7 @@ def affine_source(problem: TransferProblem, seed: int = 0) -> TransferProblem:
     gen = torch.Generator().manual_seed(30_000 + seed)
     u = 2 * torch.rand(1, generator=gen, dtype=torch.float64).item() - 1
     sign = 1.0 if torch.rand(1, generator=gen).item() < 0.5 else -1.0
-    _, target_std = _moments(problem, problem.target, seed)
+    target_std = problem.target(_domain_sample(problem, seed)).std()
     a, b = 2.0**u, sign * target_std.item()
     target = problem.target
     return replace(

@@ -422,30 +422,41 @@ def fitted_target_gp(state: TransferState, X: Tensor, Y: Tensor) -> SingleTaskGP
     )
 
 
-def fitted_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOModel:
-    r"""DeltaBO on the fitted source GP, default delta kernel, standardized outcomes
-    (the delta kernel's default prior amplitude is then on the scale of the data)."""
-    return DeltaBOModel(
+def default_settings_model(
+    model_class: type, state: TransferState, X: Tensor, Y: Tensor, source: Any
+) -> Model:
+    r"""A model as its docstring tells a user to build it: inputs to the unit cube,
+    outcomes standardized (one map for source and target), default kernels."""
+    return model_class(
         X,
         Y,
         train_Yvar=state.target_noise(Y),
-        source=state.source_model,
+        source=source,
         input_transform=_unit_cube(state.problem),
         outcome_transform=Standardize(m=1),
     )
+
+
+def fitted_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOModel:
+    r"""DeltaBO on the fitted source GP, default delta kernel, standardized outcomes
+    (the delta kernel's default prior amplitude is then on the scale of the data)."""
+    return default_settings_model(DeltaBOModel, state, X, Y, state.source_model)
 
 
 def fitted_rgpe_model(state: TransferState, X: Tensor, Y: Tensor) -> RGPE:
     r"""RGPE with the fitted source GP as its base model (built once per run), the
     default target GP, standardized outcomes."""
-    return RGPE(
-        X,
-        Y,
-        train_Yvar=state.target_noise(Y),
-        source=[state.source_model],
-        input_transform=_unit_cube(state.problem),
-        outcome_transform=Standardize(m=1),
-    )
+    return default_settings_model(RGPE, state, X, Y, [state.source_model])
+
+
+def fitted_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
+    r"""Env-GP with BoTorch's default kernel, standardized outcomes."""
+    return default_settings_model(EnvGP, state, X, Y, state.source)
+
+
+def fitted_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
+    r"""Diff-GP with BoTorch's default kernel, standardized outcomes."""
+    return default_settings_model(DiffGP, state, X, Y, state.source)
 
 
 def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
@@ -465,30 +476,6 @@ def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
         output_tasks=[1],
         # the unit cube for the features; the task column stays 0/1
         input_transform=Normalize(d + 1, indices=list(range(d)), bounds=bounds),
-    )
-
-
-def fitted_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
-    r"""Env-GP with BoTorch's default kernel, standardized outcomes."""
-    return EnvGP(
-        X,
-        Y,
-        train_Yvar=state.target_noise(Y),
-        source=state.source,
-        input_transform=_unit_cube(state.problem),
-        outcome_transform=Standardize(m=1),
-    )
-
-
-def fitted_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
-    r"""Diff-GP with BoTorch's default kernel, standardized outcomes."""
-    return DiffGP(
-        X,
-        Y,
-        train_Yvar=state.target_noise(Y),
-        source=state.source,
-        input_transform=_unit_cube(state.problem),
-        outcome_transform=Standardize(m=1),
     )
 
 
