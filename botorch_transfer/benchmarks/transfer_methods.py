@@ -317,8 +317,9 @@ def deltabo_model(
 
 
 def envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
-    r"""Env-GP with the paper's fixed target kernel (the stretched source noise is
-    learned, so the method fits)."""
+    r"""Env-GP as in the paper: fixed target kernel, the source observing the target
+    function itself (``source_map="identity"``; the stretched source noise is learned,
+    so the method fits)."""
     problem = state.problem
     return EnvGP(
         X,
@@ -327,6 +328,7 @@ def envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
         source=state.source,
         covar_module=problem.kernels["target"](problem.dim),
         mean_module=ZeroMean(),
+        source_map="identity",
     )
 
 

@@ -9,6 +9,15 @@ points carry their own noise ``sigma_a^2``::
     mu(x) = m(x) + [k_S(x); k_A(x)]^T Q^{-1} ([y_S; y_A] - m)
     sigma^2(x) = k(x, x) - [k_S(x); k_A(x)]^T Q^{-1} [k_S(x); k_A(x)]
 
+By default each source task ``k`` is also read through a learned affine map,
+``y_S = a_k f(x_S) + c_k + eps`` (scale ``a_k``, offset ``c_k``; the target keeps
+``a = 1, c = 0``), so the blocks above become ``a_k a_l K_S``, ``a_k K_SA`` and the
+source mean ``a_k m + c_k``. This is ours, not the paper's: without it, a source that
+is the target plus a constant cannot be absorbed by white stretch noise, and fitting
+explains the target's own observations away as target noise (the posterior was off by
+the offset at the target's data with sd <= 0.06). A scale near 0 lets the fit ignore
+an unrelated source. ``source_map="identity"`` is the paper's eq. 5 exactly.
+
 Cost: an ``(N + T)``-sized exact GP, re-fitted every BO iteration.
 """
 
@@ -16,14 +25,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean
+from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
@@ -62,6 +73,12 @@ class EnvGP(PooledTransferGP):
         source_noise: ``None`` (learn ``sigma_s^2``) or a float (or one per source
             task) fixing ``sigma_s^2`` in the user's units; it must not be below the
             task's own ``Yvar``.
+        source_map: ``"affine"`` (default): each source task is the target function
+            through a learned scale and offset (``source_scale``,
+            ``source_offset``, initialized at 1 and 0, fitted with the kernel), so a
+            source in other units or with an offset is used, and an unrelated one
+            can be weighted down. ``"identity"``: Shilton et al.'s Env-GP (eq. 5),
+            the source observes the target function itself.
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -82,8 +99,14 @@ class EnvGP(PooledTransferGP):
         *,
         source: TaskData | Sequence[TaskData],
         source_noise: float | Sequence[float] | None = None,
+        source_map: Literal["affine", "identity"] = "affine",
     ) -> None:
+        if source_map not in ("affine", "identity"):
+            raise ValueError(
+                f"`source_map` must be 'affine' or 'identity', got {source_map!r}."
+            )
         self.source_noise = source_noise
+        self.source_map = source_map
         super().__init__(
             train_X,
             train_Y,
@@ -153,6 +176,42 @@ class EnvGP(PooledTransferGP):
         else:  # the source's own noise; the learned stretch sits on top
             fixed = torch.nan_to_num(self.source_Yvar, nan=0.0)
         self.register_buffer("source_fixed_noise", fixed, persistent=False)
+        if self.source_map == "affine":
+            shape = (*train_X.shape[:-2], len(transfer))
+            like = dict(dtype=train_X.dtype, device=train_X.device)
+            self.source_scale = torch.nn.Parameter(torch.ones(shape, **like))
+            self.source_offset = torch.nn.Parameter(torch.zeros(shape, **like))
+
+    def forward(
+        self, x: Tensor, noise_index: Tensor | None = None
+    ) -> MultivariateNormal:
+        r"""The prior of ``f`` at target points, and of ``a_k f + c_k`` at points of
+        source task ``k`` (with ``source_map="affine"``)."""
+        prior = super().forward(x)
+        if self.source_map == "identity" or noise_index is None:
+            return prior
+        scale, offset = self._task_affine(noise_index[..., 0])
+        # D K D with D = diag(scale): exact (LinearOperator.mul would go through
+        # approximate root decompositions)
+        D = DiagLinearOperator(scale)
+        covar = D @ prior.lazy_covariance_matrix @ D
+        return MultivariateNormal(prior.mean * scale + offset, covar)
+
+    def _task_affine(self, task: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Each point's scale and offset by its task index (the target: 1, 0)."""
+        scale = torch.cat(
+            [self.source_scale, torch.ones_like(self.source_scale[..., :1])], dim=-1
+        )
+        offset = torch.cat(
+            [self.source_offset, torch.zeros_like(self.source_offset[..., :1])],
+            dim=-1,
+        )
+        batch = torch.broadcast_shapes(scale.shape[:-1], task.shape[:-1])
+        index = task.expand(*batch, task.shape[-1])
+        return (
+            scale.expand(*batch, scale.shape[-1]).gather(-1, index),
+            offset.expand(*batch, offset.shape[-1]).gather(-1, index),
+        )
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""Pool ``[source; target]`` with per-point noise

@@ -117,13 +117,33 @@ def env_gp_posterior(
     X_a: Tensor,
     y_a: Tensor,
     sigma_a2: Tensor,
+    scale: float = 1.0,
+    offset: float = 0.0,
 ):
     r"""Env-GP (Shilton et al. eq. 5): one GP on ``[X_S; X_A]`` with noise
-    ``diag(sigma_s^2 I, sigma_a^2 I)`` (zero prior mean)."""
+    ``diag(sigma_s^2 I, sigma_a^2 I)`` (zero prior mean). With ``scale``/``offset``
+    the source observes ``scale * f + offset``: the source rows of the prior
+    covariance are multiplied by ``scale`` and the source prior mean is ``offset``."""
     X = torch.cat([X_s, X_a])
-    return gp_posterior(
-        kernel, X, torch.cat([y_s, y_a]), torch.cat([sigma_s2, sigma_a2])
+    a = torch.cat(
+        [
+            torch.full((len(X_s),), scale, dtype=X.dtype),
+            torch.ones(len(X_a), dtype=X.dtype),
+        ]
     )
+    K = kernel(X, X) * a[:, None] * a[None, :] + torch.diag(
+        torch.cat([sigma_s2, sigma_a2])
+    )
+    residual = torch.cat([y_s - offset, y_a])
+
+    def mean(A: Tensor) -> Tensor:
+        return (kernel(A, X) * a) @ torch.linalg.solve(K, residual)
+
+    def cov(A: Tensor, B: Tensor) -> Tensor:
+        k_BX = kernel(B, X) * a
+        return kernel(A, B) - (kernel(A, X) * a) @ torch.linalg.solve(K, k_BX.mT)
+
+    return mean, cov
 
 
 def diff_gp_posterior(

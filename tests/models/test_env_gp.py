@@ -54,6 +54,55 @@ def test_posterior_matches_eq5_with_fixed_stretch():
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
 
 
+def test_posterior_matches_reference_with_source_scale_and_offset():
+    source = make_source()
+    X, Y = make_target()
+    model = make_env(source, X, Y, source_noise=0.05)
+    with torch.no_grad():
+        model.source_scale.fill_(0.6)
+        model.source_offset.fill_(-0.4)
+    ref_mean, ref_cov = env_gp_posterior(
+        kernel_ref,
+        source.X,
+        source.Y.squeeze(-1),
+        torch.full((40,), 0.05, dtype=F64),
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
+        scale=0.6,
+        offset=-0.4,
+    )
+    assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
+
+
+def offset_pair(seed: int, n_source: int = 20, n_target: int = 5):
+    generator = torch.Generator().manual_seed(seed)
+
+    def f(Z):
+        return torch.sin(3 * Z).sum(-1, keepdim=True)
+
+    X_s = torch.rand(n_source, 2, generator=generator, dtype=F64)
+    X = torch.rand(n_target, 2, generator=generator, dtype=F64)
+    return TaskData(X_s, f(X_s) + 1.0), X, f(X)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_source_with_an_offset_is_not_explained_away_as_target_noise(seed):
+    # issue 16: with the paper's map (identity) the stretch stays at its floor and the
+    # target noise absorbs the offset: the posterior at the target's own data is off
+    # by 1.0 with sd <= 0.06. The learned offset keeps it at the data.
+    source, X, Y = offset_pair(seed)
+    errors = {}
+    for source_map in ("identity", "affine"):
+        model = EnvGP(X, Y, source=source, source_map=source_map)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        post = model.posterior(X)
+        errors[source_map] = ((post.mean - Y).abs() / post.variance.sqrt()).max()
+    assert errors["identity"] > 10  # the paper's model is confidently wrong here
+    assert errors["affine"] < 3
+    assert abs(model.source_offset.item() - 1.0) < 0.1
+
+
 def test_learned_stretch_sits_on_top_of_source_noise_per_task():
     first, second = make_source(n=20, seed=3), make_source(n=15, seed=4, noise=0.03)
     X, Y = make_target()
@@ -137,7 +186,13 @@ def test_fit_stretches_envelope_for_a_dissimilar_source():
     different = make_source(n=30, fn=lambda Z: -torch.sin(5 * Z[..., :1]) + 1.5)
     stretches = []
     for source in (similar, different):
-        model = EnvGP(X, Y, source=source, train_Yvar=torch.full_like(Y, TARGET_NOISE))
+        model = EnvGP(
+            X,
+            Y,
+            source=source,
+            train_Yvar=torch.full_like(Y, TARGET_NOISE),
+            source_map="identity",  # the paper's envelope: only the stretch adapts
+        )
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         sigma_s2 = model.likelihood.noise[: source.n]
         assert (
@@ -180,6 +235,8 @@ def test_bad_inputs():
         EnvGP(X, Y, source=[source, source], source_noise=[0.1])
     with pytest.raises(ValueError, match="positive finite"):
         EnvGP(X, Y, source=source, source_noise=float("nan"))
+    with pytest.raises(ValueError, match="`source_map` must be 'affine' or"):
+        EnvGP(X, Y, source=source, source_map="scaled")
     with pytest.raises(TypeError, match=r"`source\[0\]` must be a TaskData"):
         EnvGP(X, Y, source=SingleTaskGP(source.X, source.Y))
     with pytest.raises(ValueError, match=r"`source\[0\]` has input dimension d=3"):
