@@ -17,6 +17,7 @@ from botorch_transfer.models import (
     PretrainedPriorGP,
     RandomizedNNEnsemble,
     SourceConditionedGP,
+    TransferGuard,
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RandomizedNNEnsemble",
     "SourceConditionedGP",
     "TaskData",
+    "TransferGuard",
     "beta_t",
     "build_cluster_prior",
     "cluster_weights_from_distances",

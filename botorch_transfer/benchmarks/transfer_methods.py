@@ -54,6 +54,7 @@ from botorch_transfer.benchmarks.methods import (
     TransferData,
     register_method,
 )
+from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     SourcePosterior,
@@ -154,6 +155,8 @@ class AcquisitionMethod(TransferMethod):
         fit: Fit the model's hyperparameters with ``fit_gpytorch_mll`` every
             iteration (when there are target data).
         source_model: See :class:`TransferMethod`.
+        guard: Wrap the (fitted) model in a
+            :class:`~botorch_transfer.models.guard.TransferGuard`.
     """
 
     def __init__(
@@ -162,11 +165,13 @@ class AcquisitionMethod(TransferMethod):
         acquisition: AcquisitionBuilder | None = None,
         fit: bool = False,
         source_model: SourceBuilder | None = None,
+        guard: bool = False,
     ) -> None:
         super().__init__(source_model=source_model)
         self.model = model
         self.acquisition = ucb if acquisition is None else acquisition
         self.fit = fit
+        self.guard = guard
 
     def propose(self, state: TransferState, X: Tensor, Y: Tensor) -> Tensor:
         r"""Maximize the acquisition of the model on ``(X, Y)`` over the domain.
@@ -182,6 +187,8 @@ class AcquisitionMethod(TransferMethod):
         model = self.model(state, X, Y)
         if self.fit and X.shape[0] > 0:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        if self.guard:
+            model = TransferGuard(model)
         return maximize(state.problem, self.acquisition(model, state.problem, Y))
 
 
@@ -508,6 +515,22 @@ register_method(
 )
 register_method("envgp-fitted", AcquisitionMethod(fitted_envgp_model, fit=True))
 register_method("diffgp-fitted", AcquisitionMethod(fitted_diffgp_model, fit=True))
+# the same, guarded against negative transfer (TransferGuard)
+register_method(
+    "deltabo-guarded",
+    AcquisitionMethod(
+        fitted_deltabo_model,
+        fit=True,
+        source_model=fitted_source_posterior,
+        guard=True,
+    ),
+)
+register_method(
+    "envgp-guarded", AcquisitionMethod(fitted_envgp_model, fit=True, guard=True)
+)
+register_method(
+    "diffgp-guarded", AcquisitionMethod(fitted_diffgp_model, fit=True, guard=True)
+)
 register_method("gp-ucb-fitted", AcquisitionMethod(fitted_target_gp, fit=True))
 register_method("gp-ei-fitted", AcquisitionMethod(fitted_target_gp, log_ei, fit=True))
 register_method("gp-pi-fitted", AcquisitionMethod(fitted_target_gp, pi, fit=True))

@@ -9,6 +9,7 @@ from botorch_transfer.models.cluster_meta import ClusterMetaPriorGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
+from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
@@ -50,6 +51,7 @@ __all__ = [
     "TaskIndexedGaussianLikelihood",
     "TaskIndexedNoise",
     "TrainingData",
+    "TransferGuard",
     "default_transfer_kernel",
     "hyperbo_probability_of_improvement",
     "randomized_nn_thompson_candidate",

@@ -1,0 +1,260 @@
+r"""A guard against negative transfer: use a transfer model only while it predicts the
+target's own data at least as well as a target-only GP.
+
+Transfer helps when the source is related and hurts when it is not, and with few
+target points a fitted transfer model cannot always tell (an unrelated source can look
+plausible to its marginal likelihood). :class:`TransferGuard` decides by the data the
+user cares about: the leave-one-out (LOO) log predictive density of the target's
+observations, in the user's units, under the transfer model and under a plain
+``SingleTaskGP`` on the target data. It then acts as the better of the two. Ax's
+transfer learning protects itself the same way (cross-validated selection against a
+single-task GP).
+
+The LOO predictions of the transfer model keep its fitted hyperparameters and rebuild
+everything derived from the target data without the left-out point (residuals,
+corrections, ensemble weights), so no target observation predicts itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from botorch.posteriors import Posterior
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from botorch_transfer.models.base import SourceConditionedGP
+
+
+def _normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
+    return -0.5 * (
+        math.log(2 * math.pi) + variance.log() + (y - mean).pow(2) / variance
+    )
+
+
+def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:
+    r"""Leave-one-out log predictive density of each target observation under a
+    source-conditioned model, in the user's units.
+
+    Each point ``i`` is predicted (with its observation noise) by the model rebuilt on
+    the other target points with the same hyperparameters.
+
+    Args:
+        model: A non-batched ``SourceConditionedGP`` with at least 2 target points.
+
+    Returns:
+        ``n`` log densities.
+    """
+    if not isinstance(model, SourceConditionedGP):
+        raise TypeError(
+            f"`model` must be a SourceConditionedGP, got {type(model).__name__}."
+        )
+    if len(model.batch_shape) > 0:
+        raise ValueError(
+            f"`model` must not be batched, got batch_shape {tuple(model.batch_shape)}."
+        )
+    X, Y, Yvar = model.target_X, model.target_Y, model.target_Yvar
+    n = X.shape[-2]
+    if n < 2:
+        raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
+    y_user = Y * model.output_scale + model.output_offset
+    densities = []
+    try:
+        with torch.no_grad():
+            for i in range(n):
+                keep = torch.arange(n, device=X.device) != i
+                model._set_target_data(X[keep], Y[keep], Yvar[keep])
+                known = not torch.isnan(Yvar[i])
+                noise = Yvar[i].reshape(1, 1) if known else True
+                post = model.posterior(X[i : i + 1], observation_noise=noise)
+                densities.append(
+                    _normal_log_density(
+                        y_user[i], post.mean.squeeze(), post.variance.squeeze()
+                    )
+                )
+    finally:
+        model._set_target_data(X, Y, Yvar)
+    return torch.stack(densities)
+
+
+def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
+    r"""Closed-form leave-one-out log predictive density of each training observation
+    of a single-output, non-batched ``SingleTaskGP``, in the user's units.
+
+    With ``K`` the training covariance plus noise, ``r`` the centred targets and
+    ``alpha = K^{-1} r``: point ``i``'s LOO predictive has mean ``y_i - alpha_i /
+    [K^{-1}]_ii`` and variance ``1 / [K^{-1}]_ii`` (Rasmussen & Williams, eq. 5.12).
+
+    Args:
+        model: A fitted ``SingleTaskGP`` (optionally with a ``Standardize`` outcome
+            transform).
+
+    Returns:
+        ``n`` log densities.
+    """
+    if model.num_outputs != 1 or len(model.batch_shape) > 0:
+        raise ValueError("`model` must be a single-output, non-batched SingleTaskGP.")
+    was_training = model.training
+    model.train()
+    try:
+        with torch.no_grad():
+            inputs = model.train_inputs
+            marginal = model.likelihood(model(*inputs), *inputs)
+            K = marginal.covariance_matrix
+            L = torch.linalg.cholesky(K)
+            K_inv = torch.cholesky_inverse(L)
+            y = model.train_targets
+            alpha = K_inv @ (y - marginal.mean)
+            precision = K_inv.diagonal()
+            log_density = _normal_log_density(
+                y, y - alpha / precision, precision.reciprocal()
+            )
+            # Standardize: y_user = y * std + mean, so densities shrink by log(std)
+            transform = getattr(model, "outcome_transform", None)
+            if isinstance(transform, Standardize):
+                log_density = log_density - transform.stdvs.squeeze().log()
+            elif transform is not None:
+                raise ValueError(
+                    "`model` may only have a Standardize outcome transform, got "
+                    f"{type(transform).__name__}."
+                )
+    finally:
+        model.train(was_training)
+    return log_density
+
+
+class TransferGuard(Model):
+    r"""Act as the transfer model while it predicts the target's data at least as
+    well as a target-only GP (leave-one-out), else as the target-only GP.
+
+    The comparison is the mean LOO log predictive density per target point, in the
+    user's units; the transfer model is kept unless the target-only GP is better by
+    more than ``margin`` nats per point, and always with fewer than ``min_points``
+    target points (too few to judge). Build a new guard after each refit, as you
+    build the model itself.
+
+    Args:
+        model: A fitted, non-batched source-conditioned model (``DeltaBOModel``,
+            ``EnvGP``, ``DiffGP``, ``RGPE``, ...).
+        target_model: The no-transfer alternative (default: a ``SingleTaskGP`` on the
+            model's target data, with BoTorch's defaults, a copy of the model's
+            input transform, and fitted here with ``fit_gpytorch_mll``).
+        margin: Nats per point the target-only GP must gain before it is used.
+        min_points: Fewest target points at which the guard compares.
+
+    Example:
+        >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
+        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> guarded = TransferGuard(model)
+        >>> acqf = LogExpectedImprovement(guarded, best_f=train_Y.max())
+        >>> guarded.uses_transfer  # which model acts
+    """
+
+    def __init__(
+        self,
+        model: SourceConditionedGP,
+        target_model: SingleTaskGP | None = None,
+        margin: float = 0.0,
+        min_points: int = 3,
+    ) -> None:
+        super().__init__()
+        if not isinstance(model, SourceConditionedGP):
+            raise TypeError(
+                "`model` must be a source-conditioned model of this package, got "
+                f"{type(model).__name__}."
+            )
+        if not (isinstance(margin, (int, float)) and math.isfinite(margin)):
+            raise ValueError(f"`margin` must be a finite float, got {margin!r}.")
+        if not isinstance(min_points, int) or min_points < 2:
+            raise ValueError(f"`min_points` must be an int >= 2, got {min_points!r}.")
+        self.transfer_model = model
+        self.margin = float(margin)
+        n = model.target_X.shape[-2]
+        self.loo_log_density: dict[str, float] = {}
+        if n < min_points:
+            self.target_model = target_model
+            self.uses_transfer = True
+            return
+        if target_model is None:
+            target_model = self._fit_target_model(model)
+        self.target_model = target_model
+        self.loo_log_density = {
+            "transfer": transfer_loo_log_density(model).mean().item(),
+            "target": single_task_loo_log_density(target_model).mean().item(),
+        }
+        gain = self.loo_log_density["target"] - self.loo_log_density["transfer"]
+        self.uses_transfer = gain <= self.margin
+
+    @staticmethod
+    def _fit_target_model(model: SourceConditionedGP) -> SingleTaskGP:
+        X = model.target_X
+        Y = (model.target_Y * model.output_scale + model.output_offset).unsqueeze(-1)
+        Yvar = model.target_Yvar
+        Yvar = None if torch.isnan(Yvar).any() else (Yvar * model.output_scale**2)
+        transform = getattr(model, "input_transform", None)
+        target = SingleTaskGP(
+            X,
+            Y,
+            None if Yvar is None else Yvar.unsqueeze(-1),
+            input_transform=copy.deepcopy(transform),
+            outcome_transform=Standardize(m=1),
+        )
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(target.likelihood, target))
+        return target
+
+    @property
+    def model(self) -> Model:
+        r"""The model that acts: the transfer model or the target-only GP."""
+        return self.transfer_model if self.uses_transfer else self.target_model
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.model.batch_shape
+
+    @property
+    def target_X(self) -> Tensor:
+        r"""The target inputs (as the transfer model holds them)."""
+        return self.transfer_model.target_X
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> Posterior:
+        r"""The acting model's posterior at ``X`` (see ``uses_transfer``)."""
+        return self.model.posterior(
+            X,
+            output_indices=output_indices,
+            observation_noise=observation_noise,
+            posterior_transform=posterior_transform,
+            **kwargs,
+        )
+
+    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
+        r"""The acting model conditioned on ``(X, Y)`` (the choice is kept)."""
+        return self.model.condition_on_observations(X, Y, **kwargs)
+
+    def fantasize(self, X: Tensor, sampler: Any, **kwargs: Any) -> Model:
+        r"""The acting model's fantasy model (the choice is kept)."""
+        return self.model.fantasize(X, sampler, **kwargs)
+
+    def subset_output(self, idcs: list[int]) -> Model:
+        raise NotImplementedError(
+            "TransferGuard has a single output; subset_output does not apply. Guard "
+            "one model per outcome and combine them in a ModelListGP."
+        )

@@ -1,0 +1,157 @@
+import math
+
+import pytest
+import torch
+from botorch.acquisition import UpperConfidenceBound, qLogNoisyExpectedImprovement
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Standardize
+from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, TaskData
+from botorch_transfer.models.guard import (
+    TransferGuard,
+    single_task_loo_log_density,
+    transfer_loo_log_density,
+)
+from tests.models.test_delta import F64, TARGET_NOISE, make_source, make_target
+from tests.models.test_env_gp import kernel_ref, make_env
+
+
+def normal_log_density(y, mean, var):
+    return -0.5 * (math.log(2 * math.pi) + torch.log(var) + (y - mean) ** 2 / var)
+
+
+def test_transfer_loo_matches_closed_form_on_the_pooled_gp():
+    # Env-GP (eq. 5) has nothing derived from the target data, so its LOO predictive
+    # is Rasmussen & Williams eq. 5.12 on the target rows of the pooled covariance
+    source = make_source()
+    X, Y = make_target()
+    model = make_env(source, X, Y, source_noise=0.05, source_map="identity")
+    X_all = torch.cat([source.X, X])
+    noise = torch.cat(
+        [torch.full((40,), 0.05, dtype=F64), torch.full((7,), TARGET_NOISE, dtype=F64)]
+    )
+    K = kernel_ref(X_all, X_all) + torch.diag(noise)
+    K_inv = torch.linalg.inv(K)
+    y = torch.cat([source.Y, Y]).squeeze(-1)
+    alpha = K_inv @ y
+    precision = K_inv.diagonal()
+    expected = normal_log_density(y, y - alpha / precision, 1 / precision)[40:]
+    torch.testing.assert_close(
+        transfer_loo_log_density(model), expected, rtol=1e-8, atol=1e-10
+    )
+    # the model is left as it was
+    torch.testing.assert_close(model.target_X, X)
+    assert model.train_inputs[0].shape[-2] == 47
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_single_task_loo_matches_refits_with_fixed_hyperparameters(standardize):
+    X, Y = make_target(n=9)
+    Y = 3.0 * Y + 5.0
+    model = SingleTaskGP(
+        X, Y, outcome_transform=Standardize(m=1) if standardize else None
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    if standardize:
+        mean, std = model.outcome_transform.means, model.outcome_transform.stdvs
+    else:
+        mean, std = torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64)
+    Z = (Y - mean) / std
+    expected = []
+    for i in range(9):
+        keep = torch.arange(9) != i
+        fold = SingleTaskGP(X[keep], Z[keep], outcome_transform=None)
+        fold.load_state_dict(
+            {k: v for k, v in model.state_dict().items() if "outcome" not in k},
+            strict=False,
+        )
+        post = fold.posterior(X[i : i + 1], observation_noise=True)
+        density = normal_log_density(
+            Z[i, 0], post.mean.squeeze(), post.variance.squeeze()
+        )
+        expected.append(density - std.log().squeeze())
+    torch.testing.assert_close(
+        single_task_loo_log_density(model), torch.stack(expected), rtol=1e-7, atol=1e-9
+    )
+
+
+def sine(Z):
+    return torch.sin(6 * Z[..., :1]) + torch.cos(5 * Z[..., 1:])
+
+
+def fitted(model):
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
+@pytest.mark.parametrize("cls", [DeltaBOModel, EnvGP, DiffGP])
+def test_guard_keeps_a_related_source_and_drops_an_unrelated_one(cls):
+    generator = torch.Generator().manual_seed(0)
+    X_s = torch.rand(40, 2, generator=generator, dtype=F64)
+    X = torch.rand(12, 2, generator=generator, dtype=F64)
+    Y = sine(X)
+    related = TaskData(X_s, sine(X_s))
+    # an unrelated source: a different, rougher function with a large offset
+    unrelated = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    guards = {}
+    for name, source in (("related", related), ("unrelated", unrelated)):
+        guards[name] = TransferGuard(fitted(cls(X, Y, source=source)))
+    assert guards["related"].uses_transfer
+    assert guards["related"].model is guards["related"].transfer_model
+    loo = guards["unrelated"].loo_log_density
+    if cls is EnvGP:
+        # Env-GP's learned source scale already ignores the unrelated source, so the
+        # transfer model predicts as well as the target-only GP and is kept
+        assert abs(guards["unrelated"].transfer_model.source_scale.item()) < 0.5
+        assert guards["unrelated"].uses_transfer
+        assert loo["transfer"] >= loo["target"]
+    else:
+        assert not guards["unrelated"].uses_transfer
+        assert guards["unrelated"].model is guards["unrelated"].target_model
+        assert loo["target"] > loo["transfer"]
+    # the guard's posterior is the acting model's
+    X_test = torch.rand(4, 2, dtype=F64)
+    for guard in guards.values():
+        torch.testing.assert_close(
+            guard.posterior(X_test).mean, guard.model.posterior(X_test).mean
+        )
+
+
+def test_guard_works_with_acquisition_functions_and_fantasies():
+    source = make_source()
+    X, Y = make_target()
+    guard = TransferGuard(fitted(DeltaBOModel(X, Y, source=source)))
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
+    for acqf in (
+        UpperConfidenceBound(guard, beta=2.0),
+        qLogNoisyExpectedImprovement(guard, X_baseline=guard.target_X),
+    ):
+        candidate, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=16)
+        assert candidate.shape == (1, 2)
+    sampler = SobolQMCNormalSampler(torch.Size([3]))
+    fantasy = guard.fantasize(torch.rand(2, 2, dtype=F64), sampler)
+    assert fantasy.posterior(torch.rand(5, 2, dtype=F64)).mean.shape == (3, 5, 1)
+    conditioned = guard.condition_on_observations(
+        torch.rand(1, 2, dtype=F64), torch.rand(1, 1, dtype=F64)
+    )
+    assert conditioned.target_X.shape[-2] == X.shape[-2] + 1
+
+
+def test_guard_keeps_transfer_below_min_points_and_checks_arguments():
+    source = make_source()
+    X, Y = make_target(n=2)
+    model = DeltaBOModel(X, Y, source=source)
+    guard = TransferGuard(model)
+    assert guard.uses_transfer and guard.loo_log_density == {}
+    with pytest.raises(TypeError, match="`model` must be a source-conditioned"):
+        TransferGuard(SingleTaskGP(X, Y))
+    with pytest.raises(ValueError, match="`margin` must be a finite float"):
+        TransferGuard(model, margin=float("nan"))
+    with pytest.raises(ValueError, match="`min_points` must be an int >= 2"):
+        TransferGuard(model, min_points=1)
+    with pytest.raises(NotImplementedError, match="single output"):
+        guard.subset_output([0])
