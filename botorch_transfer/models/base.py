@@ -173,6 +173,28 @@ def refuse_pathwise_sampling(
         DrawKernelFeaturePaths.register(model_class)(refuse_prior_paths)
 
 
+def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplementedError:
+    r"""The error ``subset_output`` raises on a single-output model of the package.
+
+    BoTorch's ``Model.subset_output`` raises a bare ``NotImplementedError``; this one
+    says why and what to use instead.
+
+    Args:
+        model: The model.
+        idcs: The requested output indices.
+
+    Returns:
+        The ``NotImplementedError`` to raise.
+    """
+    return NotImplementedError(
+        f"{type(model).__name__} models a single outcome (num_outputs=1), so it has "
+        f"no outputs to subset (got idcs={list(idcs)}): use the model itself for its "
+        "one output. For several outcomes, build one model per outcome and combine "
+        "them with BoTorch's `ModelListGP(model_1, model_2, ...)` (or `ModelList` "
+        "for non-GP models), whose `subset_output` selects among them."
+    )
+
+
 class MovableExactGPMixin:
     r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
     cached prediction strategy, whose tensors keep the old dtype/device, so the next
@@ -666,3 +688,12 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             )
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, **kwargs}
+
+    def subset_output(self, idcs: list[int]) -> SourceConditionedGP:
+        r"""Not available: the model has a single output.
+
+        Raises:
+            NotImplementedError: Always, saying what to do instead (one model per
+                outcome in a ``ModelListGP``).
+        """
+        raise single_output_subset_error(self, idcs)

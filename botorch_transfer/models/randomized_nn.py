@@ -52,6 +52,7 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.optim import optimize_acqf
 from torch import Tensor
 
+from botorch_transfer.models.base import single_output_subset_error
 from botorch_transfer.validation import validate_training_data
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -560,6 +561,15 @@ class RandomizedNNEnsemble(EnsembleModel):
     def objective(self) -> Tensor:
         r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
         return self._objective(self.trained_parameters)
+
+    def subset_output(self, idcs: list[int]) -> RandomizedNNEnsemble:
+        r"""Not available: the model has a single output.
+
+        Raises:
+            NotImplementedError: Always, saying what to do instead (one model per
+                outcome in a ``ModelList``).
+        """
+        raise single_output_subset_error(self, idcs)
 
 
 class _MemberOutput(AcquisitionFunction):

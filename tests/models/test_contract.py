@@ -181,3 +181,11 @@ def test_to_moves_everything(device, kind):
     post = moved.posterior(torch.rand(2, 2, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
     assert all(b.device.type == device.type for b in moved.buffers())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_subset_output_says_why_and_what_to_do(kind):
+    model = build(kind, *make_target(), make_source())
+    with pytest.raises(NotImplementedError, match="single outcome") as error:
+        model.subset_output([0])
+    assert "ModelListGP" in str(error.value)

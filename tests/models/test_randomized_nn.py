@@ -509,3 +509,10 @@ def test_thompson_sampling_on_a_finite_domain():
     )
     best = choices[model.posterior(choices).values.reshape(-1).argmax()]
     assert torch.equal(x, best.unsqueeze(0))
+
+
+def test_subset_output_says_why_and_what_to_do():
+    model = RandomizedNNEnsemble(*data(n=5), num_members=2, num_steps=5, seed=0)
+    with pytest.raises(NotImplementedError, match="single outcome") as error:
+        model.subset_output([0])
+    assert "ModelList" in str(error.value)
