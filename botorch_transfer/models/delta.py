@@ -68,6 +68,12 @@ class DeltaBOModel(SourceConditionedGP):
     ``fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))`` fits
     exactly those. The source posterior is a frozen buffer (moved by ``.to()``).
 
+    ``train_inputs``/``train_targets`` are the delta GP's data: the target inputs and
+    the residuals ``y_i - mu_g,N(x_i)`` (model units). The target data in the user's
+    units are ``target_X``, ``target_Y`` and ``target_Yvar``; give BoTorch's
+    acquisition functions ``best_f=model.target_Y.max()`` and
+    ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
@@ -319,7 +325,7 @@ class DeltaBOModel(SourceConditionedGP):
         self.eval()
         source = copy.deepcopy(self.source_posterior)
         if self.num_train > 0:
-            X = self.target_X
+            X = self._target_X
             noise = self.likelihood.noise.expand(self.train_targets.shape)
             if self.residual_covariance == "diagonal":
                 delta = GPSourcePosterior(

@@ -139,6 +139,11 @@ class RandomizedNNEnsemble(EnsembleModel):
     The model is trained at construction. Training data must be ``n x d`` (no batch
     of training sets); ``posterior`` accepts ``batch x q x d`` and ``q x d``.
 
+    As on the package's GPs, ``target_X`` and ``target_Y`` are the training data in
+    the user's units (``train_targets`` are the networks' targets: standardized
+    outcomes, or the LFBO labels); give BoTorch's acquisition functions
+    ``best_f=model.target_Y.max()`` and ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``n x d`` training inputs (``n = 0`` is allowed: untrained draws).
         train_Y: ``n x 1`` observations.
@@ -537,6 +542,22 @@ class RandomizedNNEnsemble(EnsembleModel):
             out = torch.sigmoid(out)
         out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
         return out.unsqueeze(-1)
+
+    @property
+    def target_X(self) -> Tensor:
+        r"""``n x d`` training inputs, raw (``X_baseline`` for BoTorch)."""
+        return self.train_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""``n x 1`` observations in the user's units (``best_f`` for BoTorch:
+        ``model.target_Y.max()``)."""
+        return self.train_Y
+
+    @property
+    def target_Yvar(self) -> None:
+        r"""``None``: the model has no observation noise (eq. 10)."""
+        return None
 
     @property
     def batch_shape(self) -> torch.Size:
