@@ -134,6 +134,9 @@ class RGPE(SourceConditionedGP):
         num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
             tutorial: 256).
         seed: Seed of the draws (the weights are deterministic given it).
+        progress: Show progress bars while base models are built from large
+            ``TaskData`` (GP fit, cached factorization) when that takes more than a
+            few seconds (see :mod:`botorch_transfer.progress`).
 
     Example:
         >>> model = RGPE(train_X, train_Y, source=[TaskData(X1, Y1), TaskData(X2, Y2)])
@@ -156,6 +159,7 @@ class RGPE(SourceConditionedGP):
         source: SourceLike | Sequence[SourceLike],
         num_samples: int = 256,
         seed: int = 0,
+        progress: bool = True,
     ) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(
@@ -163,6 +167,7 @@ class RGPE(SourceConditionedGP):
             )
         self.num_samples = num_samples
         self.seed = seed
+        self._progress = progress
         super().__init__(
             train_X,
             train_Y,
@@ -200,7 +205,9 @@ class RGPE(SourceConditionedGP):
     ) -> None:
         scale, offset = self.output_scale, self.output_offset
         base = [
-            frozen_source_posterior(s, scale, offset, input_transform).to(train_X)
+            frozen_source_posterior(
+                s, scale, offset, input_transform, progress=self._progress
+            ).to(train_X)
             for s in transfer
         ]
         self.base_posteriors = ModuleList(base)
