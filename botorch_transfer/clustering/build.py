@@ -40,6 +40,7 @@ def build_cluster_prior(
     barycenter_tol: float = 1e-10,
     barycenter_max_iter: int = 500,
     posteriors: MetaTaskPosteriors | None = None,
+    progress: bool = True,
 ) -> ClusterMetaPrior:
     r"""Build the cm-BO meta prior from meta-tasks (Algorithm 1, Stages 1-2).
 
@@ -74,6 +75,9 @@ def build_cluster_prior(
             ``other_prior.posteriors``),
             to try other clusterings, distances or prototypes without refitting the
             meta-task GPs. Their ``bounds`` replace ``bounds``.
+        progress: Show a progress bar over Stage 1's GP fits (one per meta-task)
+            when they take more than a few seconds (see
+            :mod:`botorch_transfer.progress`).
 
     Returns:
         The :class:`ClusterMetaPrior`.
@@ -151,7 +155,7 @@ def build_cluster_prior(
 
     # Stage 1: meta-task posteriors, discretized on V
     if posteriors is None:
-        posteriors = meta_task_posteriors(tasks, bounds)
+        posteriors = meta_task_posteriors(tasks, bounds, progress=progress)
     with torch.no_grad():
         task_means = posteriors.means(index_points)
         task_covs = posteriors.covariances(index_points, index_points)

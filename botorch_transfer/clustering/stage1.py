@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.nn import Module, Parameter
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.progress import progress_bar
 
 
 def product_matern(
@@ -324,7 +325,7 @@ class MetaTaskPosteriors(Module):
 
 
 def fit_meta_task_gps(
-    tasks: Sequence[TaskData], bounds: Tensor
+    tasks: Sequence[TaskData], bounds: Tensor, progress: bool = True
 ) -> list[tuple[list[int], SingleTaskGP]]:
     r"""Fit one GP per meta-task (Alg. 1 line 6).
 
@@ -337,6 +338,8 @@ def fit_meta_task_gps(
     Args:
         tasks: The meta-tasks.
         bounds: ``2 x d`` input bounds (inputs are normalized with them).
+        progress: Show a progress bar over the tasks when the fits take more than
+            a few seconds (see :mod:`botorch_transfer.progress`).
 
     Returns:
         A list of ``(task indices, fitted batched SingleTaskGP)`` (batch shape
@@ -345,7 +348,10 @@ def fit_meta_task_gps(
     fitted = []
     d = tasks[0].d
     batch = torch.Size([1])
-    for j, task in enumerate(tasks):
+    bar = progress_bar(
+        tasks, progress=progress, desc="cm-BO stage 1: meta-task GPs", unit="task"
+    )
+    for j, task in enumerate(bar):
         Yvar = None if task.Yvar is None else task.Yvar.unsqueeze(0)
         model = SingleTaskGP(
             task.X.unsqueeze(0),
@@ -366,6 +372,7 @@ def meta_task_posteriors(
     tasks: Sequence[TaskData],
     bounds: Tensor,
     fitted: list[tuple[list[int], SingleTaskGP]] | None = None,
+    progress: bool = True,
 ) -> MetaTaskPosteriors:
     r"""Fit the meta-task GPs and freeze their posteriors.
 
@@ -373,6 +380,7 @@ def meta_task_posteriors(
         tasks: The meta-tasks.
         bounds: ``2 x d`` input bounds.
         fitted: Optional output of :func:`fit_meta_task_gps` (otherwise it is called).
+        progress: Show a progress bar over the fits (see :func:`fit_meta_task_gps`).
 
     Returns:
         The frozen posteriors (see :class:`MetaTaskPosteriors`).
@@ -388,7 +396,8 @@ def meta_task_posteriors(
     outputscale, constant, y_offset, y_scale = (
         torch.zeros(K, **opts) for _ in range(4)
     )
-    fitted = fit_meta_task_gps(tasks, bounds) if fitted is None else fitted
+    if fitted is None:
+        fitted = fit_meta_task_gps(tasks, bounds, progress=progress)
     with torch.no_grad():
         for idx, model in fitted:
             n = tasks[idx[0]].n

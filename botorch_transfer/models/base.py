@@ -16,6 +16,12 @@ template ``__init__`` with BoTorch's argument names and order:
    ``NaN`` where learned) and derive the GP's training data from them
    (:meth:`~SourceConditionedGP._training_data`).
 
+The GP's ``train_inputs``/``train_targets`` are therefore the *derived* data
+(residuals, pooled source points, ...), not the user's. Users read the target data in
+their own units from ``target_X``, ``target_Y`` and ``target_Yvar``, e.g. for
+BoTorch's incumbents: ``best_f=model.target_Y.max()``,
+``X_baseline=model.target_X``.
+
 Construction, ``condition_on_observations`` and ``fantasize`` all go through step 5,
 so derived quantities (residuals, bias corrections, per-point noise) are always
 consistent with the target data. ``posterior`` evaluates the GP and lets the
@@ -173,6 +179,28 @@ def refuse_pathwise_sampling(
         DrawKernelFeaturePaths.register(model_class)(refuse_prior_paths)
 
 
+def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplementedError:
+    r"""The error ``subset_output`` raises on a single-output model of the package.
+
+    BoTorch's ``Model.subset_output`` raises a bare ``NotImplementedError``; this one
+    says why and what to use instead.
+
+    Args:
+        model: The model.
+        idcs: The requested output indices.
+
+    Returns:
+        The ``NotImplementedError`` to raise.
+    """
+    return NotImplementedError(
+        f"{type(model).__name__} models a single outcome (num_outputs=1), so it has "
+        f"no outputs to subset (got idcs={list(idcs)}): use the model itself for its "
+        "one output. For several outcomes, build one model per outcome and combine "
+        "them with BoTorch's `ModelListGP(model_1, model_2, ...)` (or `ModelList` "
+        "for non-GP models), whose `subset_output` selects among them."
+    )
+
+
 class MovableExactGPMixin:
     r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
     cached prediction strategy, whose tensors keep the old dtype/device, so the next
@@ -206,8 +234,17 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
 
     A subclass writes its own math only: it stores its options, calls
     ``super().__init__`` and implements the hooks. Its target data are always
-    available as ``target_X`` (raw), ``target_Y`` and ``target_Yvar`` (model units,
-    ``NaN`` where the noise is learned).
+    available as ``_target_X`` (raw inputs), ``_target_Y`` and ``_target_Yvar``
+    (``batch x n``, model units, ``NaN`` where the noise is learned).
+
+    What a user sees: ``target_X``, ``target_Y`` and ``target_Yvar`` are the target
+    data in the user's units (as given to the constructor and
+    ``condition_on_observations``). ``train_inputs`` and ``train_targets`` are the
+    GP's training data, derived from the target data by the subclass (residuals,
+    pooled source points, model units), so BoTorch's usual
+    ``best_f=model.train_targets.max()`` and ``X_baseline=model.train_inputs[0]`` are
+    wrong here; use ``best_f=model.target_Y.max()`` and
+    ``X_baseline=model.target_X``.
 
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
@@ -292,11 +329,11 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             Yvar = (train_Yvar / scale**2).squeeze(-1)
         # data, not state: moved by .to(), left out of state_dict (so hyperparameters
         # load into a model built on other data, as with SingleTaskGP)
-        self.register_buffer("target_X", train_X, persistent=False)
-        self.register_buffer("target_Y", Y, persistent=False)
-        self.register_buffer("target_Yvar", Yvar, persistent=False)
+        self.register_buffer("_target_X", train_X, persistent=False)
+        self.register_buffer("_target_Y", Y, persistent=False)
+        self.register_buffer("_target_Yvar", Yvar, persistent=False)
         self.to(train_X)
-        self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
+        self._set_target_data(self._target_X, self._target_Y, self._target_Yvar)
 
     # ------------------------------------------------------------------ hooks
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> Any:
@@ -388,7 +425,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             return self.likelihood.second_noise.squeeze(-1).expand(self.batch_shape)
         if self.num_train == 0:
             raise RuntimeError("No known target noise: the model has no training data.")
-        return self.target_Yvar.mean(dim=-1)
+        return self._target_Yvar.mean(dim=-1)
 
     def _frozen_modules(self) -> list[Module]:
         r"""Submodules shared, not copied, by conditioned models."""
@@ -411,7 +448,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
 
     def _set_target_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> None:
         r"""Store the target data and (re)build the GP's training data from them."""
-        self.target_X, self.target_Y, self.target_Yvar = X, Y, Yvar
+        self._target_X, self._target_Y, self._target_Yvar = X, Y, Yvar
         data = self._training_data(X, Y, Yvar)
         if data.noise is not None:
             if not isinstance(self.likelihood, FixedNoiseGaussianLikelihood):
@@ -469,12 +506,42 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
     @property
     def num_train(self) -> int:
         r"""Number of target training points (per batch)."""
-        return self.target_Y.shape[-1]
+        return self._target_Y.shape[-1]
 
     @property
     def learns_target_noise(self) -> bool:
         r"""Whether the target noise is learned (no ``train_Yvar``)."""
         return self._learns_noise
+
+    @property
+    def target_X(self) -> Tensor:
+        r"""``batch_shape x n x d`` target inputs, raw (before any input transform).
+
+        The baseline of BoTorch's noisy acquisition functions:
+        ``qLogNoisyExpectedImprovement(model, X_baseline=model.target_X)``
+        (``train_inputs`` hold the GP's derived inputs, e.g. pooled source points).
+        """
+        return self._target_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""``batch_shape x n x 1`` target observations in the user's units (the
+        outcome transform undone).
+
+        The incumbent of BoTorch's improvement-based acquisition functions:
+        ``LogExpectedImprovement(model, best_f=model.target_Y.max())``
+        (``train_targets`` hold the GP's derived targets, e.g. residuals, in model
+        units).
+        """
+        return (self.output_scale * self._target_Y + self.output_offset).unsqueeze(-1)
+
+    @property
+    def target_Yvar(self) -> Tensor | None:
+        r"""``batch_shape x n x 1`` known target noise variances in the user's units,
+        or ``None`` when the target noise is learned (no ``train_Yvar``)."""
+        if self.learns_target_noise:
+            return None
+        return (self.output_scale**2 * self._target_Yvar).unsqueeze(-1)
 
     def _raw_inputs(self, X: Tensor) -> Tensor:
         r"""Map transformed inputs back to raw inputs."""
@@ -590,7 +657,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         else:
             Yvar_new = self.target_noise().unsqueeze(-1).expand_as(Y_new)
         batch = torch.broadcast_shapes(
-            self.target_X.shape[:-2], X.shape[:-2], Y_new.shape[:-1]
+            self._target_X.shape[:-2], X.shape[:-2], Y_new.shape[:-1]
         )
 
         def extend(old: Tensor, new: Tensor, event_dims: int) -> Tensor:
@@ -602,9 +669,9 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         conditioned = copy.deepcopy(self, memo=memo)
         with torch.no_grad():
             conditioned._set_target_data(
-                extend(self.target_X, X, 2),
-                extend(self.target_Y, Y_new, 1),
-                extend(self.target_Yvar, Yvar_new, 1),
+                extend(self._target_X, X, 2),
+                extend(self._target_Y, Y_new, 1),
+                extend(self._target_Yvar, Yvar_new, 1),
             )
         return conditioned
 
@@ -666,3 +733,12 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             )
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, **kwargs}
+
+    def subset_output(self, idcs: list[int]) -> SourceConditionedGP:
+        r"""Not available: the model has a single output.
+
+        Raises:
+            NotImplementedError: Always, saying what to do instead (one model per
+                outcome in a ``ModelListGP``).
+        """
+        raise single_output_subset_error(self, idcs)

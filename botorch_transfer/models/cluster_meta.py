@@ -57,6 +57,11 @@ class ClusterMetaPriorGP(SourceConditionedGP):
     :meth:`updated_weights` gives the next weights (Alg. 1 lines 19-21); rebuild the
     model with them.
 
+    So ``train_targets`` are ``y - mu_0(X)`` (model units). The target data in the
+    user's units are ``target_X``, ``target_Y`` and ``target_Yvar``; give BoTorch's
+    acquisition functions ``best_f=model.target_Y.max()`` and
+    ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.

@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -54,6 +53,7 @@ from botorch_transfer.models.source_posterior import (
     frozen_source_posterior,
     source_posterior_from_model,
 )
+from botorch_transfer.progress import fit_mll_with_progress
 
 SourceLike = TaskData | Model | SourcePosterior
 
@@ -67,6 +67,12 @@ class DeltaBOModel(SourceConditionedGP):
     ``train_Yvar`` is not given, the target noise ``sigma^2``;
     ``fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))`` fits
     exactly those. The source posterior is a frozen buffer (moved by ``.to()``).
+
+    ``train_inputs``/``train_targets`` are the delta GP's data: the target inputs and
+    the residuals ``y_i - mu_g,N(x_i)`` (model units). The target data in the user's
+    units are ``target_X``, ``target_Y`` and ``target_Yvar``; give BoTorch's
+    acquisition functions ``best_f=model.target_Y.max()`` and
+    ``X_baseline=model.target_X``.
 
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
@@ -114,6 +120,9 @@ class DeltaBOModel(SourceConditionedGP):
             numerical rank is below it. See :class:`GPSourcePosterior`.
         source_tolerance: Relative residual variance at which the cached factor
             stops growing.
+        progress: Show progress bars while the source posterior is built (the
+            source GP's fit, the cached factorization) when that takes more than a
+            few seconds (see :mod:`botorch_transfer.progress`).
 
     Example:
         >>> source = TaskData(X_src, Y_src)
@@ -140,6 +149,7 @@ class DeltaBOModel(SourceConditionedGP):
         fit_source: bool = True,
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
+        progress: bool = True,
     ) -> None:
         if residual_covariance not in RESIDUAL_COVARIANCES:
             raise ValueError(
@@ -157,6 +167,7 @@ class DeltaBOModel(SourceConditionedGP):
             fit_source=fit_source,
             max_rank=source_max_rank,
             tolerance=source_tolerance,
+            progress=progress,
         )
         super().__init__(
             train_X,
@@ -251,6 +262,7 @@ class DeltaBOModel(SourceConditionedGP):
         fit_source: bool,
         max_rank: int,
         tolerance: float,
+        progress: bool,
     ) -> SourcePosterior:
         r"""Build the frozen posterior of the (stacked) source in model units."""
         stack: SourcePosterior | None = None
@@ -265,7 +277,7 @@ class DeltaBOModel(SourceConditionedGP):
             if stack is None or kernel is None:  # the first source, or a fitted one
                 stack = frozen_source_posterior(
                     s, scale, offset, input_transform, kernel, fit_source,
-                    max_rank=max_rank, tolerance=tolerance,
+                    max_rank=max_rank, tolerance=tolerance, progress=progress,
                 )  # fmt: skip
                 continue
             # a later source: a DeltaBO layer on the residuals of the stack
@@ -278,11 +290,16 @@ class DeltaBOModel(SourceConditionedGP):
                 input_transform=copy.deepcopy(input_transform),
                 source_max_rank=max_rank,
                 source_tolerance=tolerance,
+                progress=progress,
             )
             if fit_source:
-                fit_gpytorch_mll(ExactMarginalLogLikelihood(layer.likelihood, layer))
+                fit_mll_with_progress(
+                    ExactMarginalLogLikelihood(layer.likelihood, layer),
+                    progress=progress,
+                    desc="source layer fit",
+                )
             stack = source_posterior_from_model(
-                layer, max_rank=max_rank, tolerance=tolerance
+                layer, max_rank=max_rank, tolerance=tolerance, progress=progress
             )
         return stack
 
@@ -301,7 +318,7 @@ class DeltaBOModel(SourceConditionedGP):
         return source
 
     def as_source_posterior(
-        self, max_rank: int = 1000, tolerance: float = 1e-10
+        self, max_rank: int = 1000, tolerance: float = 1e-10, progress: bool = True
     ) -> SourcePosterior:
         r"""This model's posterior of ``f`` as a frozen source (in user units).
 
@@ -310,6 +327,7 @@ class DeltaBOModel(SourceConditionedGP):
         Args:
             max_rank: See :class:`GPSourcePosterior`.
             tolerance: See :class:`GPSourcePosterior`.
+            progress: See :class:`GPSourcePosterior`.
 
         Returns:
             A :class:`SourcePosterior` equal to this model's latent posterior.
@@ -319,7 +337,7 @@ class DeltaBOModel(SourceConditionedGP):
         self.eval()
         source = copy.deepcopy(self.source_posterior)
         if self.num_train > 0:
-            X = self.target_X
+            X = self._target_X
             noise = self.likelihood.noise.expand(self.train_targets.shape)
             if self.residual_covariance == "diagonal":
                 delta = GPSourcePosterior(
@@ -331,6 +349,7 @@ class DeltaBOModel(SourceConditionedGP):
                     input_transform=getattr(self, "input_transform", None),
                     max_rank=max_rank,
                     tolerance=tolerance,
+                    progress=progress,
                 )
                 source = SumSourcePosterior([source, delta])
             else:
@@ -344,6 +363,7 @@ class DeltaBOModel(SourceConditionedGP):
                     prior_source=source,
                     max_rank=max_rank,
                     tolerance=tolerance,
+                    progress=progress,
                 )
         source.set_output_affine(self.output_scale, self.output_offset)
         return source

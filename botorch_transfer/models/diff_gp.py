@@ -51,6 +51,12 @@ SOURCE, TARGET = 0, 1
 class DiffGP(PooledTransferGP):
     r"""Difference-modelling transfer GP with bias-corrected source data.
 
+    ``train_inputs``/``train_targets`` are the final GP's data: ``(X, noise_index)``
+    and outcomes of the corrected source points followed by the target points (model
+    units). The target data in the user's units are ``target_X``, ``target_Y`` and
+    ``target_Yvar``; give BoTorch's acquisition functions
+    ``best_f=model.target_Y.max()`` and ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
@@ -192,8 +198,8 @@ class DiffGP(PooledTransferGP):
         r"""``sigma_a^2`` at each target point (``batch x T``)."""
         if self.learns_target_noise:
             level = self.likelihood.noise_covar.learned[TARGET].noise
-            return level.expand(*self.target_Y.shape)
-        return self.target_Yvar
+            return level.expand(*self._target_Y.shape)
+        return self._target_Yvar
 
     def corrected_source(self) -> tuple[Tensor, Tensor]:
         r"""The bias-corrected source data of the current target data and
@@ -205,7 +211,7 @@ class DiffGP(PooledTransferGP):
             points (``batch x N``, model units).
         """
         X_s, y_s = self.source_X, self.source_Y
-        X_a, y_a = self.target_X, self.target_Y
+        X_a, y_a = self._target_X, self._target_Y
         Xs_t, Xa_t = self._transform_eval(X_s), self._transform_eval(X_a)
         k = self.covar_module
         m_s, m_a = self.mean_module(Xs_t), self.mean_module(Xa_t)
@@ -254,5 +260,5 @@ class DiffGP(PooledTransferGP):
         result = super().train(mode)
         state = getattr(self, "_hyperparameter_state", None)
         if not mode and state is not None and self._hyperparameters_changed(state):
-            self._set_target_data(self.target_X, self.target_Y, self.target_Yvar)
+            self._set_target_data(self._target_X, self._target_Y, self._target_Yvar)
         return result

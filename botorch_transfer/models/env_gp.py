@@ -55,6 +55,12 @@ class EnvGP(PooledTransferGP):
     noise (``TaskData.Yvar``, or 0 when unknown) plus a learned stretch, so it can
     never fall below the source's noise; or fixed by ``source_noise``.
 
+    ``train_inputs``/``train_targets`` are the pooled GP's data: ``(X, noise_index)``
+    and outcomes of the source points followed by the target points (model units).
+    The target data in the user's units are ``target_X``, ``target_Y`` and
+    ``target_Yvar``; give BoTorch's acquisition functions
+    ``best_f=model.target_Y.max()`` and ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.

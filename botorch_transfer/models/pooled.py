@@ -120,7 +120,7 @@ class PooledTransferGP(SourceConditionedGP):
         Returns:
             The pooled training data with inputs ``(X, noise_index)``.
         """
-        X, Y, Yvar = self.target_X, self.target_Y, self.target_Yvar
+        X, Y, Yvar = self._target_X, self._target_Y, self._target_Yvar
         batch = torch.broadcast_shapes(
             X.shape[:-2], source_targets.shape[:-1], source_fixed_noise.shape[:-1]
         )
@@ -165,7 +165,7 @@ class PooledTransferGP(SourceConditionedGP):
             return level.squeeze(-1).expand(self.batch_shape)
         if self.num_train == 0:
             raise RuntimeError("No known target noise: the model has no target data.")
-        return self.target_Yvar.mean(dim=-1)
+        return self._target_Yvar.mean(dim=-1)
 
     def forward(
         self, x: Tensor, noise_index: Tensor | None = None

@@ -39,6 +39,11 @@ class PretrainedPriorGP(SourceConditionedGP):
     applied before the prior, as ``SingleTaskGP`` does; use one only if the prior was
     pre-trained on equally transformed inputs.
 
+    ``train_targets`` are the target outcomes as given (there is no outcome
+    transform); as on every model of the package, ``target_X``, ``target_Y`` and
+    ``target_Yvar`` are the target data in the user's units, e.g. for
+    ``best_f=model.target_Y.max()`` and ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0: the prior).
         train_Y: ``batch_shape x n x 1`` target observations.
@@ -173,13 +178,17 @@ def hyperbo_probability_of_improvement(
     Args:
         model: The model (any single-output BoTorch model works).
         margin: Added to the best observation (paper: 0.1, in the units of ``y``).
-        best_f: The best observation (default: the model's best training target).
+        best_f: The best observation (default: the model's best target observation,
+            ``model.target_Y.max()``, or ``model.train_targets.max()`` for a model
+            without ``target_Y``).
 
     Returns:
         BoTorch's ``ProbabilityOfImprovement`` with ``best_f = max(y) + margin``.
     """
     if best_f is None:
-        targets = model.train_targets
+        # train_targets are derived data on most models of the package (residuals)
+        target_Y = getattr(model, "target_Y", None)
+        targets = model.train_targets if target_Y is None else target_Y.squeeze(-1)
         if targets.shape[-1] == 0:
             raise ValueError(
                 "The model has no training data; "

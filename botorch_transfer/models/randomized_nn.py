@@ -52,6 +52,7 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.optim import optimize_acqf
 from torch import Tensor
 
+from botorch_transfer.models.base import single_output_subset_error
 from botorch_transfer.validation import validate_training_data
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -137,6 +138,11 @@ class RandomizedNNEnsemble(EnsembleModel):
 
     The model is trained at construction. Training data must be ``n x d`` (no batch
     of training sets); ``posterior`` accepts ``batch x q x d`` and ``q x d``.
+
+    As on the package's GPs, ``target_X`` and ``target_Y`` are the training data in
+    the user's units (``train_targets`` are the networks' targets: standardized
+    outcomes, or the LFBO labels); give BoTorch's acquisition functions
+    ``best_f=model.target_Y.max()`` and ``X_baseline=model.target_X``.
 
     Args:
         train_X: ``n x d`` training inputs (``n = 0`` is allowed: untrained draws).
@@ -538,6 +544,22 @@ class RandomizedNNEnsemble(EnsembleModel):
         return out.unsqueeze(-1)
 
     @property
+    def target_X(self) -> Tensor:
+        r"""``n x d`` training inputs, raw (``X_baseline`` for BoTorch)."""
+        return self.train_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""``n x 1`` observations in the user's units (``best_f`` for BoTorch:
+        ``model.target_Y.max()``)."""
+        return self.train_Y
+
+    @property
+    def target_Yvar(self) -> None:
+        r"""``None``: the model has no observation noise (eq. 10)."""
+        return None
+
+    @property
     def batch_shape(self) -> torch.Size:
         r"""Empty: one training set (the members are the ensemble dimension, not a
         batch)."""
@@ -560,6 +582,15 @@ class RandomizedNNEnsemble(EnsembleModel):
     def objective(self) -> Tensor:
         r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
         return self._objective(self.trained_parameters)
+
+    def subset_output(self, idcs: list[int]) -> RandomizedNNEnsemble:
+        r"""Not available: the model has a single output.
+
+        Raises:
+            NotImplementedError: Always, saying what to do instead (one model per
+                outcome in a ``ModelList``).
+        """
+        raise single_output_subset_error(self, idcs)
 
 
 class _MemberOutput(AcquisitionFunction):

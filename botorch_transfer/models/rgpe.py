@@ -109,6 +109,12 @@ class RGPE(SourceConditionedGP):
     model))`` fits it, and the weights are recomputed with the fitted
     hyperparameters. The base models are frozen source posteriors.
 
+    ``train_inputs``/``train_targets`` are the target GP's data (outcomes in model
+    units, i.e. standardized under an outcome transform), not the ensemble's. The
+    target data in the user's units are ``target_X``, ``target_Y`` and
+    ``target_Yvar``; give BoTorch's acquisition functions
+    ``best_f=model.target_Y.max()`` and ``X_baseline=model.target_X``.
+
     Args:
         train_X: ``batch_shape x n x d`` target inputs (``n`` may be 0).
         train_Y: ``batch_shape x n x 1`` target observations.
@@ -128,12 +134,15 @@ class RGPE(SourceConditionedGP):
         num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
             tutorial: 256).
         seed: Seed of the draws (the weights are deterministic given it).
+        progress: Show progress bars while base models are built from large
+            ``TaskData`` (GP fit, cached factorization) when that takes more than a
+            few seconds (see :mod:`botorch_transfer.progress`).
 
     Example:
         >>> model = RGPE(train_X, train_Y, source=[TaskData(X1, Y1), TaskData(X2, Y2)])
         >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         >>> model.weights  # one per source, the target's last
-        >>> acqf = qLogNoisyExpectedImprovement(model, X_baseline=train_X)
+        >>> acqf = qLogNoisyExpectedImprovement(model, X_baseline=model.target_X)
     """
 
     def __init__(
@@ -150,6 +159,7 @@ class RGPE(SourceConditionedGP):
         source: SourceLike | Sequence[SourceLike],
         num_samples: int = 256,
         seed: int = 0,
+        progress: bool = True,
     ) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(
@@ -157,6 +167,7 @@ class RGPE(SourceConditionedGP):
             )
         self.num_samples = num_samples
         self.seed = seed
+        self._progress = progress
         super().__init__(
             train_X,
             train_Y,
@@ -194,7 +205,9 @@ class RGPE(SourceConditionedGP):
     ) -> None:
         scale, offset = self.output_scale, self.output_offset
         base = [
-            frozen_source_posterior(s, scale, offset, input_transform).to(train_X)
+            frozen_source_posterior(
+                s, scale, offset, input_transform, progress=self._progress
+            ).to(train_X)
             for s in transfer
         ]
         self.base_posteriors = ModuleList(base)
@@ -245,11 +258,11 @@ class RGPE(SourceConditionedGP):
         """
         self.eval()
         X = self.train_inputs[0]  # transformed in eval mode
-        y = self.target_Y
+        y = self._target_Y
         noise = (
             self.likelihood.noise.expand(y.shape)
             if self.learns_target_noise
-            else (self.target_Yvar)
+            else (self._target_Yvar)
         )
         K = self.covar_module(X).to_dense() + torch.diag_embed(noise)
         L = psd_safe_cholesky(K)
@@ -260,7 +273,7 @@ class RGPE(SourceConditionedGP):
 
     def ranking_losses(self, generator: torch.Generator) -> Tensor:
         r"""``batch x (K + 1) x S`` ranking losses of every model's draws."""
-        X, y, S = self.target_X, self.target_Y, self.num_samples
+        X, y, S = self._target_X, self._target_Y, self.num_samples
         losses = []
         for posterior in self.base_posteriors:
             mean = posterior.mean(X)
@@ -284,11 +297,11 @@ class RGPE(SourceConditionedGP):
         M = len(self.base_posteriors) + 1
         with torch.no_grad():
             if self.num_train < 2:  # no pairs to rank: every draw is a tie
-                batch = self.target_Y.shape[:-1]
-                weights = torch.full((*batch, M), 1.0 / M).to(self.target_Y)
+                batch = self._target_Y.shape[:-1]
+                weights = torch.full((*batch, M), 1.0 / M).to(self._target_Y)
             else:
                 losses = self.ranking_losses(generator)
-                weights = ranking_weights(losses, generator).to(self.target_Y)
+                weights = ranking_weights(losses, generator).to(self._target_Y)
         self._weights = weights
         self._weights_stale = False
         self._weights_hyperparameters = self._hyperparameters()

@@ -36,7 +36,6 @@ import warnings
 from collections.abc import Sequence
 
 import torch
-from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import Model
@@ -50,6 +49,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.progress import fit_mll_with_progress, progress_bar
 
 #: Smallest per-point noise variance used when conditioning (noise-free data).
 MIN_SOURCE_NOISE = 1e-10
@@ -74,6 +74,7 @@ def pivoted_cholesky(
     row: callable,
     max_rank: int,
     tolerance: float,
+    progress: bool = True,
 ) -> tuple[Tensor, Tensor, float]:
     r"""Greedy pivoted Cholesky of a PSD matrix given by its diagonal and rows.
 
@@ -87,6 +88,9 @@ def pivoted_cholesky(
         max_rank: Largest rank of the factor.
         tolerance: Stop when the largest residual diagonal is at most
             ``tolerance`` times the largest diagonal entry.
+        progress: Count the steps (the rank) on a progress bar when the
+            factorization takes more than a few seconds (see
+            :mod:`botorch_transfer.progress`).
 
     Returns:
         ``(P, pivots, residual)``: the ``N x r`` factor with ``P P^T ~ K``, the ``r``
@@ -99,17 +103,26 @@ def pivoted_cholesky(
     residual = diagonal.clone()
     scale = residual.max().clamp_min(torch.finfo(diagonal.dtype).tiny)
     pivots = []
-    for m in range(max_rank):
-        i = int(torch.argmax(residual))
-        pivot_value = residual[i]
-        if pivot_value <= tolerance * scale:
-            break
-        new_row = row(i) - factor[:m].T @ factor[:m, i]
-        new_row = new_row / pivot_value.sqrt()
-        factor[m] = new_row
-        residual = residual - new_row**2
-        pivots.append(i)
-        residual[pivots] = 0.0  # exactly zero on the pivots (guards round-off)
+    bar = progress_bar(
+        total=max_rank,
+        progress=progress,
+        desc="source posterior: pivoted Cholesky",
+        unit="rank",
+    )
+    with bar:
+        for m in range(max_rank):
+            i = int(torch.argmax(residual))
+            pivot_value = residual[i]
+            if pivot_value <= tolerance * scale:
+                break
+            new_row = row(i) - factor[:m].T @ factor[:m, i]
+            new_row = new_row / pivot_value.sqrt()
+            factor[m] = new_row
+            residual = residual - new_row**2
+            pivots.append(i)
+            residual[pivots] = 0.0  # exactly zero on the pivots (guards round-off)
+            bar.update(1)
+        bar.total = bar.n  # stopping at the numerical rank completes the factor
     rank = len(pivots)
     rel_residual = float(residual.clamp_min(0).max() / scale) if rank < n else 0.0
     return (
@@ -209,6 +222,8 @@ class GPSourcePosterior(SourcePosterior):
         max_rank: Largest rank of the cached factor (per-point cost is
             ``O(max_rank^2)``); at most ``N``.
         tolerance: Relative residual variance at which the factor stops growing.
+        progress: Show a progress bar over the factorization when it takes more
+            than a few seconds (see :mod:`botorch_transfer.progress`).
 
     Example:
         >>> kernel = ScaleKernel(RBFKernel())
@@ -228,6 +243,7 @@ class GPSourcePosterior(SourcePosterior):
         prior_source: SourcePosterior | None = None,
         max_rank: int = 1000,
         tolerance: float = 1e-10,
+        progress: bool = True,
     ) -> None:
         super().__init__()
         if train_X.dim() != 2:
@@ -272,7 +288,11 @@ class GPSourcePosterior(SourcePosterior):
                 return r
 
             P, pivots, residual = pivoted_cholesky(
-                self._prior_variance(X), row, max_rank=max_rank, tolerance=tolerance
+                self._prior_variance(X),
+                row,
+                max_rank=max_rank,
+                tolerance=tolerance,
+                progress=progress,
             )
             L_Z = P[pivots]  # lower-triangular r x r (rows in pivot order)
             G = P.T @ (P / D.unsqueeze(-1))
@@ -449,7 +469,10 @@ def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | 
 
 
 def source_posterior_from_model(
-    model: Model, max_rank: int = 1000, tolerance: float = 1e-10
+    model: Model,
+    max_rank: int = 1000,
+    tolerance: float = 1e-10,
+    progress: bool = True,
 ) -> SourcePosterior:
     r"""Turn a fitted single-output BoTorch model into a frozen
     :class:`SourcePosterior`.
@@ -465,6 +488,7 @@ def source_posterior_from_model(
         model: The fitted model. It is not modified.
         max_rank: See :class:`GPSourcePosterior`.
         tolerance: See :class:`GPSourcePosterior`.
+        progress: See :class:`GPSourcePosterior`.
 
     Returns:
         A source posterior in the model's output units.
@@ -484,7 +508,9 @@ def source_posterior_from_model(
             f"{tuple(model.batch_shape)}."
         )
     if hasattr(model, "as_source_posterior"):
-        return model.as_source_posterior(max_rank=max_rank, tolerance=tolerance)
+        return model.as_source_posterior(
+            max_rank=max_rank, tolerance=tolerance, progress=progress
+        )
     likelihood = getattr(model, "likelihood", None)
     if not (
         isinstance(model, ExactGP)
@@ -510,6 +536,7 @@ def source_posterior_from_model(
             input_transform=input_transform,
             max_rank=max_rank,
             tolerance=tolerance,
+            progress=progress,
         )
         affine = outcome_affine(getattr(model, "outcome_transform", None))
         if affine is not None:
@@ -528,6 +555,7 @@ def frozen_source_posterior(
     fit: bool = True,
     max_rank: int = 1000,
     tolerance: float = 1e-10,
+    progress: bool = True,
 ) -> SourcePosterior:
     r"""One source as a frozen posterior in a model's units ``(y - offset) / scale``.
 
@@ -544,6 +572,9 @@ def frozen_source_posterior(
             ``fit_gpytorch_mll``.
         max_rank: See :class:`GPSourcePosterior`.
         tolerance: See :class:`GPSourcePosterior`.
+        progress: Show progress bars over the GP fit (its optimizer steps) and the
+            cached factorization when they take more than a few seconds (see
+            :mod:`botorch_transfer.progress`).
 
     Returns:
         The source's posterior in the model's units.
@@ -558,13 +589,19 @@ def frozen_source_posterior(
             outcome_transform=None,
         )
         if fit:
-            fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
-        return source_posterior_from_model(gp, max_rank=max_rank, tolerance=tolerance)
+            fit_mll_with_progress(
+                ExactMarginalLogLikelihood(gp.likelihood, gp),
+                progress=progress,
+                desc="source GP fit",
+            )
+        return source_posterior_from_model(
+            gp, max_rank=max_rank, tolerance=tolerance, progress=progress
+        )
     if isinstance(source, SourcePosterior):
         posterior = copy.deepcopy(source)
     else:
         posterior = source_posterior_from_model(
-            source, max_rank=max_rank, tolerance=tolerance
+            source, max_rank=max_rank, tolerance=tolerance, progress=progress
         )
     posterior.set_output_affine(1.0 / scale, -offset / scale)  # user -> model units
     return posterior

@@ -8,7 +8,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from botorch_transfer.data import TaskData, validate_task_set
 from botorch_transfer.pretraining.objectives import (
@@ -18,6 +17,7 @@ from botorch_transfer.pretraining.objectives import (
     nll_objective,
 )
 from botorch_transfer.pretraining.prior import PretrainedPrior
+from botorch_transfer.progress import progress_bar
 
 OBJECTIVES = ("nll", "ekl", "nll+ekl")
 
@@ -74,7 +74,8 @@ def pretrain_prior(
         bounds: ``2 x d`` input bounds for the prior's unit-cube map (default: the
             range of the pre-training inputs).
         seed: Random seed.
-        progress: Show a tqdm progress bar with the losses.
+        progress: Show a progress bar with the losses when training takes more
+            than a few seconds (see :mod:`botorch_transfer.progress`).
 
     Returns:
         The trained :class:`PretrainedPrior` (eval mode). Its ``training_history``
@@ -201,7 +202,9 @@ def pretrain_prior(
 
     best_state, best_val, bad_checks = None, math.inf, 0
     history: list[dict[str, float]] = []
-    bar = tqdm(total=num_steps, disable=not progress, desc=f"pretrain ({objective})")
+    bar = progress_bar(
+        total=num_steps, progress=progress, desc=f"pretrain ({objective})"
+    )
     for step in range(1, num_steps + 1):
         if use_lbfgs:
 

@@ -104,7 +104,7 @@ def test_a_model_written_on_the_hooks_matches_its_reference():
         atol=ATOL,
     )
     # the template stored the target data and derived the training data from them
-    torch.testing.assert_close(model.target_Y, Y.squeeze(-1))
+    torch.testing.assert_close(model.target_Y, Y)
     torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - source.Y.mean())
     # ... and conditioning goes through the same hook
     X_new, Y_new = make_target(n=3, seed=7)
@@ -177,7 +177,7 @@ def test_botorch_positional_order(cls):
     X, Y = make_target()
     Yvar = torch.full_like(Y, TARGET_NOISE)
     model = cls(X, Y, Yvar, source=source)  # SingleTaskGP's order
-    torch.testing.assert_close(model.target_Yvar, Yvar.squeeze(-1))
+    torch.testing.assert_close(model.target_Yvar, Yvar)
     # Ax inspects the positional-or-keyword arguments for its submodules
     args = inspect.getfullargspec(cls).args
     for name in (

@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 import torch
+from botorch.acquisition import LogExpectedImprovement, qLogNoisyExpectedImprovement
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
@@ -181,3 +182,51 @@ def test_to_moves_everything(device, kind):
     post = moved.posterior(torch.rand(2, 2, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
     assert all(b.device.type == device.type for b in moved.buffers())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_subset_output_says_why_and_what_to_do(kind):
+    model = build(kind, *make_target(), make_source())
+    with pytest.raises(NotImplementedError, match="single outcome") as error:
+        model.subset_output([0])
+    assert "ModelListGP" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "kind, transforms", list(itertools.product(KINDS, [False, True]))
+)
+def test_botorch_incumbent_idioms_see_the_target_data(kind, transforms):
+    # train_targets/train_inputs are the GP's derived data (residuals, pooled source
+    # points, model units); target_Y/target_X are the user's, whatever the model
+    source = make_source()
+    X, Y = make_target()
+    Y = 10 * Y + 3  # far from standardized units
+    options = (
+        dict(input_transform=Normalize(2), outcome_transform=Standardize(m=1))
+        if transforms
+        else {}
+    )
+    model = build(kind, X, Y, source, **options)
+    assert torch.equal(model.target_X, X)
+    torch.testing.assert_close(model.target_Y, Y)
+    assert model.target_Yvar is None  # learned
+    # the documented idioms
+    acqf = LogExpectedImprovement(model, best_f=model.target_Y.max())
+    torch.testing.assert_close(acqf.best_f, Y.max())
+    acqf = qLogNoisyExpectedImprovement(model, X_baseline=model.target_X)
+    # pruned to the target points likely to be best: rows of train_X
+    assert (acqf.X_baseline.unsqueeze(-2) == X).all(-1).any(-1).all()
+    assert torch.isfinite(acqf(torch.rand(3, 1, 2, dtype=F64))).all()
+    acqf = qLogNoisyExpectedImprovement(
+        model, X_baseline=model.target_X, prune_baseline=False
+    )
+    assert torch.equal(acqf.X_baseline, X)
+    # the view follows new observations
+    X_new = torch.rand(2, 2, dtype=F64)
+    cond = model.condition_on_observations(X_new, 10 * f(X_new) + 3)
+    assert torch.equal(cond.target_X, torch.cat([X, X_new]))
+    torch.testing.assert_close(cond.target_Y, torch.cat([Y, 10 * f(X_new) + 3]))
+    # known noise comes back in the user's units
+    Yvar = torch.full_like(Y, 0.5)
+    model = build(kind, X, Y, source, train_Yvar=Yvar, **options)
+    torch.testing.assert_close(model.target_Yvar, Yvar)

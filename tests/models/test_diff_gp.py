@@ -157,7 +157,7 @@ def test_correction_follows_conditioning_and_fantasies():
     fantasy = model.fantasize(X[6:7], SobolQMCNormalSampler(torch.Size([3])))
     assert fantasy.batch_shape == torch.Size([3])
     for i in range(3):
-        y_i = fantasy.target_Y[i, -1:].unsqueeze(-1)
+        y_i = fantasy.target_Y[i, -1:]
         rebuilt = make_diff(source, X[:7], torch.cat([Y[:6], y_i]))
         torch.testing.assert_close(
             fantasy.train_targets[i, : source.n],

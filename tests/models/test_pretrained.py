@@ -13,8 +13,13 @@ from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer import PretrainedPriorGP, hyperbo_probability_of_improvement
+from botorch_transfer import (
+    DeltaBOModel,
+    PretrainedPriorGP,
+    hyperbo_probability_of_improvement,
+)
 from botorch_transfer.pretraining import pretrain_prior
+from tests.models.test_delta import make_source, make_target
 from tests.pretraining import reference as ref
 from tests.pretraining.test_objectives import make_prior
 
@@ -254,3 +259,12 @@ def test_to_after_a_posterior_call(device):
     moved = model.to(device=device, dtype=torch.float32)
     post = moved.posterior(torch.rand(3, 2, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
+
+
+def test_hyperbo_pi_takes_the_incumbent_from_the_target_data():
+    # on a model whose train_targets are residuals, best_f is still max(y) + margin
+    X, Y = make_target()
+    model = DeltaBOModel(X, Y, source=make_source())
+    assert not torch.allclose(model.train_targets.max(), Y.max())
+    acqf = hyperbo_probability_of_improvement(model, margin=0.1)
+    torch.testing.assert_close(acqf.best_f, Y.max() + 0.1)

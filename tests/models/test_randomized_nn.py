@@ -5,7 +5,12 @@ import math
 
 import pytest
 import torch
-from botorch.acquisition import qLogExpectedImprovement, qUpperConfidenceBound
+from botorch.acquisition import (
+    LogExpectedImprovement,
+    qLogExpectedImprovement,
+    qLogNoisyExpectedImprovement,
+    qUpperConfidenceBound,
+)
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.posteriors.ensemble import EnsemblePosterior
@@ -509,3 +514,34 @@ def test_thompson_sampling_on_a_finite_domain():
     )
     best = choices[model.posterior(choices).values.reshape(-1).argmax()]
     assert torch.equal(x, best.unsqueeze(0))
+
+
+def test_subset_output_says_why_and_what_to_do():
+    model = RandomizedNNEnsemble(*data(n=5), num_members=2, num_steps=5, seed=0)
+    with pytest.raises(NotImplementedError, match="single outcome") as error:
+        model.subset_output([0])
+    assert "ModelList" in str(error.value)
+
+
+def test_botorch_incumbent_idioms_see_the_training_data():
+    # as on the GPs: train_targets are standardized, target_Y is the user's
+    X, Y = data(n=6)
+    Y = 10 * Y + 3
+    model = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=4,
+        num_steps=20,
+        seed=0,
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    assert torch.equal(model.target_X, X) and torch.equal(model.target_Y, Y)
+    assert model.target_Yvar is None
+    acqf = LogExpectedImprovement(model, best_f=model.target_Y.max())
+    torch.testing.assert_close(acqf.best_f, Y.max())
+    acqf = qLogNoisyExpectedImprovement(
+        model, X_baseline=model.target_X, prune_baseline=False
+    )
+    assert torch.equal(acqf.X_baseline, X)
+    assert torch.isfinite(acqf(torch.rand(3, 1, 2, dtype=F64))).all()
