@@ -61,11 +61,12 @@ def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:
         raise ValueError(
             f"`model` must not be batched, got batch_shape {tuple(model.batch_shape)}."
         )
-    X, Y, Yvar = model.target_X, model.target_Y, model.target_Yvar
+    # the internal target data (model units) are what the model rebuilds from
+    X, Y, Yvar = model._target_X, model._target_Y, model._target_Yvar
     n = X.shape[-2]
     if n < 2:
         raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
-    y_user = Y * model.output_scale + model.output_offset
+    y_user = model.target_Y.squeeze(-1)
     densities = []
     try:
         with torch.no_grad():
@@ -195,15 +196,11 @@ class TransferGuard(Model):
 
     @staticmethod
     def _fit_target_model(model: SourceConditionedGP) -> SingleTaskGP:
-        X = model.target_X
-        Y = (model.target_Y * model.output_scale + model.output_offset).unsqueeze(-1)
-        Yvar = model.target_Yvar
-        Yvar = None if torch.isnan(Yvar).any() else (Yvar * model.output_scale**2)
         transform = getattr(model, "input_transform", None)
         target = SingleTaskGP(
-            X,
-            Y,
-            None if Yvar is None else Yvar.unsqueeze(-1),
+            model.target_X,
+            model.target_Y,
+            model.target_Yvar,
             input_transform=copy.deepcopy(transform),
             outcome_transform=Standardize(m=1),
         )
@@ -225,8 +222,13 @@ class TransferGuard(Model):
 
     @property
     def target_X(self) -> Tensor:
-        r"""The target inputs (as the transfer model holds them)."""
+        r"""The target inputs, raw (``X_baseline`` of noisy acquisition functions)."""
         return self.transfer_model.target_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""The target observations in the user's units (``best_f``'s source)."""
+        return self.transfer_model.target_Y
 
     def posterior(
         self,
