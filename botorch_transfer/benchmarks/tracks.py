@@ -70,6 +70,7 @@ TRACKS: dict[str, Track] = {
     "default": Track(
         methods=(
             "deltabo-fitted",
+            "deltabo-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",
