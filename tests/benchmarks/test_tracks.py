@@ -21,7 +21,8 @@ def test_default_track_has_peers_controls_and_no_transfer_reference():
     track = TRACKS["default"]
     assert {"mtgp", "rgpe", "gp-ucb-fitted"} <= set(track.methods)
     assert all(
-        m.endswith("-fitted") or m in ("mtgp", "rgpe", "random") for m in track.methods
+        m.endswith(("-fitted", "-guarded")) or m in ("mtgp", "rgpe", "random")
+        for m in track.methods
     )
     assert sum(p.endswith(("-unrelated", "-affine")) for p in track.problems) >= 3
     assert "mtgp" in TRACKS["quick"].methods  # the main job shows the peers
