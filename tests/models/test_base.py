@@ -216,7 +216,13 @@ def test_likelihoods_that_cannot_carry_the_noise_are_rejected():
     source = make_source()
     X, Y = make_target()
     with pytest.raises(TypeError, match="FixedNoiseGaussianLikelihood `likelihood`"):
-        DeltaBOModel(X, Y, source=source, likelihood=GaussianLikelihood())
+        DeltaBOModel(
+            X,
+            Y,
+            source=source,
+            likelihood=GaussianLikelihood(),
+            residual_covariance="diagonal",  # per-point source variance as noise
+        )
     with pytest.raises(
         TypeError,
         match="`likelihood` of a EnvGP must be a TaskIndexedGaussianLikelihood",

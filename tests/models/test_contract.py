@@ -43,10 +43,12 @@ def cmbo_prior():
 
 
 def build(kind, X, Y, source, **kwargs):
-    if kind == "deltabo":
+    if kind == "deltabo":  # the paper's diagonal residual noise
+        return DeltaBOModel(
+            X, Y, source=source, residual_covariance="diagonal", **kwargs
+        )
+    if kind == "deltabo-full":  # the default
         return DeltaBOModel(X, Y, source=source, **kwargs)
-    if kind == "deltabo-full":
-        return DeltaBOModel(X, Y, source=source, residual_covariance="full", **kwargs)
     if kind == "rgpe":
         return RGPE(X, Y, source=source, **kwargs)
     if kind == "cmbo":  # the meta prior takes the place of the source

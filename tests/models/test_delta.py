@@ -249,7 +249,7 @@ def test_two_stacked_sources_match_reference(mode):
         second.X,
         second.Y.squeeze(-1),
         second.Yvar.squeeze(-1),
-        "diagonal",
+        mode,  # a later source is a DeltaBO layer of the same kind
     )
     ref_mean, ref_cov = deltabo_posterior(
         mu_2,
@@ -327,7 +327,7 @@ def test_fitted_model_source_with_transforms_matches_its_posterior():
         X,
         Y.squeeze(-1),
         torch.full((7,), TARGET_NOISE, dtype=F64),
-        "diagonal",
+        "full",  # the default
     )
     X_test = torch.rand(4, 2, dtype=F64) * 4 - 2
     post = model.posterior(X_test)
@@ -429,21 +429,27 @@ def test_low_rank_source_is_close_to_exact_and_cheaper():
 # ------------------------------------------------------------ BoTorch contract
 
 
-def test_batched_training_data_fits_one_model_per_batch():
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_batched_training_data_fits_one_model_per_batch(mode):
     X, Y = make_target(batch=(2,), n=10)
-    model = DeltaBOModel(X, Y, source=make_source())
+    model = DeltaBOModel(X, Y, source=make_source(), residual_covariance=mode)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     assert model.delta_covar_module.outputscale.shape == (2,)
     # batch b of the model equals a model fitted on batch b's data with those
     # hyperparameters
-    single = DeltaBOModel(X[1], Y[1], source=model.frozen_source())
+    single = DeltaBOModel(
+        X[1], Y[1], source=model.frozen_source(), residual_covariance=mode
+    )
     single.delta_covar_module.outputscale = model.delta_covar_module.outputscale[
         1
     ].detach()
     single.delta_covar_module.base_kernel.lengthscale = (
         model.delta_covar_module.base_kernel.lengthscale[1].detach()
     )
-    single.likelihood.second_noise = model.likelihood.second_noise[1].detach()
+    if mode == "diagonal":
+        single.likelihood.second_noise = model.likelihood.second_noise[1].detach()
+    else:
+        single.likelihood.noise = model.likelihood.noise[1].detach()
     X_test = torch.rand(4, 2, dtype=F64)
     batched = model.posterior(X_test.expand(2, 4, 2))
     assert batched.mean.shape == (2, 4, 1)
@@ -537,13 +543,20 @@ def test_fantasize_uses_target_noise_and_source_mean():
     ).all()
 
 
-def test_fit_touches_only_delta_kernel_and_target_noise():
+@pytest.mark.parametrize(
+    "mode, noise",
+    [
+        ("diagonal", "likelihood.second_noise_covar.raw_noise"),
+        ("full", "likelihood.noise_covar.raw_noise"),
+    ],
+)
+def test_fit_touches_only_delta_kernel_and_target_noise(mode, noise):
     source = make_source()
     X, Y = make_target(n=12)
-    model = DeltaBOModel(X, Y, source=source)
+    model = DeltaBOModel(X, Y, source=source, residual_covariance=mode)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     assert trainable == {
-        "likelihood.second_noise_covar.raw_noise",
+        noise,
         "delta_covar_module.raw_outputscale",
         "delta_covar_module.base_kernel.raw_lengthscale",
     }
