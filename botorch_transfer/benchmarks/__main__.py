@@ -6,6 +6,9 @@ two embedded problems (about 7 minutes on 2 cores), appends one JSON line per
 finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
 summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
 default`` run the papers' and the default-settings comparisons.
+
+``summarize`` and ``plot`` skip, with a warning, the lines of the results file that
+are not run records.
 """
 
 from __future__ import annotations
@@ -26,20 +29,39 @@ from botorch_transfer.benchmarks.meta import META_PROBLEMS
 from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
-from botorch_transfer.benchmarks.runner import load_results, safe_run_experiment
+from botorch_transfer.benchmarks.runner import read_results, safe_run_experiment
 from botorch_transfer.benchmarks.tracks import TRACKS
 
 RESULTS = "results.jsonl"
+#: Skipped lines reported one by one; the rest are counted.
+MAX_REPORTED_LINES = 10
 
 
-def _load(out: Path) -> list[dict]:
-    records, corrupt = load_results(out / RESULTS)
-    if corrupt:
-        print(
-            f"warning: skipped {corrupt} corrupt line(s) in {out / RESULTS}",
-            file=sys.stderr,
-        )
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _load(out: Path, warn: bool = True) -> list[dict]:
+    r"""The records of ``out``'s results file, with a warning for every skipped
+    line.
+
+    Args:
+        out: The results directory.
+        warn: Print the warnings.
+    """
+    path = out / RESULTS
+    records, skipped = read_results(path)
+    if warn:
+        _report(path, skipped)
     return records
+
+
+def _report(path: Path, skipped: list[str]) -> None:
+    r"""Warn about a results file's skipped lines."""
+    for message in skipped[:MAX_REPORTED_LINES]:
+        _warn(f"skipped corrupt line {message}")
+    if len(skipped) > MAX_REPORTED_LINES:
+        _warn(f"skipped {len(skipped) - MAX_REPORTED_LINES} more corrupt line(s)")
 
 
 @contextmanager
@@ -98,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if skipped:
         print(f"skipping combinations that do not apply: {', '.join(skipped)}")
     args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / RESULTS
     done = {
         (r["problem"], r["method"], r["seed"])
         for r in _load(args.out)
@@ -107,18 +130,12 @@ def cmd_run(args: argparse.Namespace) -> None:
         (p, m, s) for p, m in pairs for s in range(args.seeds) if (p, m, s) not in done
     ]
     if len(todo) < len(pairs) * args.seeds:
-        print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
-    results = args.out / RESULTS
-    if (
-        results.exists()
-        and results.stat().st_size
-        and not results.read_bytes().endswith(b"\n")
-    ):
-        with open(
-            results, "a"
-        ) as fh:  # end an interrupted line so new records stay intact
+        print(f"resuming: {len(done)} finished run(s) found in {path}")
+    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        # end an interrupted line so new records stay intact
+        with open(path, "a") as fh:
             fh.write("\n")
-    with _executor(args) as pool, open(args.out / RESULTS, "a") as fh:
+    with _executor(args) as pool, open(path, "a") as fh:
         futures = [
             pool.submit(
                 safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)
@@ -134,20 +151,23 @@ def cmd_run(args: argparse.Namespace) -> None:
                     f"run {record['problem']}/{record['method']}"
                     f"/seed {record['seed']} failed: {record['error']}"
                 )
-    cmd_summarize(args)
-    cmd_plot(args)
+    # the file's problems were reported before the runs
+    records = _load(args.out, warn=False)
+    cmd_summarize(args, records)
+    cmd_plot(args, records)
 
 
-def cmd_summarize(args: argparse.Namespace) -> None:
-    print(summary_table(_load(args.out)))
+def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -> None:
+    print(summary_table(_load(args.out) if records is None else records))
 
 
-def cmd_plot(args: argparse.Namespace) -> None:
+def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> None:
     # `run` ends with a plot too; options not given keep plot_regret's defaults
     options = {
         name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)
     }
-    path = plot_regret(_load(args.out), args.out / "regret.png", **options)
+    records = _load(args.out) if records is None else records
+    path = plot_regret(records, args.out / "regret.png", **options)
     print(f"regret plot written to {path}")
 
 

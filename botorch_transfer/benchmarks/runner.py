@@ -1,5 +1,9 @@
 r"""The source/target (``"transfer"``) protocol: run one (problem, method, seed) BO
-experiment and record its full trace; the CLI's worker entry point; results files."""
+experiment and record its full trace; the CLI's worker entry point; results files.
+
+A results file holds one JSON record per line; :func:`read_results` skips the lines
+that are not run records.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -159,20 +164,88 @@ def safe_run_experiment(
         }
 
 
-def load_results(path: Path) -> tuple[list[dict], int]:
-    r"""Read a JSONL results file; returns ``(records, n_corrupt_lines)``.
+def _not_a_record(value: Any) -> str | None:
+    r"""Why a parsed line is not a run record that the reports can use (``None``
+    if it is one)."""
+    if not isinstance(value, dict):
+        return f"not a run record: {json.dumps(value)[:40]}"
+    if not (
+        isinstance(value.get("problem"), str)
+        and isinstance(value.get("method"), str)
+        and type(value.get("seed")) is int
+    ):
+        return "not a run record (it needs a problem, a method and an integer seed)"
+    if "error" in value:
+        return None
+    T = value.get("iterations", 1)
+    if type(T) is not int or T < 1:
+        return f"a run of {T!r} iterations (nothing to report)"
+    trace = (
+        value.get("simple_regret")
+        if value.get("metric") == "simple_regret"
+        # HPO runs: regret against the best value found, filled in at report time
+        else value.get("cumulative_regret") or value.get("values")
+    )
+    if not (isinstance(trace, list) and trace) or not isinstance(
+        value.get("iteration_s"), list
+    ):
+        return "an incomplete run record (no regret trace or timings)"
+    return None
 
-    A corrupt line (e.g. the last line of an interrupted sweep) is skipped and
-    counted, never fatal.
+
+def parse_line(line: bytes) -> tuple[dict | None, str | None]:
+    r"""Parse one line of a results file.
+
+    Args:
+        line: The line's bytes.
+
+    Returns:
+        ``(record, None)``, or ``(None, why)`` for a line that is not a run record
+        (invalid UTF-8 or JSON, JSON that is not a record, an empty run);
+        ``(None, None)`` for a blank line.
     """
-    records, corrupt = [], 0
-    if not path.exists():
-        return records, corrupt
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            corrupt += 1
-    return records, corrupt
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    if not text.strip():
+        return None, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None, "malformed JSON (e.g. the last line of an interrupted sweep)"
+    why = _not_a_record(value)
+    return (None, why) if why else (value, None)
+
+
+def read_results(path: Path) -> tuple[list[dict], list[str]]:
+    r"""Read a JSONL results file, skipping the lines that are not run records.
+
+    Args:
+        path: The results file (a missing file has no records).
+
+    Returns:
+        The records in file order and one ``"PATH:LINE: why"`` message per skipped
+        line.
+    """
+    records, skipped = [], []
+    if not path.is_file():
+        return records, skipped
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            record, why = parse_line(line)
+            if record is not None:
+                records.append(record)
+            elif why is not None:
+                skipped.append(f"{path}:{number}: {why}")
+    return records, skipped
+
+
+def load_results(path: Path) -> tuple[list[dict], int]:
+    r"""Read a JSONL results file; returns ``(records, n_skipped_lines)``.
+
+    A line that is not a run record (e.g. the last line of an interrupted sweep) is
+    skipped and counted, never fatal; see :func:`read_results` for the reasons.
+    """
+    records, skipped = read_results(path)
+    return records, len(skipped)

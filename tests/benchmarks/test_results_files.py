@@ -1,0 +1,90 @@
+r"""Results files: lines that are not run records."""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from botorch_transfer.benchmarks import __main__ as cli
+from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.runner import load_results
+
+
+def record(seed: int, method: str = "a", iterations: int = 2, **extra) -> dict:
+    r"""A finished transfer run record with a hand-made trace."""
+    return {
+        "problem": "p",
+        "method": method,
+        "seed": seed,
+        "iterations": iterations,
+        "values": [0.0] * iterations,
+        "regret": [1.0 + seed] * iterations,
+        "cumulative_regret": [(1.0 + seed) * (t + 1) for t in range(iterations)],
+        "optimum": 1.0,
+        "optimum_is_exact": True,
+        "iteration_s": [0.1] * iterations,
+        **extra,
+    }
+
+
+def write_lines(path: Path, lines: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        for line in lines:
+            fh.write(line if isinstance(line, bytes) else json.dumps(line).encode())
+            fh.write(b"\n")
+    return path
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    r"""Run the CLI's runs in a thread of this process (no worker start-up) and skip
+    drawing its plot (seconds; tested on its own)."""
+
+    @contextmanager
+    def executor(args):
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            yield pool
+
+    monkeypatch.setattr(cli, "_executor", executor)
+    monkeypatch.setattr(cli, "plot_regret", lambda records, path, **options: path)
+
+
+RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
+
+
+# ------------------------------------------------------------ bad lines
+
+
+def test_lines_that_are_not_records_are_skipped_by_line(tmp_path, capsys, in_process):
+    path = write_lines(
+        tmp_path / "results.jsonl",
+        [
+            record(0),
+            b"42",
+            b"null",
+            b"[1, 2]",
+            b"{}",
+            b'{"problem": "p", "method": "a", "seed": "zero"}',
+            b"\xff\xfe not utf-8",
+            b'{"problem": "bo',
+            record(1, iterations=0),  # the empty "finished" run of --iterations 0
+            record(2),
+        ],
+    )
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    row = next(line for line in out.out.splitlines() if line.startswith("p "))
+    assert row.split()[2] == "2"
+    for line in range(2, 10):
+        assert f"{path}:{line}:" in out.err
+    assert f"{path}:1:" not in out.err and f"{path}:10:" not in out.err
+    records, skipped = load_results(path)
+    assert [r["seed"] for r in records] == [0, 2] and skipped == 8
+    # `run` resumes from the same file and appends intact lines after the bad ones
+    main(["run", "--out", str(tmp_path), "--seeds", "1", "--iterations", "2", *RUN])
+    records, skipped = load_results(path)
+    assert [r["problem"] for r in records] == ["p", "p", "bohachevsky"]
+    assert skipped == 8
