@@ -7,15 +7,15 @@ finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
 summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
 default`` run the papers' and the default-settings comparisons.
 
-``summarize`` and ``plot`` skip, with a warning, the lines of the results file that
-are not run records.
+Several ``run`` processes may write to one ``OUT`` (every append locks the file; a
+run recorded twice is kept once), and ``summarize``/``plot`` skip, with a warning,
+lines that are not run records and duplicate records of a run.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import multiprocessing
 import sys
 from collections.abc import Iterator
@@ -29,7 +29,12 @@ from botorch_transfer.benchmarks.meta import META_PROBLEMS
 from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
-from botorch_transfer.benchmarks.runner import read_results, safe_run_experiment
+from botorch_transfer.benchmarks.runner import (
+    ResultsWriter,
+    deduplicate,
+    read_results,
+    safe_run_experiment,
+)
 from botorch_transfer.benchmarks.tracks import TRACKS
 
 RESULTS = "results.jsonl"
@@ -42,8 +47,8 @@ def _warn(message: str) -> None:
 
 
 def _load(out: Path, warn: bool = True) -> list[dict]:
-    r"""The records of ``out``'s results file, with a warning for every skipped
-    line.
+    r"""The records of ``out``'s results file, one per run, with a warning for every
+    skipped line and dropped duplicate.
 
     Args:
         out: The results directory.
@@ -51,17 +56,24 @@ def _load(out: Path, warn: bool = True) -> list[dict]:
     """
     path = out / RESULTS
     records, skipped = read_results(path)
+    records, dropped = deduplicate(records)
     if warn:
-        _report(path, skipped)
+        _report(path, records, skipped, dropped)
     return records
 
 
-def _report(path: Path, skipped: list[str]) -> None:
-    r"""Warn about a results file's skipped lines."""
+def _report(path: Path, records: list[dict], skipped: list[str], dropped: int) -> None:
+    r"""Warn about a results file's skipped lines and duplicates."""
     for message in skipped[:MAX_REPORTED_LINES]:
         _warn(f"skipped corrupt line {message}")
     if len(skipped) > MAX_REPORTED_LINES:
         _warn(f"skipped {len(skipped) - MAX_REPORTED_LINES} more corrupt line(s)")
+    if dropped:
+        # e.g. two `run`s into one directory before results files were locked
+        _warn(
+            f"dropped {dropped} duplicate record(s) of runs recorded more than once "
+            f"in {path} (kept the first record of each run)"
+        )
 
 
 @contextmanager
@@ -131,11 +143,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     ]
     if len(todo) < len(pairs) * args.seeds:
         print(f"resuming: {len(done)} finished run(s) found in {path}")
-    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-        # end an interrupted line so new records stay intact
-        with open(path, "a") as fh:
-            fh.write("\n")
-    with _executor(args) as pool, open(path, "a") as fh:
+    writer = ResultsWriter(path)
+    recorded_elsewhere = 0
+    with _executor(args) as pool:
         futures = [
             pool.submit(
                 safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)
@@ -144,13 +154,17 @@ def cmd_run(args: argparse.Namespace) -> None:
         ]
         for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
             record = future.result()
-            fh.write(json.dumps(record) + "\n")
-            fh.flush()
+            recorded_elsewhere += not writer.append(record)
             if "error" in record:
                 tqdm.write(
                     f"run {record['problem']}/{record['method']}"
                     f"/seed {record['seed']} failed: {record['error']}"
                 )
+    if recorded_elsewhere:
+        print(
+            f"{recorded_elsewhere} run(s) had been recorded meanwhile by another "
+            f"process writing to {path}; their first records are kept"
+        )
     # the file's problems were reported before the runs
     records = _load(args.out, warn=False)
     cmd_summarize(args, records)

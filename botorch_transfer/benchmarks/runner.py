@@ -1,8 +1,11 @@
 r"""The source/target (``"transfer"``) protocol: run one (problem, method, seed) BO
 experiment and record its full trace; the CLI's worker entry point; results files.
 
-A results file holds one JSON record per line; :func:`read_results` skips the lines
-that are not run records.
+A results file holds one JSON record per line. A run is identified by its
+:func:`run_key`: the problem, the method, the seed and the settings that change
+its outcome (:data:`RUN_SETTINGS`). :class:`ResultsWriter` appends records safely
+next to other writers of the same file; :func:`read_results` skips the lines that
+are not run records and :func:`deduplicate` keeps one record per run.
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no advisory locks, one writer per results file
+    fcntl = None
 
 import torch
 from torch import Tensor
@@ -225,8 +233,8 @@ def read_results(path: Path) -> tuple[list[dict], list[str]]:
         path: The results file (a missing file has no records).
 
     Returns:
-        The records in file order and one ``"PATH:LINE: why"`` message per skipped
-        line.
+        The records in file order (duplicates included, see :func:`deduplicate`)
+        and one ``"PATH:LINE: why"`` message per skipped line.
     """
     records, skipped = [], []
     if not path.is_file():
@@ -245,7 +253,125 @@ def load_results(path: Path) -> tuple[list[dict], int]:
     r"""Read a JSONL results file; returns ``(records, n_skipped_lines)``.
 
     A line that is not a run record (e.g. the last line of an interrupted sweep) is
-    skipped and counted, never fatal; see :func:`read_results` for the reasons.
+    skipped and counted, never fatal; see :func:`read_results` for the reasons and
+    :func:`deduplicate` to keep one record per run.
     """
     records, skipped = read_results(path)
     return records, len(skipped)
+
+
+#: Settings besides (problem, method, seed) that change a run's outcome: records
+#: that differ in one of them are different runs (a rerun does not reuse them).
+RUN_SETTINGS = ("iterations",)
+
+RunKey = tuple[Any, ...]
+
+
+def run_key(record: dict) -> RunKey:
+    r"""``(problem, method, seed, *settings)`` of a run record (see
+    :data:`RUN_SETTINGS`)."""
+    return (
+        record["problem"],
+        record["method"],
+        record["seed"],
+        *(record.get(name) for name in RUN_SETTINGS),
+    )
+
+
+def deduplicate(records: list[dict]) -> tuple[list[dict], int]:
+    r"""Keep one record per run (:func:`run_key`).
+
+    A finished run recorded twice (two sweeps into one file) keeps its first record.
+    A failure is kept only if the run never finished (a failure with the default
+    ``iterations`` counts as finished by a finished run of any ``iterations``), and
+    then only its last record.
+
+    Args:
+        records: Run records in file order.
+
+    Returns:
+        The records in file order and the number of finished-run duplicates dropped.
+    """
+    first: dict[RunKey, dict] = {}
+    for r in records:
+        if "error" not in r:
+            first.setdefault(run_key(r), r)
+    finished = {key[:3] for key in first}
+    last_failure = {run_key(r): i for i, r in enumerate(records) if "error" in r}
+    kept, dropped = [], 0
+    for i, r in enumerate(records):
+        key = run_key(r)
+        if "error" in r:
+            default = all(v is None for v in key[3:])
+            rerun = key in first or (default and key[:3] in finished)
+            if not rerun and last_failure[key] == i:
+                kept.append(r)
+        elif first[key] is r:
+            kept.append(r)
+        else:
+            dropped += 1
+    return kept, dropped
+
+
+def _lock(fh: IO[bytes]) -> None:
+    if fcntl is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+
+
+def _unlock(fh: IO[bytes]) -> None:
+    if fcntl is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+class ResultsWriter:
+    r"""Append run records to a JSONL results file next to other writers of it.
+
+    Every append holds an exclusive ``fcntl.flock`` on the file (POSIX; elsewhere
+    keep to one writer per file), so lines never interleave; it first ends a line a
+    killed writer left unfinished, and skips a finished run that another writer
+    recorded since this one last looked, so that two sweeps into one directory
+    record each run once.
+
+    Args:
+        path: The results file (created on the first append).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0  # the bytes of the file this writer has read
+        self._finished: set[RunKey] = set()
+
+    def append(self, record: dict) -> bool:
+        r"""Append ``record`` as one line.
+
+        Args:
+            record: A run record (a finished run or a failure).
+
+        Returns:
+            ``False`` if the run had finished in the file already (nothing written).
+        """
+        line = (json.dumps(record) + "\n").encode()
+        with open(self.path, "a+b") as fh:
+            _lock(fh)
+            try:
+                if fh.seek(0, 2) < self._offset:  # replaced or truncated: reread
+                    self._offset, self._finished = 0, set()
+                fh.seek(self._offset)
+                new = fh.read()
+                for raw in new.splitlines():
+                    r, _ = parse_line(raw)
+                    if r is not None and "error" not in r:
+                        self._finished.add(run_key(r))
+                key = run_key(record)
+                written = "error" in record or key not in self._finished
+                if written:
+                    if new and not new.endswith(b"\n"):
+                        line = b"\n" + line  # keep the new record off a torn line
+                    fh.write(line)
+                    fh.flush()
+                    if "error" not in record:
+                        self._finished.add(key)
+                self._offset = fh.seek(0, 2)
+            finally:
+                _unlock(fh)
+        return written

@@ -1,6 +1,8 @@
-r"""Results files: lines that are not run records."""
+r"""Results files: concurrent writers, one record per run, lines that are not run
+records."""
 
 import json
+import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +55,54 @@ def in_process(monkeypatch):
 
 
 RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
+
+
+# ------------------------------------------------------------ concurrent writers
+
+
+def _append_all(path: str, n: int, barrier) -> None:
+    from botorch_transfer.benchmarks.runner import ResultsWriter
+
+    writer = ResultsWriter(Path(path))
+    barrier.wait()
+    for seed in range(n):
+        # long lines: a torn or interleaved write would show as a corrupt line
+        writer.append(record(seed, payload="x" * 200_000))
+
+
+def test_concurrent_writers_record_each_run_once(tmp_path):
+    path = tmp_path / "results.jsonl"
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(2)
+    writers = [
+        context.Process(target=_append_all, args=(str(path), 20, barrier))
+        for _ in range(2)
+    ]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(timeout=60)
+    assert [w.exitcode for w in writers] == [0, 0]
+    records, corrupt = load_results(path)
+    assert corrupt == 0
+    assert sorted(r["seed"] for r in records) == list(range(20))
+
+
+def test_readers_keep_one_record_per_run(tmp_path, capsys):
+    runs = [record(s) for s in range(3)]
+    write_lines(tmp_path / "results.jsonl", runs + runs)  # two sweeps, same runs
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    row = next(line for line in out.out.splitlines() if line.startswith("p "))
+    assert row.split()[2] == "3"  # runs
+    assert "3 duplicate record(s)" in out.err and "results.jsonl" in out.err
+    # a failure followed by a successful rerun of the same run: the run counts once
+    # and not as failed
+    failed = {k: runs[0][k] for k in ("problem", "method", "seed", "iterations")}
+    write_lines(tmp_path / "results.jsonl", [{**failed, "error": "boom"}, *runs])
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    assert "failed" not in out.out and "duplicate" not in out.err
 
 
 # ------------------------------------------------------------ bad lines
