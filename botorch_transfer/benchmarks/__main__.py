@@ -7,9 +7,11 @@ finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
 summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
 default`` run the papers' and the default-settings comparisons.
 
-Several ``run`` processes may write to one ``OUT`` (every append locks the file; a
-run recorded twice is kept once), and ``summarize``/``plot`` skip, with a warning,
-lines that are not run records and duplicate records of a run.
+A run is identified by its problem, method, seed and ``--iterations``: a rerun
+with another T runs again instead of reusing the finished runs. Several ``run``
+processes may write to one ``OUT`` (every append locks the file; a run recorded
+twice is kept once), and ``summarize``/``plot`` skip, with a warning, lines that
+are not run records and duplicate records of a run.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import argparse
 import importlib
 import multiprocessing
 import sys
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from botorch_transfer.benchmarks.meta import META_PROBLEMS
+from botorch_transfer.benchmarks.meta import META_PROBLEMS, make_meta_problem
 from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
@@ -33,6 +36,7 @@ from botorch_transfer.benchmarks.runner import (
     ResultsWriter,
     deduplicate,
     read_results,
+    run_key,
     safe_run_experiment,
 )
 from botorch_transfer.benchmarks.tracks import TRACKS
@@ -46,9 +50,14 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+def _joined(values: Iterable) -> str:
+    r"""``"2, 10"``: distinct values in numeric order for messages."""
+    return ", ".join(sorted({str(v) for v in values}, key=lambda v: (len(v), v)))
+
+
 def _load(out: Path, warn: bool = True) -> list[dict]:
     r"""The records of ``out``'s results file, one per run, with a warning for every
-    skipped line and dropped duplicate.
+    skipped line, dropped duplicate and mix of settings.
 
     Args:
         out: The results directory.
@@ -63,7 +72,7 @@ def _load(out: Path, warn: bool = True) -> list[dict]:
 
 
 def _report(path: Path, records: list[dict], skipped: list[str], dropped: int) -> None:
-    r"""Warn about a results file's skipped lines and duplicates."""
+    r"""Warn about a results file's skipped lines, duplicates and mixed settings."""
     for message in skipped[:MAX_REPORTED_LINES]:
         _warn(f"skipped corrupt line {message}")
     if len(skipped) > MAX_REPORTED_LINES:
@@ -73,6 +82,21 @@ def _report(path: Path, records: list[dict], skipped: list[str], dropped: int) -
         _warn(
             f"dropped {dropped} duplicate record(s) of runs recorded more than once "
             f"in {path} (kept the first record of each run)"
+        )
+    lengths = defaultdict(set)
+    for r in records:
+        if "error" not in r:
+            lengths[(r["problem"], r["method"])].add(r.get("iterations"))
+    mixed = [
+        f"{m} on {p} (iterations {_joined(T)})"
+        for (p, m), T in lengths.items()
+        if len(T) > 1
+    ]
+    if mixed:
+        _warn(
+            f"runs with different iterations in {path}: {'; '.join(mixed)}; the "
+            "summary and plot cut every run of a method to its shortest (use one "
+            "--out directory per setting)"
         )
 
 
@@ -101,6 +125,16 @@ def _methods_for(problem: str) -> tuple[str, ...]:
     return available_methods(META if problem in META_PROBLEMS else TRANSFER)
 
 
+def _default_iterations(problem: str) -> int:
+    r"""The problem's default T; exits with a message if it cannot be built here."""
+    try:
+        if problem in META_PROBLEMS:
+            return make_meta_problem(problem).iterations
+        return make_problem(problem).iterations
+    except (ImportError, FileNotFoundError) as e:  # optional data / extras
+        raise SystemExit(f"Problem {problem!r} is unavailable here: {e}") from e
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     track = TRACKS[args.track]
     if args.problems is None:
@@ -109,17 +143,19 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.methods = list(track.methods)
     for module in args.plugin:
         importlib.import_module(module)
-    for p in args.problems:
-        if p not in META_PROBLEMS:
-            try:
-                make_problem(p)  # fail fast on unknown names and missing extras
-            except (ImportError, FileNotFoundError) as e:
-                raise SystemExit(f"Problem {p!r} is unavailable here: {e}") from e
     for m in args.methods:
         if m not in available_methods():
             raise SystemExit(
                 f"Unknown method {m!r}; choose from {sorted(available_methods())}."
             )
+    # T is part of a run's key. Building the transfer problems also fails fast on
+    # missing extras; a meta problem is built for its default T only if the file
+    # has runs of it (below)
+    iterations = {
+        p: args.iterations or _default_iterations(p)
+        for p in args.problems
+        if args.iterations is not None or p not in META_PROBLEMS
+    }
     pairs = [
         (p, m) for p in args.problems for m in args.methods if m in _methods_for(p)
     ]
@@ -133,16 +169,30 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"skipping combinations that do not apply: {', '.join(skipped)}")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / RESULTS
-    done = {
-        (r["problem"], r["method"], r["seed"])
-        for r in _load(args.out)
-        if "error" not in r
-    }
-    todo = [
-        (p, m, s) for p, m in pairs for s in range(args.seeds) if (p, m, s) not in done
+    finished = [r for r in _load(args.out) if "error" not in r]
+    for p in {r["problem"] for r in finished} & (set(args.problems) - set(iterations)):
+        iterations[p] = _default_iterations(p)
+    # the runs asked for, by run key (see runner.RUN_SETTINGS)
+    wanted = [(p, m, s, iterations.get(p)) for p, m in pairs for s in range(args.seeds)]
+    done = {run_key(r) for r in finished}
+    todo = [key[:3] for key in wanted if key not in done]
+    if len(todo) < len(wanted):
+        print(f"resuming: {len(wanted) - len(todo)} finished run(s) found in {path}")
+    # finished runs of the same (problem, method, seed) with other settings
+    asked = set(wanted)
+    triples = {key[:3] for key in asked}
+    other = [
+        r for r in finished if run_key(r)[:3] in triples and run_key(r) not in asked
     ]
-    if len(todo) < len(pairs) * args.seeds:
-        print(f"resuming: {len(done)} finished run(s) found in {path}")
+    if other:
+        theirs = _joined(r.get("iterations") for r in other)
+        ours = _joined(iterations[r["problem"]] for r in other)
+        print(
+            f"note: {len(other)} finished run(s) of these problems, methods and "
+            f"seeds in {path} ran with other settings (iterations={theirs}; this "
+            f"run: iterations={ours}) and are not reused; "
+            "`summarize` and `plot` will show both (use one --out per setting)"
+        )
     writer = ResultsWriter(path)
     recorded_elsewhere = 0
     with _executor(args) as pool:
@@ -226,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
         "--iterations",
         type=int,
         default=None,
-        help="BO iterations T (default: the problem's)",
+        help="BO iterations T (default: the problem's); part of a run's key, so a "
+        "rerun with another T does not reuse finished runs",
     )
     run.add_argument("--workers", type=int, default=2, help="local worker processes")
     run.add_argument(

@@ -154,7 +154,8 @@ def safe_run_experiment(
             here so that every worker process has them).
 
     Returns:
-        The run's record, or ``{"problem", "method", "seed", "error", "traceback"}``.
+        The run's record, or ``{"problem", "method", "seed", "iterations", "error",
+        "traceback"}`` (``iterations`` as requested: ``None`` for the default).
     """
     try:
         for module in plugins:
@@ -167,6 +168,7 @@ def safe_run_experiment(
             "problem": problem_name,
             "method": method,
             "seed": seed,
+            "iterations": iterations,
             "error": repr(e),
             "traceback": traceback.format_exc(),
         }
@@ -269,7 +271,8 @@ RunKey = tuple[Any, ...]
 
 def run_key(record: dict) -> RunKey:
     r"""``(problem, method, seed, *settings)`` of a run record (see
-    :data:`RUN_SETTINGS`)."""
+    :data:`RUN_SETTINGS`; a failure's ``iterations`` is ``None`` when the run asked
+    for the problem's default)."""
     return (
         record["problem"],
         record["method"],

@@ -1,5 +1,5 @@
-r"""Results files: concurrent writers, one record per run, lines that are not run
-records."""
+r"""Results files: concurrent writers, one record per run, the resume key, lines
+that are not run records."""
 
 import json
 import multiprocessing
@@ -103,6 +103,31 @@ def test_readers_keep_one_record_per_run(tmp_path, capsys):
     main(["summarize", "--out", str(tmp_path)])
     out = capsys.readouterr()
     assert "failed" not in out.out and "duplicate" not in out.err
+
+
+# ------------------------------------------------------------ the resume key
+
+
+def test_a_rerun_with_other_iterations_does_not_reuse_runs(
+    tmp_path, capsys, in_process
+):
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "2", *RUN])
+    capsys.readouterr()
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "3", *RUN])
+    out = capsys.readouterr().out
+    records, _ = load_results(tmp_path / "results.jsonl")
+    assert sorted((r["seed"], r["iterations"]) for r in records) == [
+        (0, 2),
+        (0, 3),
+        (1, 2),
+        (1, 3),
+    ]
+    assert "2 finished run(s)" in out and "iterations=2" in out
+    assert "not reused" in out
+    # the same settings again: everything is reused, nothing is rerun
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "3", *RUN])
+    assert "resuming: 2 finished run(s)" in capsys.readouterr().out
+    assert len(load_results(tmp_path / "results.jsonl")[0]) == 4
 
 
 # ------------------------------------------------------------ bad lines
