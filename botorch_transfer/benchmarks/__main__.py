@@ -46,6 +46,22 @@ RESULTS = "results.jsonl"
 MAX_REPORTED_LINES = 10
 
 
+class UsageError(Exception):
+    r"""A bad command line found after parsing; ``main`` reports it as argparse
+    reports its own errors (usage, message, exit status 2)."""
+
+
+def positive_int(text: str) -> int:
+    r"""``argparse`` type of the counts (seeds, iterations, workers, dpi)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
@@ -55,12 +71,14 @@ def _joined(values: Iterable) -> str:
     return ", ".join(sorted({str(v) for v in values}, key=lambda v: (len(v), v)))
 
 
-def _load(out: Path, warn: bool = True) -> list[dict]:
+def _load(out: Path, required: bool = True, warn: bool = True) -> list[dict]:
     r"""The records of ``out``'s results file, one per run, with a warning for every
     skipped line, dropped duplicate and mix of settings.
 
     Args:
         out: The results directory.
+        required: Exit with a message if there is no record (``summarize``,
+            ``plot``); ``run`` starts from an empty file.
         warn: Print the warnings.
     """
     path = out / RESULTS
@@ -68,6 +86,12 @@ def _load(out: Path, warn: bool = True) -> list[dict]:
     records, dropped = deduplicate(records)
     if warn:
         _report(path, records, skipped, dropped)
+    if required and not records:
+        state = "has no run records" if path.is_file() else "does not exist"
+        raise SystemExit(
+            f"error: no results in {out}: {path} {state}; run "
+            f"`python -m botorch_transfer.benchmarks run --out {out}` first"
+        )
     return records
 
 
@@ -125,6 +149,24 @@ def _methods_for(problem: str) -> tuple[str, ...]:
     return available_methods(META if problem in META_PROBLEMS else TRANSFER)
 
 
+def _check_names(problems: list[str], methods: list[str]) -> None:
+    r"""Refuse unknown problem and method names, listing the available ones."""
+    unknown = [p for p in problems if p not in PROBLEMS and p not in META_PROBLEMS]
+    if unknown:
+        raise UsageError(
+            f"unknown problem(s) {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(PROBLEMS)} or the meta-learning problems "
+            f"{', '.join(META_PROBLEMS)} (`list` describes them)"
+        )
+    unknown = [m for m in methods if m not in available_methods()]
+    if unknown:
+        raise UsageError(
+            f"unknown method(s) {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(available_methods())} (`list` describes them; --plugin "
+            "MODULE registers more)"
+        )
+
+
 def _default_iterations(problem: str) -> int:
     r"""The problem's default T; exits with a message if it cannot be built here."""
     try:
@@ -143,11 +185,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.methods = list(track.methods)
     for module in args.plugin:
         importlib.import_module(module)
-    for m in args.methods:
-        if m not in available_methods():
-            raise SystemExit(
-                f"Unknown method {m!r}; choose from {sorted(available_methods())}."
-            )
+    _check_names(args.problems, args.methods)
     # T is part of a run's key. Building the transfer problems also fails fast on
     # missing extras; a meta problem is built for its default T only if the file
     # has runs of it (below)
@@ -167,9 +205,11 @@ def cmd_run(args: argparse.Namespace) -> None:
     ]
     if skipped:
         print(f"skipping combinations that do not apply: {', '.join(skipped)}")
+    if not pairs:
+        raise UsageError("none of the methods applies to these problems")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / RESULTS
-    finished = [r for r in _load(args.out) if "error" not in r]
+    finished = [r for r in _load(args.out, required=False) if "error" not in r]
     for p in {r["problem"] for r in finished} & (set(args.problems) - set(iterations)):
         iterations[p] = _default_iterations(p)
     # the runs asked for, by run key (see runner.RUN_SETTINGS)
@@ -231,6 +271,11 @@ def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> Non
         name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)
     }
     records = _load(args.out) if records is None else records
+    if all("error" in r for r in records):
+        raise SystemExit(
+            f"error: no finished run in {args.out / RESULTS} to plot; "
+            f"{len(records)} run(s) failed (see their 'error' field)"
+        )
     path = plot_regret(records, args.out / "regret.png", **options)
     print(f"regret plot written to {path}")
 
@@ -271,15 +316,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     run.add_argument("--problems", nargs="+", default=None)
     run.add_argument("--methods", nargs="+", default=None)
-    run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+    run.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
     run.add_argument(
         "--iterations",
-        type=int,
+        type=positive_int,
         default=None,
         help="BO iterations T (default: the problem's); part of a run's key, so a "
         "rerun with another T does not reuse finished runs",
     )
-    run.add_argument("--workers", type=int, default=2, help="local worker processes")
+    run.add_argument(
+        "--workers", type=positive_int, default=2, help="local worker processes"
+    )
     run.add_argument(
         "--plugin",
         action="append",
@@ -310,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     plot.add_argument(
         "--dpi",
-        type=int,
+        type=positive_int,
         default=argparse.SUPPRESS,
         help="resolution of the PNG (default 120)",
     )
@@ -320,7 +367,16 @@ def main(argv: list[str] | None = None) -> None:
             "--out", type=Path, default=Path("bench_out"), help="results directory"
         )
     args = parser.parse_args(argv)
-    args.func(args)
+    command = sub.choices[args.command]
+    if args.command != "list" and args.out.exists() and not args.out.is_dir():
+        command.error(
+            f"--out must be a results directory (holding {RESULTS}), got the file "
+            f"{args.out}; its directory is {args.out.parent}"
+        )
+    try:
+        args.func(args)
+    except UsageError as e:
+        command.error(str(e))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ def run_experiment(
         A JSON-serializable record with the query/observation trace, the
         instantaneous and cumulative regret, timings and settings.
     """
+    if iterations is not None and iterations < 1:  # an empty run reports nothing
+        raise ValueError(f"`iterations` must be positive, got {iterations}.")
     policy = get_method(method, TRANSFER)
     with torch_run_context(num_threads=num_threads, seed=seed):
         problem = (
