@@ -20,6 +20,7 @@ import argparse
 import importlib
 import multiprocessing
 import sys
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -29,7 +30,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from botorch_transfer.benchmarks.meta import META_PROBLEMS, make_meta_problem
-from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
+from botorch_transfer.benchmarks.methods import (
+    META,
+    TRANSFER,
+    available_methods,
+    describe_method,
+)
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
 from botorch_transfer.benchmarks.runner import (
@@ -280,23 +286,60 @@ def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> Non
     print(f"regret plot written to {path}")
 
 
+def _first_paragraph(doc: str | None) -> str:
+    return " ".join((doc or "").strip().split("\n\n")[0].replace("``", "").split())
+
+
 def cmd_list(args: argparse.Namespace) -> None:
-    print("problems:")
-    width = max(len(name) for name in PROBLEMS)
+    def show(title: str, rows: dict[str, str]) -> None:
+        print(title)
+        width = max(len(name) for name in rows)
+        for name, description in rows.items():
+            print(f"  {name:<{width}}  {description}")
+
+    problems = {}
     for name in PROBLEMS:
         try:
-            description = make_problem(name).description
+            problems[name] = make_problem(name).description
         except (ImportError, FileNotFoundError) as e:  # optional data / extras
-            description = f"(unavailable here: {e})"
-        print(f"  {name:<{width}} {description}")
-    print("methods:\n  " + "\n  ".join(available_methods(TRANSFER)))
-    print(
-        "meta-learning problems (leave-tasks-out; "
-        "need their data, see `benchmarks.meta`):"
+            problems[name] = f"(unavailable here: {e})"
+    show("problems:", problems)
+    show(
+        "methods:",
+        {name: describe_method(name) for name in available_methods(TRANSFER)},
     )
-    for name, factory in META_PROBLEMS.items():
-        print(f"  {name:<16} {(factory.__doc__ or '').strip().splitlines()[0]}")
-    print("meta-learning methods:\n  " + "\n  ".join(available_methods(META)))
+    show(
+        "meta-learning problems (leave-tasks-out; need their data, see "
+        "`benchmarks.meta`):",
+        {name: _first_paragraph(f.__doc__) for name, f in META_PROBLEMS.items()},
+    )
+    show(
+        "meta-learning methods:",
+        {name: describe_method(name) for name in available_methods(META)},
+    )
+
+
+def _names_epilog() -> str:
+    r"""The problem and method names for ``run --help``, wrapped between names."""
+
+    def names(title: str, values: Iterable[str]) -> str:
+        return textwrap.fill(
+            f"{title}: {', '.join(values)}",
+            width=79,
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+
+    return "\n".join(
+        [
+            names("problems", PROBLEMS),
+            names("methods", available_methods(TRANSFER)),
+            names("meta-learning problems", META_PROBLEMS),
+            names("meta-learning methods", available_methods(META)),
+            "`list` describes them; --plugin MODULE registers more methods.",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -305,7 +348,12 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__.split("\n\n")[0],
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a comparison (defaults: a quick one)")
+    run = sub.add_parser(
+        "run",
+        help="run a comparison (defaults: a quick one)",
+        epilog=_names_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep names whole
+    )
     run.add_argument(
         "--track",
         choices=sorted(TRACKS),
@@ -314,8 +362,20 @@ def main(argv: list[str] | None = None) -> None:
         "(quick: the main job; papers: the papers' settings; default: every model "
         "with its defaults against MultiTaskGP and RGPE, with controls)",
     )
-    run.add_argument("--problems", nargs="+", default=None)
-    run.add_argument("--methods", nargs="+", default=None)
+    run.add_argument(
+        "--problems",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="problems listed below (default: the track's)",
+    )
+    run.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="methods listed below (default: the track's)",
+    )
     run.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
     run.add_argument(
         "--iterations",

@@ -1,11 +1,15 @@
-r"""The command line's checks and messages: counts, names, results directories."""
+r"""The command line's checks and messages: counts, names, results directories,
+descriptions (``list``, ``run --help``)."""
 
 import json
 
 import pytest
 
+from botorch_transfer.benchmarks import __main__ as cli
 from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.meta import run_meta_experiment
+from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
+from botorch_transfer.benchmarks.methods import available_methods, describe_method
+from botorch_transfer.benchmarks.problems import PROBLEMS
 from botorch_transfer.benchmarks.runner import run_experiment
 
 RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
@@ -100,3 +104,35 @@ def test_out_must_be_a_directory(tmp_path, capsys, command):
     assert "--out must be a results directory (holding results.jsonl), got" in err
     assert f"the file {path}" in err
     assert f"its directory is {tmp_path}" in err
+
+
+# ------------------------------------------------------------ descriptions
+
+
+def test_list_describes_every_method_and_problem(capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    # building every problem takes seconds; test_problems checks their descriptions
+    monkeypatch.setattr(
+        cli, "make_problem", lambda name: SimpleNamespace(description=f"about {name}")
+    )
+    main(["list"])
+    out = capsys.readouterr().out
+    rows = [line.split(maxsplit=1) for line in out.splitlines() if line[:2] == "  "]
+    for name in available_methods():
+        description = describe_method(name)
+        assert len(description) > 20 and "\n" not in description
+        assert [name, description] in rows
+    for name in PROBLEMS:
+        assert [name, f"about {name}"] in rows
+    for name in META_PROBLEMS:
+        assert any(row[0] == name and len(row[1]) > 20 for row in rows)
+
+
+def test_run_help_names_the_problems_and_methods(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    words = set(out.replace(",", " ").split())  # names are never split by wrapping
+    assert set(PROBLEMS) | set(META_PROBLEMS) | set(available_methods()) <= words
+    assert "`list`" in words

@@ -195,14 +195,16 @@ def test_cli_resolves_names_through_the_registry(register, capsys, tmp_path):
     register("test-transfer-only", AcquisitionMethod(target_gp))
     register("test-both", RandomSearch())
     main(["list", "--out", str(tmp_path)])
-    out = capsys.readouterr().out
-    transfer_part, meta_part = out.split("meta-learning methods:")
-    transfer_methods = transfer_part.split("\nmethods:\n")[1].split("\nmeta-learning")[
-        0
-    ]
-    assert transfer_methods.split() == list(available_methods(TRANSFER))
-    assert meta_part.split() == list(available_methods(META))
-    assert "test-transfer-only" not in meta_part and "test-both" in meta_part
+    sections: dict[str, list[str]] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  "):  # "  name  description" under its section's title
+            sections[list(sections)[-1]].append(line.split()[0])
+        else:
+            sections[line] = []
+    assert sections["methods:"] == list(available_methods(TRANSFER))
+    assert sections["meta-learning methods:"] == list(available_methods(META))
+    assert "test-transfer-only" not in sections["meta-learning methods:"]
+    assert "test-both" in sections["meta-learning methods:"]
     with pytest.raises(SystemExit) as info:
         main(["run", "--out", str(tmp_path), "--methods", "nope"])
     assert info.value.code == 2  # a usage error
