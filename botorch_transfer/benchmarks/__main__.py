@@ -6,40 +6,128 @@ two embedded problems (about 7 minutes on 2 cores), appends one JSON line per
 finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
 summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
 default`` run the papers' and the default-settings comparisons.
+
+A run is identified by its problem, method, seed and ``--iterations``: a rerun
+with another T runs again instead of reusing the finished runs. Several ``run``
+processes may write to one ``OUT`` (every append locks the file; a run recorded
+twice is kept once), and ``summarize``/``plot`` skip, with a warning, lines that
+are not run records and duplicate records of a run.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import multiprocessing
 import sys
-from collections.abc import Iterator
+import textwrap
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from botorch_transfer.benchmarks.meta import META_PROBLEMS
-from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
+from botorch_transfer.benchmarks.meta import META_PROBLEMS, make_meta_problem
+from botorch_transfer.benchmarks.methods import (
+    META,
+    TRANSFER,
+    available_methods,
+    describe_method,
+)
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table
-from botorch_transfer.benchmarks.runner import load_results, safe_run_experiment
+from botorch_transfer.benchmarks.runner import (
+    ResultsWriter,
+    deduplicate,
+    read_results,
+    run_key,
+    safe_run_experiment,
+)
 from botorch_transfer.benchmarks.tracks import TRACKS
 
 RESULTS = "results.jsonl"
+#: Skipped lines reported one by one; the rest are counted.
+MAX_REPORTED_LINES = 10
 
 
-def _load(out: Path) -> list[dict]:
-    records, corrupt = load_results(out / RESULTS)
-    if corrupt:
-        print(
-            f"warning: skipped {corrupt} corrupt line(s) in {out / RESULTS}",
-            file=sys.stderr,
+class UsageError(Exception):
+    r"""A bad command line found after parsing; ``main`` reports it as argparse
+    reports its own errors (usage, message, exit status 2)."""
+
+
+def positive_int(text: str) -> int:
+    r"""``argparse`` type of the counts (seeds, iterations, workers, dpi)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _joined(values: Iterable) -> str:
+    r"""``"2, 10"``: distinct values in numeric order for messages."""
+    return ", ".join(sorted({str(v) for v in values}, key=lambda v: (len(v), v)))
+
+
+def _load(out: Path, required: bool = True, warn: bool = True) -> list[dict]:
+    r"""The records of ``out``'s results file, one per run, with a warning for every
+    skipped line, dropped duplicate and mix of settings.
+
+    Args:
+        out: The results directory.
+        required: Exit with a message if there is no record (``summarize``,
+            ``plot``); ``run`` starts from an empty file.
+        warn: Print the warnings.
+    """
+    path = out / RESULTS
+    records, skipped = read_results(path)
+    records, dropped = deduplicate(records)
+    if warn:
+        _report(path, records, skipped, dropped)
+    if required and not records:
+        state = "has no run records" if path.is_file() else "does not exist"
+        raise SystemExit(
+            f"error: no results in {out}: {path} {state}; run "
+            f"`python -m botorch_transfer.benchmarks run --out {out}` first"
         )
     return records
+
+
+def _report(path: Path, records: list[dict], skipped: list[str], dropped: int) -> None:
+    r"""Warn about a results file's skipped lines, duplicates and mixed settings."""
+    for message in skipped[:MAX_REPORTED_LINES]:
+        _warn(f"skipped corrupt line {message}")
+    if len(skipped) > MAX_REPORTED_LINES:
+        _warn(f"skipped {len(skipped) - MAX_REPORTED_LINES} more corrupt line(s)")
+    if dropped:
+        # e.g. two `run`s into one directory before results files were locked
+        _warn(
+            f"dropped {dropped} duplicate record(s) of runs recorded more than once "
+            f"in {path} (kept the first record of each run)"
+        )
+    lengths = defaultdict(set)
+    for r in records:
+        if "error" not in r:
+            lengths[(r["problem"], r["method"])].add(r.get("iterations"))
+    mixed = [
+        f"{m} on {p} (iterations {_joined(T)})"
+        for (p, m), T in lengths.items()
+        if len(T) > 1
+    ]
+    if mixed:
+        _warn(
+            f"runs with different iterations in {path}: {'; '.join(mixed)}; the "
+            "summary and plot cut every run of a method to its shortest (use one "
+            "--out directory per setting)"
+        )
 
 
 @contextmanager
@@ -67,6 +155,34 @@ def _methods_for(problem: str) -> tuple[str, ...]:
     return available_methods(META if problem in META_PROBLEMS else TRANSFER)
 
 
+def _check_names(problems: list[str], methods: list[str]) -> None:
+    r"""Refuse unknown problem and method names, listing the available ones."""
+    unknown = [p for p in problems if p not in PROBLEMS and p not in META_PROBLEMS]
+    if unknown:
+        raise UsageError(
+            f"unknown problem(s) {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(PROBLEMS)} or the meta-learning problems "
+            f"{', '.join(META_PROBLEMS)} (`list` describes them)"
+        )
+    unknown = [m for m in methods if m not in available_methods()]
+    if unknown:
+        raise UsageError(
+            f"unknown method(s) {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(available_methods())} (`list` describes them; --plugin "
+            "MODULE registers more)"
+        )
+
+
+def _default_iterations(problem: str) -> int:
+    r"""The problem's default T; exits with a message if it cannot be built here."""
+    try:
+        if problem in META_PROBLEMS:
+            return make_meta_problem(problem).iterations
+        return make_problem(problem).iterations
+    except (ImportError, FileNotFoundError) as e:  # optional data / extras
+        raise SystemExit(f"Problem {problem!r} is unavailable here: {e}") from e
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     track = TRACKS[args.track]
     if args.problems is None:
@@ -75,17 +191,15 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.methods = list(track.methods)
     for module in args.plugin:
         importlib.import_module(module)
-    for p in args.problems:
-        if p not in META_PROBLEMS:
-            try:
-                make_problem(p)  # fail fast on unknown names and missing extras
-            except (ImportError, FileNotFoundError) as e:
-                raise SystemExit(f"Problem {p!r} is unavailable here: {e}") from e
-    for m in args.methods:
-        if m not in available_methods():
-            raise SystemExit(
-                f"Unknown method {m!r}; choose from {sorted(available_methods())}."
-            )
+    _check_names(args.problems, args.methods)
+    # T is part of a run's key. Building the transfer problems also fails fast on
+    # missing extras; a meta problem is built for its default T only if the file
+    # has runs of it (below)
+    iterations = {
+        p: args.iterations or _default_iterations(p)
+        for p in args.problems
+        if args.iterations is not None or p not in META_PROBLEMS
+    }
     pairs = [
         (p, m) for p in args.problems for m in args.methods if m in _methods_for(p)
     ]
@@ -97,28 +211,37 @@ def cmd_run(args: argparse.Namespace) -> None:
     ]
     if skipped:
         print(f"skipping combinations that do not apply: {', '.join(skipped)}")
+    if not pairs:
+        raise UsageError("none of the methods applies to these problems")
     args.out.mkdir(parents=True, exist_ok=True)
-    done = {
-        (r["problem"], r["method"], r["seed"])
-        for r in _load(args.out)
-        if "error" not in r
-    }
-    todo = [
-        (p, m, s) for p, m in pairs for s in range(args.seeds) if (p, m, s) not in done
+    path = args.out / RESULTS
+    finished = [r for r in _load(args.out, required=False) if "error" not in r]
+    for p in {r["problem"] for r in finished} & (set(args.problems) - set(iterations)):
+        iterations[p] = _default_iterations(p)
+    # the runs asked for, by run key (see runner.RUN_SETTINGS)
+    wanted = [(p, m, s, iterations.get(p)) for p, m in pairs for s in range(args.seeds)]
+    done = {run_key(r) for r in finished}
+    todo = [key[:3] for key in wanted if key not in done]
+    if len(todo) < len(wanted):
+        print(f"resuming: {len(wanted) - len(todo)} finished run(s) found in {path}")
+    # finished runs of the same (problem, method, seed) with other settings
+    asked = set(wanted)
+    triples = {key[:3] for key in asked}
+    other = [
+        r for r in finished if run_key(r)[:3] in triples and run_key(r) not in asked
     ]
-    if len(todo) < len(pairs) * args.seeds:
-        print(f"resuming: {len(done)} finished run(s) found in {args.out / RESULTS}")
-    results = args.out / RESULTS
-    if (
-        results.exists()
-        and results.stat().st_size
-        and not results.read_bytes().endswith(b"\n")
-    ):
-        with open(
-            results, "a"
-        ) as fh:  # end an interrupted line so new records stay intact
-            fh.write("\n")
-    with _executor(args) as pool, open(args.out / RESULTS, "a") as fh:
+    if other:
+        theirs = _joined(r.get("iterations") for r in other)
+        ours = _joined(iterations[r["problem"]] for r in other)
+        print(
+            f"note: {len(other)} finished run(s) of these problems, methods and "
+            f"seeds in {path} ran with other settings (iterations={theirs}; this "
+            f"run: iterations={ours}) and are not reused; "
+            "`summarize` and `plot` will show both (use one --out per setting)"
+        )
+    writer = ResultsWriter(path)
+    recorded_elsewhere = 0
+    with _executor(args) as pool:
         futures = [
             pool.submit(
                 safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)
@@ -127,47 +250,96 @@ def cmd_run(args: argparse.Namespace) -> None:
         ]
         for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
             record = future.result()
-            fh.write(json.dumps(record) + "\n")
-            fh.flush()
+            recorded_elsewhere += not writer.append(record)
             if "error" in record:
                 tqdm.write(
                     f"run {record['problem']}/{record['method']}"
                     f"/seed {record['seed']} failed: {record['error']}"
                 )
-    cmd_summarize(args)
-    cmd_plot(args)
+    if recorded_elsewhere:
+        print(
+            f"{recorded_elsewhere} run(s) had been recorded meanwhile by another "
+            f"process writing to {path}; their first records are kept"
+        )
+    # the file's problems were reported before the runs
+    records = _load(args.out, warn=False)
+    cmd_summarize(args, records)
+    cmd_plot(args, records)
 
 
-def cmd_summarize(args: argparse.Namespace) -> None:
-    print(summary_table(_load(args.out)))
+def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -> None:
+    print(summary_table(_load(args.out) if records is None else records))
 
 
-def cmd_plot(args: argparse.Namespace) -> None:
+def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> None:
     # `run` ends with a plot too; options not given keep plot_regret's defaults
     options = {
         name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)
     }
-    path = plot_regret(_load(args.out), args.out / "regret.png", **options)
+    records = _load(args.out) if records is None else records
+    if all("error" in r for r in records):
+        raise SystemExit(
+            f"error: no finished run in {args.out / RESULTS} to plot; "
+            f"{len(records)} run(s) failed (see their 'error' field)"
+        )
+    path = plot_regret(records, args.out / "regret.png", **options)
     print(f"regret plot written to {path}")
 
 
+def _first_paragraph(doc: str | None) -> str:
+    return " ".join((doc or "").strip().split("\n\n")[0].replace("``", "").split())
+
+
 def cmd_list(args: argparse.Namespace) -> None:
-    print("problems:")
-    width = max(len(name) for name in PROBLEMS)
+    def show(title: str, rows: dict[str, str]) -> None:
+        print(title)
+        width = max(len(name) for name in rows)
+        for name, description in rows.items():
+            print(f"  {name:<{width}}  {description}")
+
+    problems = {}
     for name in PROBLEMS:
         try:
-            description = make_problem(name).description
+            problems[name] = make_problem(name).description
         except (ImportError, FileNotFoundError) as e:  # optional data / extras
-            description = f"(unavailable here: {e})"
-        print(f"  {name:<{width}} {description}")
-    print("methods:\n  " + "\n  ".join(available_methods(TRANSFER)))
-    print(
-        "meta-learning problems (leave-tasks-out; "
-        "need their data, see `benchmarks.meta`):"
+            problems[name] = f"(unavailable here: {e})"
+    show("problems:", problems)
+    show(
+        "methods:",
+        {name: describe_method(name) for name in available_methods(TRANSFER)},
     )
-    for name, factory in META_PROBLEMS.items():
-        print(f"  {name:<16} {(factory.__doc__ or '').strip().splitlines()[0]}")
-    print("meta-learning methods:\n  " + "\n  ".join(available_methods(META)))
+    show(
+        "meta-learning problems (leave-tasks-out; need their data, see "
+        "`benchmarks.meta`):",
+        {name: _first_paragraph(f.__doc__) for name, f in META_PROBLEMS.items()},
+    )
+    show(
+        "meta-learning methods:",
+        {name: describe_method(name) for name in available_methods(META)},
+    )
+
+
+def _names_epilog() -> str:
+    r"""The problem and method names for ``run --help``, wrapped between names."""
+
+    def names(title: str, values: Iterable[str]) -> str:
+        return textwrap.fill(
+            f"{title}: {', '.join(values)}",
+            width=79,
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+
+    return "\n".join(
+        [
+            names("problems", PROBLEMS),
+            names("methods", available_methods(TRANSFER)),
+            names("meta-learning problems", META_PROBLEMS),
+            names("meta-learning methods", available_methods(META)),
+            "`list` describes them; --plugin MODULE registers more methods.",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -176,7 +348,12 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__.split("\n\n")[0],
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a comparison (defaults: a quick one)")
+    run = sub.add_parser(
+        "run",
+        help="run a comparison (defaults: a quick one)",
+        epilog=_names_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep names whole
+    )
     run.add_argument(
         "--track",
         choices=sorted(TRACKS),
@@ -185,16 +362,31 @@ def main(argv: list[str] | None = None) -> None:
         "(quick: the main job; papers: the papers' settings; default: every model "
         "with its defaults against MultiTaskGP and RGPE, with controls)",
     )
-    run.add_argument("--problems", nargs="+", default=None)
-    run.add_argument("--methods", nargs="+", default=None)
-    run.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+    run.add_argument(
+        "--problems",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="problems listed below (default: the track's)",
+    )
+    run.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="methods listed below (default: the track's)",
+    )
+    run.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
     run.add_argument(
         "--iterations",
-        type=int,
+        type=positive_int,
         default=None,
-        help="BO iterations T (default: the problem's)",
+        help="BO iterations T (default: the problem's); part of a run's key, so a "
+        "rerun with another T does not reuse finished runs",
     )
-    run.add_argument("--workers", type=int, default=2, help="local worker processes")
+    run.add_argument(
+        "--workers", type=positive_int, default=2, help="local worker processes"
+    )
     run.add_argument(
         "--plugin",
         action="append",
@@ -225,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     plot.add_argument(
         "--dpi",
-        type=int,
+        type=positive_int,
         default=argparse.SUPPRESS,
         help="resolution of the PNG (default 120)",
     )
@@ -235,7 +427,16 @@ def main(argv: list[str] | None = None) -> None:
             "--out", type=Path, default=Path("bench_out"), help="results directory"
         )
     args = parser.parse_args(argv)
-    args.func(args)
+    command = sub.choices[args.command]
+    if args.command != "list" and args.out.exists() and not args.out.is_dir():
+        command.error(
+            f"--out must be a results directory (holding {RESULTS}), got the file "
+            f"{args.out}; its directory is {args.out.parent}"
+        )
+    try:
+        args.func(args)
+    except UsageError as e:
+        command.error(str(e))
 
 
 if __name__ == "__main__":

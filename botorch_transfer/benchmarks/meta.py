@@ -313,6 +313,8 @@ def run_meta_experiment(
         task the ``weights`` after each update; ``pretrain_s`` is
         ``fit_s + clustering_s`` for them.
     """
+    if iterations is not None and iterations < 1:  # an empty run reports nothing
+        raise ValueError(f"`iterations` must be positive, got {iterations}.")
     policy = get_method(method, META)
     with torch_run_context(num_threads=num_threads):
         problem = (

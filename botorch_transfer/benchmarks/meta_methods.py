@@ -369,16 +369,48 @@ class ClusterMetaBO(Method):
         }
 
 
-register_method("stbo", SingleTaskBO("pi"))
-register_method("stbo-ucb", SingleTaskBO("ucb"))
-register_method("hyperbo-nll", HyperBO("nll"))
-register_method("hyperbo-ekl", HyperBO("ekl"))
-register_method("rgpe-meta", RGPEMeta())
+# one line each for `list`: model, acquisition, fixed or fitted hyperparameters, paper
+register_method(
+    "stbo",
+    SingleTaskBO("pi"),
+    "no transfer: single-task GP with BoTorch's default priors fitted every "
+    "iteration; HyperBO's PI (threshold max(y) + 0.1 in standardized units)",
+)
+register_method(
+    "stbo-ucb",
+    SingleTaskBO("ucb"),
+    "no transfer: stbo's fitted GP; UCB with beta = 1.8^2 (HyperBO's STBOH)",
+)
+register_method(
+    "hyperbo-nll",
+    HyperBO("nll"),
+    "HyperBO (Wang et al.): PretrainedPriorGP, prior pre-trained per split by NLL "
+    "(Adam), then frozen; PI as stbo",
+)
+register_method(
+    "hyperbo-ekl",
+    HyperBO("ekl"),
+    "HyperBO (Wang et al.): PretrainedPriorGP, prior pre-trained per split by EKL "
+    "(L-BFGS), then frozen; PI as stbo",
+)
+register_method(
+    "rgpe-meta",
+    RGPEMeta(),
+    "peer: RGPE (Feurer et al. 2018), one default GP fitted per meta-training task "
+    "(frozen), target GP fitted every iteration; UCB as stbo-ucb",
+)
 #: cm-BO variants ``cmbo-{prototype}-{distance}``; the distance is used both for
 #: clustering and for the weight updates (the paper's JefClus_JefCMP, WssClus_WssCMP
 #: and WssClus_WssCMP_Bary; the barycenter with Jeffreys is an extra).
 for _prototype in ("center", "barycenter"):
-    for _short, _distance in (("w2", "wasserstein"), ("jeffreys", "jeffreys")):
+    for _short, _distance, _words in (
+        ("w2", "wasserstein", "2-Wasserstein"),
+        ("jeffreys", "jeffreys", "Jeffreys"),
+    ):
         register_method(
-            f"cmbo-{_prototype}-{_short}", ClusterMetaBO(_prototype, _distance)
+            f"cmbo-{_prototype}-{_short}",
+            ClusterMetaBO(_prototype, _distance),
+            f"cm-BO (Nguyen et al., Alg. 1): ClusterMetaPriorGP, meta-task GPs "
+            f"clustered by the {_words} distance into {_prototype} prototypes, "
+            "weights updated every iteration; GP-UCB with xi = 3",
         )

@@ -145,9 +145,12 @@ class Method(ABC):
 
 
 _REGISTRY: dict[str, Method] = {}
+_DESCRIPTIONS: dict[str, str] = {}
 
 
-def register_method(name: str, method: Method) -> Method:
+def register_method(
+    name: str, method: Method, description: str | None = None
+) -> Method:
     r"""Add a method to the benchmarks under ``name``.
 
     To use a method from the command line, register it in an importable module and
@@ -156,6 +159,9 @@ def register_method(name: str, method: Method) -> Method:
     Args:
         name: The method's name on the command line (lower case, no spaces).
         method: The :class:`Method`; its ``protocols`` say where it runs.
+        description: One line for ``list``: the model, the acquisition, fixed or
+            fitted hyperparameters, the paper (default: the first paragraph of the
+            method's class docstring).
 
     Returns:
         ``method``.
@@ -183,6 +189,8 @@ def register_method(name: str, method: Method) -> Method:
             f"got {method.protocols!r}."
         )
     _REGISTRY[name] = method
+    if description is not None:
+        _DESCRIPTIONS[name] = " ".join(description.split())
     return method
 
 
@@ -197,6 +205,7 @@ def unregister_method(name: str) -> Method:
     """
     method = get_method(name)
     del _REGISTRY[name]
+    _DESCRIPTIONS.pop(name, None)
     return method
 
 
@@ -228,6 +237,23 @@ def get_method(name: str, protocol: str | None = None) -> Method:
             f"choose from {sorted(available_methods(protocol))}."
         )
     return method
+
+
+def describe_method(name: str) -> str:
+    r"""The one-line description of a registered method.
+
+    Args:
+        name: A registered method name.
+
+    Returns:
+        The description given at registration, else the first paragraph of the
+        method's class docstring on one line.
+    """
+    method = get_method(name)
+    if name in _DESCRIPTIONS:
+        return _DESCRIPTIONS[name]
+    doc = (type(method).__doc__ or "").strip()
+    return " ".join(doc.split("\n\n")[0].split()) or "(no description)"
 
 
 def available_methods(protocol: str | None = None) -> tuple[str, ...]:

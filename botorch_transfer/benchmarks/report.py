@@ -326,6 +326,10 @@ def summary_table(records: list[dict]) -> str:
             f" {mean[0] / T:>8.3f} {per_iter:>8.3f}"
             f" {simple_mean[0]:>14.4f} +- {simple_ci[0]:<7.4f}"
         )
+    lines.append(
+        "R_T: cumulative regret after the T iterations; r_T: simple regret (the gap "
+        "of the best query); s/iter: seconds per iteration"
+    )
     failures = [r for r in records if "error" in r]
     if failures:
         lines.append(
@@ -366,28 +370,31 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_regret(
-    records: list[dict], path: Path, log_y: bool = False, dpi: int = 120
-) -> Path:
-    r"""Cumulative regret R_t and average regret R_t/t with 95% CI bands, a column per
-    problem.
+def regret_figure(records: list[dict], log_y: bool = False):
+    r"""The regret plot of :func:`plot_regret` as a matplotlib ``Figure`` (close it
+    with ``matplotlib.pyplot.close`` when done).
 
     Args:
         records: Run records (failed runs are skipped).
-        path: Where to write the PNG.
-        log_y: Log-scale the regret axes, so that methods whose regret differs by
-            orders of magnitude (transfer methods next to random search) stay readable.
-        dpi: Resolution of the PNG.
+        log_y: Log-scale the regret axes.
 
     Returns:
-        ``path``.
+        The figure: a column per problem; transfer problems show the cumulative
+        regret ``R_t`` and the average regret ``R_t / t``, meta-learning problems
+        the simple regret ``r_t`` (mean and 95% CI; median and 20-80th percentile).
+
+    Raises:
+        ValueError: If no run in ``records`` finished.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     groups = _group(records)
+    if not groups:
+        raise ValueError("`records` has no finished run to plot.")
     problems = sorted({p for p, _ in groups})
     # one color per method across all panels
     colors = {m: f"C{i % 10}" for i, m in enumerate(sorted({m for _, m in groups}))}
@@ -395,6 +402,7 @@ def plot_regret(
         2, len(problems), figsize=(5 * len(problems), 7), squeeze=False
     )
     for col, problem in enumerate(problems):
+        axes[0, col].set_title(problem)
         if all(
             _is_simple_regret(r)
             for m in {m for p, m in groups if p == problem}
@@ -405,7 +413,6 @@ def plot_regret(
                 {m: runs for (p, m), runs in groups.items() if p == problem},
                 colors,
             )
-            axes[0, col].set_title(problem)
             continue
         for method in sorted({m for p, m in groups if p == problem}):
             runs = groups[(problem, method)]
@@ -421,15 +428,39 @@ def plot_regret(
                 ax.fill_between(
                     t, mean - ci, mean + ci, color=colors[method], alpha=0.2
                 )
-        axes[0, col].set_title(problem)
         axes[0, col].set_ylabel("cumulative regret $R_t$")
         axes[1, col].set_ylabel("average regret $R_t / t$")
         axes[1, col].set_xlabel("iteration $t$")
         axes[0, col].legend(fontsize=8)
-    if log_y:
-        for ax in axes.flat:
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations count
+        if log_y:
             ax.set_yscale("log")  # bands below zero are clipped
     fig.tight_layout()
+    return fig
+
+
+def plot_regret(
+    records: list[dict], path: Path, log_y: bool = False, dpi: int = 120
+) -> Path:
+    r"""Write the regret plot (:func:`regret_figure`) to a PNG.
+
+    Args:
+        records: Run records (failed runs are skipped).
+        path: Where to write the PNG.
+        log_y: Log-scale the regret axes, so that methods whose regret differs by
+            orders of magnitude (transfer methods next to random search) stay readable.
+        dpi: Resolution of the PNG.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ValueError: If no run in ``records`` finished.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = regret_figure(records, log_y=log_y)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -450,8 +481,12 @@ def _plot_simple_regret(
         low, median, high = np.percentile(values, [20, 50, 80], axis=0)
         axes[1].plot(t, median, color=colors[method])
         axes[1].fill_between(t, low, high, color=colors[method], alpha=0.2)
-    axes[0].set_ylabel("simple regret (mean over test tasks, 95% CI)")
+    axes[0].set_ylabel(
+        "simple regret $r_t$ (best so far)\nmean over test tasks, 95% CI"
+    )
     axes[1].set_yscale("symlog", linthresh=1e-3)
-    axes[1].set_ylabel("median, 20-80th percentile over seeds")
+    axes[1].set_ylabel(
+        "simple regret $r_t$ (best so far)\nmedian, 20-80th percentile over seeds"
+    )
     axes[1].set_xlabel("iteration $t$")
     axes[0].legend(fontsize=8)

@@ -488,8 +488,12 @@ def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
     )
 
 
+# one line each for `list`: model, acquisition, fixed or fitted hyperparameters, paper
 register_method(
-    "deltabo", AcquisitionMethod(deltabo_model, source_model=fixed_source_posterior)
+    "deltabo",
+    AcquisitionMethod(deltabo_model, source_model=fixed_source_posterior),
+    "DeltaBOModel (Lin et al., DeltaBO): the problem's fixed source, delta kernels "
+    "and noise, nothing fitted, diagonal source error; UCB with the problem's beta",
 )
 register_method(
     "deltabo-full",
@@ -497,25 +501,104 @@ register_method(
         partial(deltabo_model, residual_covariance="full"),
         source_model=fixed_source_posterior,
     ),
+    "deltabo with the exact source-error covariance (residual_covariance='full', "
+    "this package's extension of DeltaBO); fixed kernels; UCB",
 )
-register_method("envgp", AcquisitionMethod(envgp_model, fit=True))
-register_method("diffgp", AcquisitionMethod(diffgp_model))
-register_method("gp-ucb", AcquisitionMethod(target_gp))
-register_method("gp-ei", AcquisitionMethod(target_gp, acquisition=log_ei))
-register_method("gp-pi", AcquisitionMethod(target_gp, acquisition=pi))
-register_method("gp-ts", PathwiseThompsonSampling())
-register_method("rnn-ts", RandomizedNNThompsonSampling(loss="squared"))
-register_method("rnn-lfbo", RandomizedNNThompsonSampling(loss="cross_entropy"))
-register_method("random", RandomSearch())
+register_method(
+    "envgp",
+    AcquisitionMethod(envgp_model, fit=True),
+    "EnvGP (Shilton et al. 2017, Sec. 3.1): the paper's fixed target kernel, the "
+    "stretched source noise fitted every iteration; UCB with the problem's beta",
+)
+register_method(
+    "diffgp",
+    AcquisitionMethod(diffgp_model),
+    "DiffGP (Shilton et al. 2017, Sec. 3.2): the paper's fixed target kernel, "
+    "nothing fitted; UCB with the problem's beta",
+)
+register_method(
+    "gp-ucb",
+    AcquisitionMethod(target_gp),
+    "no transfer: target-only GP with the problem's fixed kernel and known noise; "
+    "UCB with the problem's beta (GP-UCB, Srinivas et al. 2010)",
+)
+register_method(
+    "gp-ei",
+    AcquisitionMethod(target_gp, acquisition=log_ei),
+    "no transfer: gp-ucb's fixed-kernel target GP; log expected improvement",
+)
+register_method(
+    "gp-pi",
+    AcquisitionMethod(target_gp, acquisition=pi),
+    "no transfer: gp-ucb's fixed-kernel target GP; probability of improvement",
+)
+register_method(
+    "gp-ts",
+    PathwiseThompsonSampling(),
+    "no transfer: Thompson sampling, one pathwise (Matheron) sample of gp-ucb's "
+    "fixed-kernel target GP maximized on the grid or 4096 random points",
+)
+register_method(
+    "rnn-ts",
+    RandomizedNNThompsonSampling(loss="squared"),
+    "no transfer, no GP: randomized regularized MLP regression retrained every "
+    "iteration, approximate Thompson sampling (Oliveira 2026, eq. 10)",
+)
+register_method(
+    "rnn-lfbo",
+    RandomizedNNThompsonSampling(loss="cross_entropy"),
+    "no transfer, no GP: randomized regularized MLP classifier (LFBO loss) "
+    "retrained every iteration, approximate Thompson sampling (Oliveira 2026)",
+)
+register_method(
+    "random",
+    RandomSearch(),
+    "uniform random search over the domain (transfer) or the candidate pool (meta)",
+)
 register_method(
     "deltabo-fitted",
     AcquisitionMethod(
         fitted_deltabo_model, fit=True, source_model=fitted_source_posterior
     ),
+    "DeltaBOModel with its defaults (full residual covariance): source SingleTaskGP "
+    "fitted once, default delta kernel fitted every iteration, standardized "
+    "outcomes; UCB",
 )
-register_method("envgp-fitted", AcquisitionMethod(fitted_envgp_model, fit=True))
-register_method("diffgp-fitted", AcquisitionMethod(fitted_diffgp_model, fit=True))
-# the same, guarded against negative transfer (TransferGuard)
+register_method(
+    "envgp-fitted",
+    AcquisitionMethod(fitted_envgp_model, fit=True),
+    "EnvGP with BoTorch's default kernel and priors and a learned affine map per "
+    "source, fitted every iteration, standardized outcomes; UCB",
+)
+register_method(
+    "diffgp-fitted",
+    AcquisitionMethod(fitted_diffgp_model, fit=True),
+    "DiffGP with BoTorch's default kernel and priors fitted every iteration, "
+    "standardized outcomes; UCB",
+)
+register_method(
+    "gp-ucb-fitted",
+    AcquisitionMethod(fitted_target_gp, fit=True),
+    "no transfer (the default track's reference): target-only SingleTaskGP, "
+    "BoTorch's defaults fitted every iteration, known noise; UCB",
+)
+register_method(
+    "gp-ei-fitted",
+    AcquisitionMethod(fitted_target_gp, log_ei, fit=True),
+    "no transfer: gp-ucb-fitted's fitted target GP; log expected improvement",
+)
+register_method(
+    "gp-pi-fitted",
+    AcquisitionMethod(fitted_target_gp, pi, fit=True),
+    "no transfer: gp-ucb-fitted's fitted target GP; probability of improvement",
+)
+register_method(
+    "pooled-gp-fitted",
+    AcquisitionMethod(pooled_gp, fit=True),
+    "no transfer model: SingleTaskGP on the pooled source and target data (each "
+    "with its noise), BoTorch's defaults fitted every iteration; UCB",
+)
+# the default-settings models, guarded against negative transfer (TransferGuard)
 register_method(
     "deltabo-guarded",
     AcquisitionMethod(
@@ -524,22 +607,33 @@ register_method(
         source_model=fitted_source_posterior,
         guard=True,
     ),
+    "deltabo-fitted inside a TransferGuard: acts as a target-only SingleTaskGP "
+    "while that predicts the target's data better (leave-one-out); UCB",
 )
 register_method(
-    "envgp-guarded", AcquisitionMethod(fitted_envgp_model, fit=True, guard=True)
+    "envgp-guarded",
+    AcquisitionMethod(fitted_envgp_model, fit=True, guard=True),
+    "envgp-fitted inside a TransferGuard (leave-one-out against a target-only "
+    "SingleTaskGP); UCB",
 )
 register_method(
-    "diffgp-guarded", AcquisitionMethod(fitted_diffgp_model, fit=True, guard=True)
+    "diffgp-guarded",
+    AcquisitionMethod(fitted_diffgp_model, fit=True, guard=True),
+    "diffgp-fitted inside a TransferGuard (leave-one-out against a target-only "
+    "SingleTaskGP); UCB",
 )
-register_method("gp-ucb-fitted", AcquisitionMethod(fitted_target_gp, fit=True))
-register_method("gp-ei-fitted", AcquisitionMethod(fitted_target_gp, log_ei, fit=True))
-register_method("gp-pi-fitted", AcquisitionMethod(fitted_target_gp, pi, fit=True))
-register_method("pooled-gp-fitted", AcquisitionMethod(pooled_gp, fit=True))
 # the peers a BoTorch user would pick (default settings, fitted every iteration)
-register_method("mtgp", AcquisitionMethod(multitask_gp, fit=True))
+register_method(
+    "mtgp",
+    AcquisitionMethod(multitask_gp, fit=True),
+    "peer: BoTorch's MultiTaskGP (ICM; source task 0, target task 1), its defaults "
+    "fitted every iteration; UCB",
+)
 register_method(
     "rgpe",
     AcquisitionMethod(
         fitted_rgpe_model, fit=True, source_model=fitted_source_posterior
     ),
+    "peer: RGPE (Feurer et al. 2018): source SingleTaskGP fitted once, default "
+    "target GP fitted every iteration, ranking-loss weights; UCB",
 )

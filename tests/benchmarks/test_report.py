@@ -7,6 +7,7 @@ from botorch_transfer.benchmarks.report import (
     mean_ci,
     no_transfer_ratio_table,
     plot_regret,
+    regret_figure,
     summary_table,
 )
 
@@ -74,3 +75,48 @@ def test_ratio_to_the_no_transfer_gp_by_hand():
     flat = runs("gp-ucb-fitted", [10.0, 10.0])
     table = no_transfer_ratio_table(flat + runs("near", [10.8]) + runs("far", [11.5]))
     assert f"{1.08:>7.2f}  ok" in table and f"{1.15:>7.2f}  WORSE" in table
+
+
+def test_regret_plot_says_what_it_shows():
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    transfer = [
+        {
+            "problem": "p",
+            "method": "a",
+            "seed": s,
+            "cumulative_regret": [1.0, 1.5],
+            "iteration_s": [0.1, 0.1],
+        }
+        for s in range(2)
+    ]
+    meta = [
+        {
+            "problem": "m",
+            "method": "a",
+            "seed": s,
+            "metric": "simple_regret",
+            "simple_regret": [1.0, 0.5, 0.1],
+            "iteration_s": [0.1, 0.1],
+            "pretrain_s": 0.0,
+        }
+        for s in range(2)
+    ]
+    fig = regret_figure(transfer + meta)
+    try:
+        # plt.subplots(2, n) is row-major: a column per problem, m before p
+        (meta_top, top, meta_bottom, bottom) = fig.axes
+        assert top.get_ylabel() == "cumulative regret $R_t$"
+        assert bottom.get_ylabel() == "average regret $R_t / t$"
+        for ax in (meta_top, meta_bottom):
+            assert ax.get_ylabel().startswith("simple regret $r_t$ (best so far)\n")
+        for ax in fig.axes:
+            locator = ax.xaxis.get_major_locator()
+            assert isinstance(locator, MaxNLocator)  # whole iterations only
+            assert all(float(t).is_integer() for t in locator.tick_values(0, 3))
+        assert bottom.get_xlabel() == meta_bottom.get_xlabel() == "iteration $t$"
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="no finished run"):
+        regret_figure([{"problem": "p", "method": "a", "seed": 0, "error": "x"}])

@@ -1,0 +1,138 @@
+r"""The command line's checks and messages: counts, names, results directories,
+descriptions (``list``, ``run --help``)."""
+
+import json
+
+import pytest
+
+from botorch_transfer.benchmarks import __main__ as cli
+from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
+from botorch_transfer.benchmarks.methods import available_methods, describe_method
+from botorch_transfer.benchmarks.problems import PROBLEMS
+from botorch_transfer.benchmarks.runner import run_experiment
+
+RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
+
+
+def write_records(out, records: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+# ------------------------------------------------------------ counts
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--iterations", "0"],
+        ["--iterations", "-3"],
+        ["--seeds", "0"],
+        ["--seeds", "-1"],
+        ["--workers", "0"],
+        ["--seeds", "two"],
+    ],
+)
+def test_run_rejects_counts_below_one(tmp_path, capsys, option):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--out", str(tmp_path), *RUN, *option])
+    assert e.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_plot_rejects_a_nonpositive_dpi(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plot", "--out", str(tmp_path), "--dpi", "0"])
+    assert e.value.code == 2 and "positive integer" in capsys.readouterr().err
+
+
+def test_runs_need_an_iteration():
+    with pytest.raises(ValueError, match="`iterations` must be positive"):
+        run_experiment("bohachevsky", "random", seed=0, iterations=0)
+    with pytest.raises(ValueError, match="`iterations` must be positive"):
+        run_meta_experiment("gp-tasks", "random", seed=0, iterations=-1)
+
+
+# ------------------------------------------------------------ names
+
+
+@pytest.mark.parametrize(
+    "option, known", [("--problems", "bohachevsky"), ("--methods", "deltabo")]
+)
+def test_unknown_names_list_the_available_ones(tmp_path, capsys, option, known):
+    args = ["run", "--out", str(tmp_path), *RUN, option, "no-such-name"]
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "no-such-name" in err and known in err and "`list`" in err
+
+
+# ------------------------------------------------------------ results directories
+
+
+@pytest.mark.parametrize("command", ["summarize", "plot"])
+def test_summarize_and_plot_need_results(tmp_path, command):
+    for out in (tmp_path / "missing", tmp_path):  # a missing and an empty directory
+        with pytest.raises(SystemExit) as e:
+            main([command, "--out", str(out)])
+        assert "no results" in str(e.value.code)  # exits non-zero with the message
+    (tmp_path / "results.jsonl").write_text("\n")
+    with pytest.raises(SystemExit) as e:
+        main([command, "--out", str(tmp_path)])
+    assert "no results" in str(e.value.code)
+
+
+def test_plot_needs_a_finished_run(tmp_path):
+    write_records(tmp_path, [{"problem": "p", "method": "a", "seed": 0, "error": "x"}])
+    with pytest.raises(SystemExit) as e:
+        main(["plot", "--out", str(tmp_path)])
+    assert "no finished run" in str(e.value.code)  # exits non-zero with the message
+
+
+@pytest.mark.parametrize("command", ["run", "summarize", "plot"])
+def test_out_must_be_a_directory(tmp_path, capsys, command):
+    write_records(tmp_path, [{"problem": "p", "method": "a", "seed": 0, "error": "x"}])
+    path = tmp_path / "results.jsonl"
+    args = [command, "--out", str(path)] + (RUN if command == "run" else [])
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = " ".join(capsys.readouterr().err.split())
+    assert e.value.code == 2
+    assert "--out must be a results directory (holding results.jsonl), got" in err
+    assert f"the file {path}" in err
+    assert f"its directory is {tmp_path}" in err
+
+
+# ------------------------------------------------------------ descriptions
+
+
+def test_list_describes_every_method_and_problem(capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    # building every problem takes seconds; test_problems checks their descriptions
+    monkeypatch.setattr(
+        cli, "make_problem", lambda name: SimpleNamespace(description=f"about {name}")
+    )
+    main(["list"])
+    out = capsys.readouterr().out
+    rows = [line.split(maxsplit=1) for line in out.splitlines() if line[:2] == "  "]
+    for name in available_methods():
+        description = describe_method(name)
+        assert len(description) > 20 and "\n" not in description
+        assert [name, description] in rows
+    for name in PROBLEMS:
+        assert [name, f"about {name}"] in rows
+    for name in META_PROBLEMS:
+        assert any(row[0] == name and len(row[1]) > 20 for row in rows)
+
+
+def test_run_help_names_the_problems_and_methods(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    words = set(out.replace(",", " ").split())  # names are never split by wrapping
+    assert set(PROBLEMS) | set(META_PROBLEMS) | set(available_methods()) <= words
+    assert "`list`" in words

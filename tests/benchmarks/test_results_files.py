@@ -1,0 +1,165 @@
+r"""Results files: concurrent writers, one record per run, the resume key, lines
+that are not run records."""
+
+import json
+import multiprocessing
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from botorch_transfer.benchmarks import __main__ as cli
+from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.runner import load_results
+
+
+def record(seed: int, method: str = "a", iterations: int = 2, **extra) -> dict:
+    r"""A finished transfer run record with a hand-made trace."""
+    return {
+        "problem": "p",
+        "method": method,
+        "seed": seed,
+        "iterations": iterations,
+        "values": [0.0] * iterations,
+        "regret": [1.0 + seed] * iterations,
+        "cumulative_regret": [(1.0 + seed) * (t + 1) for t in range(iterations)],
+        "optimum": 1.0,
+        "optimum_is_exact": True,
+        "iteration_s": [0.1] * iterations,
+        **extra,
+    }
+
+
+def write_lines(path: Path, lines: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        for line in lines:
+            fh.write(line if isinstance(line, bytes) else json.dumps(line).encode())
+            fh.write(b"\n")
+    return path
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    r"""Run the CLI's runs in a thread of this process (no worker start-up) and skip
+    drawing its plot (seconds; tested on its own)."""
+
+    @contextmanager
+    def executor(args):
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            yield pool
+
+    monkeypatch.setattr(cli, "_executor", executor)
+    monkeypatch.setattr(cli, "plot_regret", lambda records, path, **options: path)
+
+
+RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
+
+
+# ------------------------------------------------------------ concurrent writers
+
+
+def _append_all(path: str, n: int, barrier) -> None:
+    from botorch_transfer.benchmarks.runner import ResultsWriter
+
+    writer = ResultsWriter(Path(path))
+    barrier.wait()
+    for seed in range(n):
+        # long lines: a torn or interleaved write would show as a corrupt line
+        writer.append(record(seed, payload="x" * 200_000))
+
+
+def test_concurrent_writers_record_each_run_once(tmp_path):
+    path = tmp_path / "results.jsonl"
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(2)
+    writers = [
+        context.Process(target=_append_all, args=(str(path), 20, barrier))
+        for _ in range(2)
+    ]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(timeout=60)
+    assert [w.exitcode for w in writers] == [0, 0]
+    records, corrupt = load_results(path)
+    assert corrupt == 0
+    assert sorted(r["seed"] for r in records) == list(range(20))
+
+
+def test_readers_keep_one_record_per_run(tmp_path, capsys):
+    runs = [record(s) for s in range(3)]
+    write_lines(tmp_path / "results.jsonl", runs + runs)  # two sweeps, same runs
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    row = next(line for line in out.out.splitlines() if line.startswith("p "))
+    assert row.split()[2] == "3"  # runs
+    assert "3 duplicate record(s)" in out.err and "results.jsonl" in out.err
+    # a failure followed by a successful rerun of the same run: the run counts once
+    # and not as failed
+    failed = {k: runs[0][k] for k in ("problem", "method", "seed", "iterations")}
+    write_lines(tmp_path / "results.jsonl", [{**failed, "error": "boom"}, *runs])
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    assert "failed" not in out.out and "duplicate" not in out.err
+
+
+# ------------------------------------------------------------ the resume key
+
+
+def test_a_rerun_with_other_iterations_does_not_reuse_runs(
+    tmp_path, capsys, in_process
+):
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "2", *RUN])
+    capsys.readouterr()
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "3", *RUN])
+    out = capsys.readouterr().out
+    records, _ = load_results(tmp_path / "results.jsonl")
+    assert sorted((r["seed"], r["iterations"]) for r in records) == [
+        (0, 2),
+        (0, 3),
+        (1, 2),
+        (1, 3),
+    ]
+    assert "2 finished run(s)" in out and "iterations=2" in out
+    assert "not reused" in out
+    # the same settings again: everything is reused, nothing is rerun
+    main(["run", "--out", str(tmp_path), "--seeds", "2", "--iterations", "3", *RUN])
+    assert "resuming: 2 finished run(s)" in capsys.readouterr().out
+    assert len(load_results(tmp_path / "results.jsonl")[0]) == 4
+
+
+# ------------------------------------------------------------ bad lines
+
+
+def test_lines_that_are_not_records_are_skipped_by_line(tmp_path, capsys, in_process):
+    path = write_lines(
+        tmp_path / "results.jsonl",
+        [
+            record(0),
+            b"42",
+            b"null",
+            b"[1, 2]",
+            b"{}",
+            b'{"problem": "p", "method": "a", "seed": "zero"}',
+            b"\xff\xfe not utf-8",
+            b'{"problem": "bo',
+            record(1, iterations=0),  # the empty "finished" run of --iterations 0
+            record(2),
+        ],
+    )
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    row = next(line for line in out.out.splitlines() if line.startswith("p "))
+    assert row.split()[2] == "2"
+    for line in range(2, 10):
+        assert f"{path}:{line}:" in out.err
+    assert f"{path}:1:" not in out.err and f"{path}:10:" not in out.err
+    records, skipped = load_results(path)
+    assert [r["seed"] for r in records] == [0, 2] and skipped == 8
+    # `run` resumes from the same file and appends intact lines after the bad ones
+    main(["run", "--out", str(tmp_path), "--seeds", "1", "--iterations", "2", *RUN])
+    records, skipped = load_results(path)
+    assert [r["problem"] for r in records] == ["p", "p", "bohachevsky"]
+    assert skipped == 8
