@@ -251,11 +251,7 @@ def no_transfer_ratio_table(records: list[dict], reference: str = NO_TRANSFER) -
     Returns:
         The table, or ``""`` when ``reference`` has no runs.
     """
-    groups = _group([r for r in records if not _is_simple_regret(r)])
-    finals = {}
-    for key, runs in groups.items():
-        T = min(len(r["cumulative_regret"]) for r in runs)  # as the summary table
-        finals[key] = np.array([r["cumulative_regret"][T - 1] for r in runs])
+    finals = _final_cumulative_regret(records)
     problems = sorted({p for p, m in finals if m == reference})
     rows = []
     for problem in problems:
@@ -278,6 +274,66 @@ def no_transfer_ratio_table(records: list[dict], reference: str = NO_TRANSFER) -
         f"{'problem':<{pw}} {'method':<{mw}} {'ratio':>7}",
     ]
     lines += [f"{p:<{pw}} {m:<{mw}} {r:>7.2f}  {flag}" for p, m, r, flag in rows]
+    return "\n".join(lines)
+
+
+def _final_cumulative_regret(records: list[dict]) -> dict[tuple[str, str], np.ndarray]:
+    r"""Per (problem, method): each run's R_T at the group's shortest horizon."""
+    finals = {}
+    for key, runs in _group([r for r in records if not _is_simple_regret(r)]).items():
+        T = min(len(r["cumulative_regret"]) for r in runs)
+        finals[key] = np.array([r["cumulative_regret"][T - 1] for r in runs])
+    return finals
+
+
+#: The peers a BoTorch user would pick instead of our models.
+PEERS = ("mtgp", "rgpe")
+
+
+def average_rank_table(records: list[dict], peers: tuple[str, ...] = PEERS) -> str:
+    r"""Average rank of each method across problems, by mean final cumulative regret.
+
+    On each problem the methods that ran are ranked by their mean ``R_T`` (1: lowest;
+    ties share the mean of their ranks); a method's average rank is over the
+    problems on which it ran, so compare methods that ran on the same problems.
+    ``<= best peer`` counts the problems where the method's mean ``R_T`` is at most
+    the better of the ``peers``'.
+
+    Args:
+        records: Run records (failed runs and meta-learning records are ignored).
+        peers: The peer methods.
+
+    Returns:
+        The table, or ``""`` when fewer than two methods ran on any problem.
+    """
+    finals = _final_cumulative_regret(records)
+    problems = sorted({p for p, _ in finals})
+    ranks: dict[str, list[float]] = defaultdict(list)
+    peer_wins: dict[str, list[bool]] = defaultdict(list)
+    for problem in problems:
+        methods = sorted(m for p, m in finals if p == problem)
+        if len(methods) < 2:
+            continue
+        means = np.array([finals[(problem, m)].mean() for m in methods])
+        for method, rank in zip(methods, _average_ranks(means[:, None])[:, 0]):
+            ranks[method].append(float(rank))
+        peer_means = [means[methods.index(m)] for m in peers if m in methods]
+        if peer_means:
+            for method, mean in zip(methods, means):
+                peer_wins[method].append(bool(mean <= min(peer_means)))
+    if not ranks:
+        return ""
+    mw = max(len("method"), *(len(m) for m in ranks))
+    lines = [
+        "Average rank across problems by mean R_T (1 = best)",
+        f"{'method':<{mw}} {'problems':>8} {'avg rank':>9} {'<= best peer':>13}",
+    ]
+    for method in sorted(ranks, key=lambda m: (np.mean(ranks[m]), m)):
+        wins = peer_wins.get(method, [])
+        lines.append(
+            f"{method:<{mw}} {len(ranks[method]):>8} {np.mean(ranks[method]):>9.2f}"
+            f" {f'{sum(wins)}/{len(wins)}':>13}"
+        )
     return "\n".join(lines)
 
 
@@ -358,6 +414,9 @@ def summary_table(records: list[dict]) -> str:
     ratios = no_transfer_ratio_table(records)
     if ratios:
         lines += ["", ratios]
+    ranks = average_rank_table(records)
+    if ranks and len({r["problem"] for r in records if "error" not in r}) > 1:
+        lines += ["", ranks]
     if meta:
         lines += [
             "",

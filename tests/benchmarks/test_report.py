@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from botorch_transfer.benchmarks.report import (
+    average_rank_table,
     mean_ci,
     no_transfer_ratio_table,
     plot_regret,
@@ -75,6 +76,41 @@ def test_ratio_to_the_no_transfer_gp_by_hand():
     flat = runs("gp-ucb-fitted", [10.0, 10.0])
     table = no_transfer_ratio_table(flat + runs("near", [10.8]) + runs("far", [11.5]))
     assert f"{1.08:>7.2f}  ok" in table and f"{1.15:>7.2f}  WORSE" in table
+
+
+def test_average_rank_across_problems_by_hand():
+    def runs(problem, method, final):
+        return [
+            {
+                "problem": problem,
+                "method": method,
+                "seed": 0,
+                "cumulative_regret": [0.5 * final, final],
+                "iteration_s": [0.1, 0.1],
+                "optimum_is_exact": True,
+            }
+        ]
+
+    finals = {  # problem -> method -> R_T
+        "a": {"ours": 1.0, "mtgp": 2.0, "rgpe": 3.0, "gp": 4.0},  # ranks 1 2 3 4
+        "b": {"ours": 5.0, "mtgp": 1.0, "rgpe": 5.0, "gp": 2.0},  # 3.5 1 3.5 2
+        "c": {"ours": 1.0, "gp": 2.0},  # no peers ran: ranks 1 2
+    }
+    records = [
+        r for p, row in finals.items() for m, v in row.items() for r in runs(p, m, v)
+    ]
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in average_rank_table(records).splitlines()[2:]
+    }
+    assert rows["ours"] == ["3", f"{(1 + 3.5 + 1) / 3:.2f}", "1/2"]
+    assert rows["mtgp"] == ["2", "1.50", "2/2"]
+    assert rows["rgpe"] == ["2", "3.25", "0/2"]
+    assert rows["gp"] == ["3", f"{(4 + 2 + 2) / 3:.2f}", "0/2"]
+    # best average rank first
+    assert average_rank_table(records).splitlines()[2].split()[0] == "mtgp"
+    assert "Average rank across problems" in summary_table(records)
+    assert average_rank_table(runs("a", "ours", 1.0)) == ""
 
 
 def test_regret_plot_says_what_it_shows():
