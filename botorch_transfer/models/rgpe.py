@@ -55,6 +55,7 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     frozen_source_posterior,
 )
+from botorch_transfer.validation import check_source
 
 SourceLike = TaskData | Model | SourcePosterior
 
@@ -190,9 +191,8 @@ class RGPE(SourceConditionedGP):
                     f"`source[{i}]` must be a TaskData, a fitted BoTorch Model or a "
                     f"SourcePosterior, got {type(s).__name__}."
                 )
-            if isinstance(s, TaskData):
-                # one source at a time through the shared checks (d, dtype, device)
-                super()._prepare_transfer([s], train_X)
+            # the shared checks (d, dtype, device, data, an untrained model)
+            check_source(s, train_X, f"source[{i}]")
         return sources
 
     def _build_modules(

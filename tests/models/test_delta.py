@@ -690,3 +690,20 @@ def test_bad_inputs_are_rejected_clearly():
         model.posterior(torch.rand(3, 3, dtype=F64))
     with pytest.raises(ValueError, match="learns its target noise"):
         model.condition_on_observations(X, Y, noise=torch.ones_like(Y))
+
+
+def test_an_empty_or_mismatched_source_is_a_clear_error():
+    X, Y = make_target()
+    empty = TaskData(X[:0], Y[:0])
+    with pytest.raises(ValueError, match=r"`source\[0\]` has no observations"):
+        DeltaBOModel(X, Y, source=empty)
+    with pytest.raises(ValueError, match=r"`source\[1\]` has no observations"):
+        DeltaBOModel(X, Y, source=[make_source(), empty])
+    task = make_source()
+    gp = SingleTaskGP(torch.cat([task.X, task.X[:, :1]], dim=-1), task.Y)  # d=3
+    gp.covar_module.lengthscale = 0.3  # set by hand: not an untrained model
+    with pytest.raises(
+        ValueError,
+        match=r"`source\[0\]` is a SingleTaskGP on d=3 inputs but `train_X` has d=2",
+    ):
+        DeltaBOModel(X, Y, source=gp)
