@@ -85,6 +85,33 @@ def validate_training_data(
             raise ValueError("`train_Yvar` must be non-negative (it is a variance).")
 
 
+def check_query_inputs(X: Any, d: int, name: str = "X") -> None:
+    r"""Check inputs at which a model is queried (``posterior``, conditioning), as
+    BoTorch's input checks do: a floating point tensor ``batch_shape x q x d`` with
+    the model's ``d`` and finite values (a NaN input would give a NaN posterior).
+
+    Args:
+        X: The inputs.
+        d: The model's input dimension.
+        name: The argument's name in messages.
+    """
+    if not isinstance(X, Tensor) or not X.is_floating_point():
+        got = X.dtype if isinstance(X, Tensor) else type(X).__name__
+        raise TypeError(f"`{name}` must be a floating point torch.Tensor, got {got}.")
+    if X.dim() < 2:
+        raise ValueError(
+            f"`{name}` must have shape batch_shape x q x d (d={d}), got "
+            f"{tuple(X.shape)}; use `{name}.unsqueeze(0)` for a single point."
+        )
+    if X.shape[-1] != d:
+        raise ValueError(
+            f"`{name}` must have d={d} columns (its last dimension), got shape "
+            f"{tuple(X.shape)}."
+        )
+    if not torch.isfinite(X).all():
+        raise ValueError(f"`{name}` contains NaN or infinite values.")
+
+
 def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> list:
     r"""Normalize ``source`` to a non-empty list and check it against the target.
 

@@ -87,6 +87,7 @@ from botorch_transfer.models.source_posterior import outcome_affine
 from botorch_transfer.validation import (
     as_source_list,
     check_invertible_input_transform,
+    check_query_inputs,
     validate_training_data,
 )
 
@@ -550,13 +551,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         return X
 
     def _check_X(self, X: Tensor, name: str = "X") -> None:
-        d = self.target_X.shape[-1]
-        if X.shape[-1] != d:
-            raise ValueError(f"`{name}` must have d={d} columns, got {tuple(X.shape)}.")
-        if X.dim() < 2:
-            raise ValueError(
-                f"`{name}` must have shape batch_shape x q x d, got {tuple(X.shape)}."
-            )
+        check_query_inputs(X, self.target_X.shape[-1], name)
 
     # ---------------------------------------------------------------- BoTorch
     def posterior(
@@ -643,6 +638,8 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
                 f"`Y` must have shape batch_shape x n' x 1, got {tuple(Y.shape)}."
             )
         self._check_X(X)
+        if not torch.isfinite(Y).all():
+            raise ValueError("`Y` contains NaN or infinite values.")
         if self.learns_target_noise and noise is not None:
             raise ValueError(
                 f"`noise` can only be given to a {type(self).__name__} with known "

@@ -244,3 +244,38 @@ def test_construct_inputs_needs_the_transfer_argument():
     assert (
         PretrainedPriorGP.fixes_outcome_units and not DeltaBOModel.fixes_outcome_units
     )
+
+
+def query_model(kind):
+    source = make_source()
+    X, Y = make_target()
+    if kind == "toy":  # written on the hooks only: the checks are the base class's
+        return WeightedOffsetGP(X, Y, covar_module=kernel(), transfer=source)
+    if kind == "hyperbo":
+        from tests.pretraining.test_objectives import make_prior
+
+        return PretrainedPriorGP(X, Y, prior=make_prior())
+    return {"deltabo": DeltaBOModel, "envgp": EnvGP}[kind](X, Y, source=source)
+
+
+@pytest.mark.parametrize("kind", ["toy", "deltabo", "envgp", "hyperbo"])
+def test_query_inputs_are_checked_once_for_all_models(kind):
+    model = query_model(kind)
+    nan_X = torch.rand(4, 3, 2, dtype=F64)
+    nan_X[1, 2, 0] = float("nan")
+    cases = [
+        (torch.rand(2, dtype=F64), ValueError, r"`X` must have shape .* x q x d"),
+        (torch.rand(4, 3, 3, dtype=F64), ValueError, r"`X` must have d=2 columns"),
+        (nan_X, ValueError, r"`X` contains NaN or infinite values"),
+        (nan_X.nan_to_num(posinf=1.0, nan=float("inf")), ValueError, "infinite"),
+        (torch.ones(3, 2, dtype=torch.long), TypeError, "`X` must be a floating"),
+    ]
+    for X, error, match in cases:
+        with pytest.raises(error, match=match):
+            model.posterior(X)
+    X_new, Y_new = torch.rand(2, 2, dtype=F64), torch.rand(2, 1, dtype=F64)
+    with pytest.raises(ValueError, match=r"`X` contains NaN"):
+        model.condition_on_observations(X_new * float("nan"), Y_new)
+    with pytest.raises(ValueError, match=r"`Y` contains NaN"):
+        model.condition_on_observations(X_new, Y_new * float("nan"))
+    assert torch.isfinite(model.posterior(nan_X.nan_to_num(0.5)).mean).all()
