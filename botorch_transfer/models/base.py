@@ -54,6 +54,7 @@ import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.errors import UnsupportedError
+from botorch.fit import _fit_fallback
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
@@ -74,6 +75,7 @@ from gpytorch.likelihoods import (
     Likelihood,
 )
 from gpytorch.means import Mean
+from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.models import ExactGP
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
@@ -708,6 +710,16 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             return self.condition_on_observations(
                 X=X, Y=Y_fantasized, noise=noise, **kwargs
             )
+
+    def custom_fit(
+        self, mll: MarginalLogLikelihood, **kwargs: Any
+    ) -> MarginalLogLikelihood:
+        r"""Called by ``fit_gpytorch_mll``: BoTorch's default fit, and a no-op when
+        the GP has no training points (the model is then its prior, and a marginal
+        likelihood of no data has nothing to fit)."""
+        if self.train_inputs[0].shape[-2] == 0:
+            return mll.eval()
+        return _fit_fallback(mll=mll, **kwargs)
 
     @classmethod
     def construct_inputs(

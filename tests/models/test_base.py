@@ -7,11 +7,13 @@ import inspect
 import pytest
 import torch
 from botorch.acquisition import qUpperConfidenceBound
+from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator
 
 from botorch_transfer import (
@@ -20,6 +22,8 @@ from botorch_transfer import (
     DiffGP,
     EnvGP,
     PretrainedPriorGP,
+    TaskData,
+    build_cluster_prior,
 )
 from botorch_transfer.models.base import (
     SourceConditionedGP,
@@ -279,3 +283,33 @@ def test_query_inputs_are_checked_once_for_all_models(kind):
     with pytest.raises(ValueError, match=r"`Y` contains NaN"):
         model.condition_on_observations(X_new, Y_new * float("nan"))
     assert torch.isfinite(model.posterior(nan_X.nan_to_num(0.5)).mean).all()
+
+
+@pytest.mark.parametrize("kind", ["deltabo", "deltabo-full", "cmbo", "hyperbo"])
+def test_fit_without_target_data_is_a_no_op(kind):
+    # with no target points the model is its prior: nothing to fit, nothing changes
+    from tests.models.test_contract import build
+
+    X, Y = make_target()
+    X, Y = X[:0], Y[:0]
+    if kind == "cmbo":  # a small prior: one cluster of two tasks
+        gen = torch.Generator().manual_seed(0)
+        X_meta = torch.rand(2, 6, 2, generator=gen, dtype=F64)
+        tasks = [
+            TaskData(x, (i + 1) * x.sum(-1, keepdim=True)) for i, x in enumerate(X_meta)
+        ]
+        prior = build_cluster_prior(tasks, n_clusters=1, n_index_points=8, n_init=1)
+        model = ClusterMetaPriorGP(X, Y, prior=prior)
+    else:
+        options = {"fine_tune": True} if kind == "hyperbo" else {}
+        model = build(kind, X, Y, make_source(), **options)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    X_test = torch.rand(4, 1, 2, dtype=F64)
+    expected = model.posterior(X_test)
+    mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert not mll.training
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean, expected.mean)
+    torch.testing.assert_close(post.variance, expected.variance)
