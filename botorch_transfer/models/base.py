@@ -337,6 +337,12 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         self.register_buffer("_target_Yvar", Yvar, persistent=False)
         self.to(train_X)
         self._set_target_data(self._target_X, self._target_Y, self._target_Yvar)
+        if input_transform is not None and self.train_inputs[0].shape[-2] > 0:
+            # as SingleTaskGP: a data-dependent transform (Normalize without bounds)
+            # learns from the GP's training inputs now, not at the first training
+            # call, so unfitted and state_dict-loaded models use the fitted transform
+            with torch.no_grad():
+                self.transform_inputs(self.train_inputs[0])
 
     # ------------------------------------------------------------------ hooks
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> Any:

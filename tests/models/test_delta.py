@@ -707,3 +707,13 @@ def test_an_empty_or_mismatched_source_is_a_clear_error():
         match=r"`source\[0\]` is a SingleTaskGP on d=3 inputs but `train_X` has d=2",
     ):
         DeltaBOModel(X, Y, source=gp)
+
+
+def test_input_transform_is_learned_from_the_target_inputs_at_construction():
+    X, Y = make_target()
+    X = 3 * X + 1
+    model = DeltaBOModel(X, Y, source=make_source(), input_transform=Normalize(2))
+    reference = SingleTaskGP(X, Y, input_transform=Normalize(2))  # learns at __init__
+    torch.testing.assert_close(
+        model.input_transform.bounds, reference.input_transform.bounds
+    )
