@@ -17,12 +17,6 @@ from gpytorch.module import Module as GPyTorchModule
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.source_posterior import (
-    GPSourcePosterior,
-    ModelSourcePosterior,
-    SourcePosterior,
-    SumSourcePosterior,
-)
 
 
 class UntrainedSourceWarning(UserWarning):
@@ -112,6 +106,40 @@ def check_query_inputs(X: Any, d: int, name: str = "X") -> None:
         raise ValueError(f"`{name}` contains NaN or infinite values.")
 
 
+def check_bounds(bounds: Any, d: int, like: Tensor, name: str = "bounds") -> Tensor:
+    r"""Check a box of inputs: a ``2 x d`` tensor of finite bounds, lower < upper.
+
+    Args:
+        bounds: The ``2 x d`` lower and upper bounds.
+        d: The input dimension.
+        like: A tensor whose dtype and device the bounds get (integer bounds are
+            cast).
+        name: The argument's name in messages.
+
+    Returns:
+        The bounds on ``like``'s dtype and device.
+    """
+    if not isinstance(bounds, Tensor):
+        raise TypeError(
+            f"`{name}` must be a 2 x d torch.Tensor, got {type(bounds).__name__}."
+        )
+    if tuple(bounds.shape) != (2, d):
+        raise ValueError(
+            f"`{name}` must have shape (2, {d}) (lower and upper bounds of the d={d} "
+            f"inputs), got {tuple(bounds.shape)}."
+        )
+    bounds = bounds.to(dtype=like.dtype, device=like.device)
+    if not torch.isfinite(bounds).all():
+        raise ValueError(f"`{name}` contains NaN or infinite values.")
+    empty = (bounds[1] <= bounds[0]).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"`{name}` must have lower < upper in every dimension (bounds[0] < "
+            f"bounds[1]); dimension(s) {empty} have lower >= upper."
+        )
+    return bounds
+
+
 def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> list:
     r"""Normalize ``source`` to a non-empty list and check it against the target.
 
@@ -124,6 +152,10 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
     Returns:
         The list of sources.
     """
+    # imported here: the meta-prior packages use this module and are imported by
+    # botorch_transfer.models
+    from botorch_transfer.models.source_posterior import SourcePosterior
+
     if source is None:
         raise TypeError(
             "`source` is required: a TaskData, a fitted model or a list of them."
@@ -210,6 +242,12 @@ def check_source(source: Any, train_X: Tensor, name: str = "source") -> None:
 def source_input_dim(source: Any) -> int | None:
     r"""The raw input dimension of a source model or posterior, or ``None`` where
     its training inputs do not tell it."""
+    from botorch_transfer.models.source_posterior import (
+        GPSourcePosterior,
+        ModelSourcePosterior,
+        SumSourcePosterior,
+    )
+
     if isinstance(source, GPSourcePosterior):
         return source.train_inputs.shape[-1]
     if isinstance(source, ModelSourcePosterior):
