@@ -12,6 +12,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import DeltaBOModel, TaskData
 from botorch_transfer.models import GPSourcePosterior, ModelSourcePosterior
+from botorch_transfer.validation import UntrainedSourceWarning
 from tests.models.reference import (
     DirectMaternKernel,
     DirectRBFKernel,
@@ -717,3 +718,10 @@ def test_input_transform_is_learned_from_the_target_inputs_at_construction():
     torch.testing.assert_close(
         model.input_transform.bounds, reference.input_transform.bounds
     )
+
+
+def test_an_untrained_source_model_warns():
+    task = make_source()
+    X, Y = make_target()
+    with pytest.warns(UntrainedSourceWarning, match=r"`source\[0\]` \(SingleTaskGP\)"):
+        DeltaBOModel(X, Y, source=SingleTaskGP(task.X, task.Y))
