@@ -130,8 +130,9 @@ class RGPE(SourceConditionedGP):
             copy is given to base GPs built from ``TaskData``.
         source: The base models (keyword): a list of ``TaskData`` (a
             ``SingleTaskGP`` with BoTorch's defaults is fitted on each, here),
-            fitted single-output BoTorch models, or ``SourcePosterior`` objects, one
-            per source task.
+            fitted single-output BoTorch models (an untrained one triggers an
+            ``UntrainedSourceWarning``), or ``SourcePosterior`` objects, one per
+            source task.
         num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
             tutorial: 256).
         seed: Seed of the draws (the weights are deterministic given it).
