@@ -7,15 +7,21 @@ wrong answer.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
+from gpytorch.module import Module as GPyTorchModule
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.source_posterior import SourcePosterior
+
+
+class UntrainedSourceWarning(UserWarning):
+    r"""A source model passed to a transfer model looks untrained: all its
+    hyperparameters are still at their initial values."""
 
 
 def validate_training_data(
@@ -73,6 +79,67 @@ def validate_training_data(
             raise ValueError("`train_Yvar` must be non-negative (it is a variance).")
 
 
+def check_query_inputs(X: Any, d: int, name: str = "X") -> None:
+    r"""Check inputs at which a model is queried (``posterior``, conditioning), as
+    BoTorch's input checks do: a floating point tensor ``batch_shape x q x d`` with
+    the model's ``d`` and finite values (a NaN input would give a NaN posterior).
+
+    Args:
+        X: The inputs.
+        d: The model's input dimension.
+        name: The argument's name in messages.
+    """
+    if not isinstance(X, Tensor) or not X.is_floating_point():
+        got = X.dtype if isinstance(X, Tensor) else type(X).__name__
+        raise TypeError(f"`{name}` must be a floating point torch.Tensor, got {got}.")
+    if X.dim() < 2:
+        raise ValueError(
+            f"`{name}` must have shape batch_shape x q x d (d={d}), got "
+            f"{tuple(X.shape)}; use `{name}.unsqueeze(0)` for a single point."
+        )
+    if X.shape[-1] != d:
+        raise ValueError(
+            f"`{name}` must have d={d} columns (its last dimension), got shape "
+            f"{tuple(X.shape)}."
+        )
+    if not torch.isfinite(X).all():
+        raise ValueError(f"`{name}` contains NaN or infinite values.")
+
+
+def check_bounds(bounds: Any, d: int, like: Tensor, name: str = "bounds") -> Tensor:
+    r"""Check a box of inputs: a ``2 x d`` tensor of finite bounds, lower < upper.
+
+    Args:
+        bounds: The ``2 x d`` lower and upper bounds.
+        d: The input dimension.
+        like: A tensor whose dtype and device the bounds get (integer bounds are
+            cast).
+        name: The argument's name in messages.
+
+    Returns:
+        The bounds on ``like``'s dtype and device.
+    """
+    if not isinstance(bounds, Tensor):
+        raise TypeError(
+            f"`{name}` must be a 2 x d torch.Tensor, got {type(bounds).__name__}."
+        )
+    if tuple(bounds.shape) != (2, d):
+        raise ValueError(
+            f"`{name}` must have shape (2, {d}) (lower and upper bounds of the d={d} "
+            f"inputs), got {tuple(bounds.shape)}."
+        )
+    bounds = bounds.to(dtype=like.dtype, device=like.device)
+    if not torch.isfinite(bounds).all():
+        raise ValueError(f"`{name}` contains NaN or infinite values.")
+    empty = (bounds[1] <= bounds[0]).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"`{name}` must have lower < upper in every dimension (bounds[0] < "
+            f"bounds[1]); dimension(s) {empty} have lower >= upper."
+        )
+    return bounds
+
+
 def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> list:
     r"""Normalize ``source`` to a non-empty list and check it against the target.
 
@@ -85,6 +152,10 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
     Returns:
         The list of sources.
     """
+    # imported here: the meta-prior packages use this module and are imported by
+    # botorch_transfer.models
+    from botorch_transfer.models.source_posterior import SourcePosterior
+
     if source is None:
         raise TypeError(
             "`source` is required: a TaskData, a fitted model or a list of them."
@@ -94,7 +165,6 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
         raise ValueError(
             "`source` must contain at least one source, got an empty list."
         )
-    dim = train_X.shape[-1]
     allowed = (TaskData, Model, SourcePosterior) if allow_models else (TaskData,)
     for i, s in enumerate(sources):
         if not isinstance(s, allowed):
@@ -113,23 +183,122 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
                 "the stack before them. To stack fitted models, pass a fitted "
                 "DeltaBOModel."
             )
-        if isinstance(s, TaskData):
-            if s.d != dim:
-                raise ValueError(
-                    f"`source[{i}]` has input dimension d={s.d} but `train_X` has "
-                    f"d={dim}; source and target must share the input space."
-                )
-            if s.X.dtype != train_X.dtype:
-                raise TypeError(
-                    f"`source[{i}]` has dtype {s.X.dtype} but `train_X` has "
-                    f"{train_X.dtype}; use one dtype for source and target data."
-                )
-            if s.X.device != train_X.device:
-                raise ValueError(
-                    f"`source[{i}]` is on {s.X.device} but `train_X` on "
-                    f"{train_X.device}."
-                )
+        check_source(s, train_X, f"source[{i}]")
     return sources
+
+
+def check_source(source: Any, train_X: Tensor, name: str = "source") -> None:
+    r"""Check one source against the target inputs.
+
+    A ``TaskData`` must have observations and ``train_X``'s ``d``, dtype and device.
+    A model or ``SourcePosterior`` must have ``train_X``'s ``d`` where its training
+    inputs tell it; a model whose hyperparameters are all still at their initial
+    values triggers an :class:`UntrainedSourceWarning` (it would be used as is).
+
+    Args:
+        source: A ``TaskData``, BoTorch ``Model`` or ``SourcePosterior``.
+        train_X: The target inputs.
+        name: The source's name in messages (e.g. ``"source[0]"``).
+    """
+    dim = train_X.shape[-1]
+    if isinstance(source, TaskData):
+        if source.n == 0:
+            raise ValueError(
+                f"`{name}` has no observations (n=0); a source task needs at least "
+                "one. Leave it out of `source`."
+            )
+        if source.d != dim:
+            raise ValueError(
+                f"`{name}` has input dimension d={source.d} but `train_X` has "
+                f"d={dim}; source and target must share the input space."
+            )
+        if source.X.dtype != train_X.dtype:
+            raise TypeError(
+                f"`{name}` has dtype {source.X.dtype} but `train_X` has "
+                f"{train_X.dtype}; use one dtype for source and target data."
+            )
+        if source.X.device != train_X.device:
+            raise ValueError(
+                f"`{name}` is on {source.X.device} but `train_X` on {train_X.device}."
+            )
+        return
+    source_dim = source_input_dim(source)
+    if source_dim is not None and source_dim != dim:
+        raise ValueError(
+            f"`{name}` is a {type(source).__name__} on d={source_dim} inputs but "
+            f"`train_X` has d={dim}; source and target must share the input space."
+        )
+    if isinstance(source, Model) and looks_untrained(source):
+        warnings.warn(
+            f"`{name}` ({type(source).__name__}) looks untrained: all its "
+            "hyperparameters are at their initial values. It is used as is (frozen); "
+            "fit it first (e.g. fit_gpytorch_mll), or pass its data as a TaskData "
+            "to have it fitted.",
+            UntrainedSourceWarning,
+            stacklevel=3,
+        )
+
+
+def source_input_dim(source: Any) -> int | None:
+    r"""The raw input dimension of a source model or posterior, or ``None`` where
+    its training inputs do not tell it."""
+    from botorch_transfer.models.source_posterior import (
+        GPSourcePosterior,
+        ModelSourcePosterior,
+        SumSourcePosterior,
+    )
+
+    if isinstance(source, GPSourcePosterior):
+        return source.train_inputs.shape[-1]
+    if isinstance(source, ModelSourcePosterior):
+        return source_input_dim(source.model)
+    if isinstance(source, SumSourcePosterior):
+        return source_input_dim(source.components[0])
+    if hasattr(source, "models"):  # ModelListGP and other model lists
+        dims = {source_input_dim(m) for m in source.models} - {None}
+        return dims.pop() if len(dims) == 1 else None
+    # BoTorch keeps the raw inputs aside while `train_inputs` hold transformed ones
+    raw = getattr(source, "_original_train_inputs", None)
+    if raw is None:
+        train_inputs = getattr(source, "train_inputs", None)
+        if isinstance(train_inputs, (tuple, list)) and train_inputs:
+            raw = train_inputs[0]
+        elif isinstance(train_inputs, Tensor):
+            raw = train_inputs
+    if raw is None:
+        raw = getattr(source, "train_X", None)
+    if isinstance(raw, Tensor) and raw.dim() >= 2:
+        return raw.shape[-1]
+    return None
+
+
+def looks_untrained(model: torch.nn.Module) -> bool:
+    r"""Whether every GPyTorch hyperparameter of ``model`` is at its initial value.
+
+    The initial value of a raw hyperparameter is its constraint's ``initial_value``
+    (BoTorch's priors' modes) or 0 (GPyTorch's default). A fitted model, or one whose
+    hyperparameters were set by hand, has some other value. Models without such
+    hyperparameters (e.g. neural networks) are never reported.
+    """
+    found = False
+    for module in model.modules():
+        if not isinstance(module, GPyTorchModule):
+            continue
+        for name, param in module.named_parameters(recurse=False):
+            constraint = module._constraints.get(f"{name}_constraint")
+            initial = None if constraint is None else constraint.initial_value
+            if initial is None:
+                initial = torch.zeros((), dtype=param.dtype, device=param.device)
+            try:
+                at_initial = torch.equal(
+                    param.detach(), initial.to(param).expand_as(param)
+                )
+            except RuntimeError:  # an initial value of another shape
+                return False
+            if not at_initial:
+                return False
+            found = True
+    return found
 
 
 def check_invertible_input_transform(

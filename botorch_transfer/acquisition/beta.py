@@ -3,6 +3,29 @@ r"""Confidence schedules for UCB-type acquisition functions."""
 from __future__ import annotations
 
 import math
+import operator
+from typing import Any
+
+import torch
+
+
+def _integer(value: Any, name: str) -> int:
+    r"""``value`` as an ``int`` >= 1: a Python or NumPy integer or a 0-d integer
+    tensor (not a bool, a float or an array)."""
+    if (
+        isinstance(value, (bool, str, bytes))
+        or getattr(value, "ndim", 0) != 0
+        or getattr(value, "dtype", None) == torch.bool
+    ):
+        index = None
+    else:
+        try:
+            index = operator.index(value)
+        except TypeError:
+            index = None
+    if index is None or index < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
+    return index
 
 
 def beta_t(t: int, domain_size: int, rho: float = 0.1) -> float:
@@ -16,8 +39,10 @@ def beta_t(t: int, domain_size: int, rho: float = 0.1) -> float:
     (0.2 or 0.3) instead; pass that number directly to the acquisition function.
 
     Args:
-        t: The iteration, ``t >= 1``.
-        domain_size: ``|D|``, the number of candidate points (``>= 1``). For a
+        t: The iteration, ``t >= 1`` (an ``int``, a NumPy integer or a 0-d integer
+            tensor).
+        domain_size: ``|D|``, the number of candidate points (``>= 1``, an integer
+            like ``t``; any size, the formula is evaluated in logs). For a
             continuous domain use the size of a discretization.
         rho: Failure probability in ``(0, 1)``.
 
@@ -28,14 +53,16 @@ def beta_t(t: int, domain_size: int, rho: float = 0.1) -> float:
         >>> beta_t(1, domain_size=120 * 120, rho=0.1)  # doctest: +ELLIPSIS
         24.75...
     """
-    if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-        raise ValueError(f"`t` must be an integer >= 1, got {t!r}.")
-    if (
-        isinstance(domain_size, bool)
-        or not isinstance(domain_size, int)
-        or domain_size < 1
-    ):
-        raise ValueError(f"`domain_size` must be an integer >= 1, got {domain_size!r}.")
-    if not 0.0 < rho < 1.0:
-        raise ValueError(f"`rho` must lie in (0, 1), got {rho!r}.")
-    return 2.0 * math.log(domain_size * t**2 * math.pi**2 / (6.0 * rho))
+    t, domain_size = _integer(t, "t"), _integer(domain_size, "domain_size")
+    try:
+        rho_value = float(rho) if not isinstance(rho, (bool, str, bytes)) else None
+    except (TypeError, ValueError):
+        rho_value = None
+    if rho_value is None or not 0.0 < rho_value < 1.0:
+        raise ValueError(f"`rho` must be a number in (0, 1), got {rho!r}.")
+    # in logs: |D| may be too large for a float (e.g. 2^d for d binary inputs)
+    return 2.0 * (
+        math.log(domain_size)
+        + 2.0 * math.log(t)
+        + math.log(math.pi**2 / (6.0 * rho_value))
+    )

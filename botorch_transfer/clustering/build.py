@@ -22,6 +22,7 @@ from botorch_transfer.clustering.kmeans import gaussian_kmeans, select_n_cluster
 from botorch_transfer.clustering.prior import PROTOTYPES, ClusterMetaPrior
 from botorch_transfer.clustering.stage1 import MetaTaskPosteriors, meta_task_posteriors
 from botorch_transfer.data import TaskData, validate_task_set
+from botorch_transfer.validation import check_bounds
 
 
 def build_cluster_prior(
@@ -124,11 +125,7 @@ def build_cluster_prior(
         bounds = posteriors.bounds
     if bounds is None:
         bounds = torch.stack([torch.zeros(d, **opts), torch.ones(d, **opts)])
-    bounds = bounds.to(**opts)
-    if bounds.shape != (2, d) or not (bounds[1] > bounds[0]).all():
-        raise ValueError(
-            f"`bounds` must be 2 x d={d} with lower < upper, got {tuple(bounds.shape)}."
-        )
+    bounds = check_bounds(bounds, d, tasks[0].X)
     if index_points is None:
         sobol = (
             torch.quasirandom.SobolEngine(d, scramble=True, seed=seed)
@@ -152,6 +149,8 @@ def build_cluster_prior(
             f"dimension), got {shape}."
         )
     index_points = index_points.to(**opts)
+    if not torch.isfinite(index_points).all():
+        raise ValueError("`index_points` contains NaN or infinite values.")
 
     # Stage 1: meta-task posteriors, discretized on V
     if posteriors is None:

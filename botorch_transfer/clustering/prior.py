@@ -32,7 +32,15 @@ from botorch_transfer.clustering.divergences import (
 )
 from botorch_transfer.clustering.stage1 import MetaTaskPosteriors
 from botorch_transfer.clustering.weights import check_weights
-from botorch_transfer.priors_io import PathLike, check_keys, load_prior, save_prior
+from botorch_transfer.priors_io import (
+    PathLike,
+    PriorFileError,
+    check_keys,
+    check_tensors,
+    describe_path,
+    load_prior,
+    save_prior,
+)
 
 PROTOTYPES = ("center", "barycenter")
 _TENSORS = (
@@ -42,6 +50,35 @@ _TENSORS = (
     "prototype_covs",
     "task_means",
     "task_covs",
+)
+#: Shapes of a saved prior's tensors: K meta-tasks of at most n points in d
+#: dimensions, m index points, C clusters.
+_SHAPES = {
+    "posteriors.X": ("K", "n", "d"),
+    "posteriors.Z_targets": ("K", "n"),
+    "posteriors.mask": ("K", "n"),
+    "posteriors.noise": ("K", "n"),
+    "posteriors.lengthscale_32": ("K", "d"),
+    "posteriors.lengthscale_12": ("K", "d"),
+    "posteriors.outputscale": ("K",),
+    "posteriors.constant": ("K",),
+    "posteriors.y_offset": ("K",),
+    "posteriors.y_scale": ("K",),
+    "posteriors.bounds": (2, "d"),
+    "index_points": ("m", "d"),
+    "assignments": ("K",),
+    "prototype_means": ("C", "m"),
+    "prototype_covs": ("C", "m", "m"),
+    "task_means": ("K", "m"),
+    "task_covs": ("K", "m", "m"),
+}
+_KINDS = {"posteriors.mask": "bool", "assignments": "integer"}
+_POSITIVE = (
+    "posteriors.noise",
+    "posteriors.lengthscale_32",
+    "posteriors.lengthscale_12",
+    "posteriors.outputscale",
+    "posteriors.y_scale",
 )
 _CONFIG = ("distance", "prototype", "jitter", "task_names", "info")
 
@@ -369,26 +406,48 @@ class ClusterMetaPrior(Module):
         Raises:
             ~botorch_transfer.priors_io.PriorFileError: If the file is not a readable
                 saved ``ClusterMetaPrior`` (see
-                :func:`~botorch_transfer.priors_io.load_prior`).
+                :func:`~botorch_transfer.priors_io.load_prior`: header, checksum,
+                finite tensors of one dtype), its tensors do not fit together
+                (shapes, kinds, positive scales, cluster indices) or its config is
+                invalid.
         """
         name = cls.__name__
+        where = describe_path(path)
         payload = load_prior(path, name, ("config", "state"), map_location)
         state, config = payload["state"], payload["config"]
         fields = [f"posteriors.{k}" for k in MetaTaskPosteriors._FIELDS]
         check_keys(state, fields + list(_TENSORS), path, name, "state")
         check_keys(config, _CONFIG, path, name, "config")
-        posteriors = MetaTaskPosteriors(
-            **{k: state[f"posteriors.{k}"] for k in MetaTaskPosteriors._FIELDS}
-        )
-        return cls(
-            posteriors,
-            *(state[k] for k in _TENSORS),
-            distance=config["distance"],
-            prototype=config["prototype"],
-            jitter=config["jitter"],
-            task_names=config["task_names"],
-            info=config["info"],
-        )
+        sizes = check_tensors(state, _SHAPES, path, name, _KINDS, _POSITIVE)
+        assignments, C = state["assignments"], sizes["C"]
+        if not ((assignments >= 0) & (assignments < C)).all():
+            raise PriorFileError(
+                f"{where}: state tensor 'assignments' must hold cluster indices in "
+                f"[0, {C}) (one per prototype), got {assignments.tolist()}."
+            )
+        bounds = state["posteriors.bounds"]
+        if not (bounds[1] > bounds[0]).all():
+            raise PriorFileError(
+                f"{where}: state tensor 'posteriors.bounds' must have lower < upper."
+            )
+        try:
+            posteriors = MetaTaskPosteriors(
+                **{k: state[f"posteriors.{k}"] for k in MetaTaskPosteriors._FIELDS}
+            )
+            return cls(
+                posteriors,
+                *(state[k] for k in _TENSORS),
+                distance=config["distance"],
+                prototype=config["prototype"],
+                jitter=config["jitter"],
+                task_names=config["task_names"],
+                info=config["info"],
+            )
+        except (TypeError, ValueError, RuntimeError) as e:  # incl. a failed Cholesky
+            raise PriorFileError(
+                f"{where}: could not rebuild the saved {name} from its config and "
+                f"tensors: {e}"
+            ) from e
 
 
 # --------------------------------------------------------------------------- modules

@@ -54,6 +54,7 @@ import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.errors import UnsupportedError
+from botorch.fit import _fit_fallback
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
@@ -74,6 +75,7 @@ from gpytorch.likelihoods import (
     Likelihood,
 )
 from gpytorch.means import Mean
+from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.models import ExactGP
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
@@ -87,6 +89,7 @@ from botorch_transfer.models.source_posterior import outcome_affine
 from botorch_transfer.validation import (
     as_source_list,
     check_invertible_input_transform,
+    check_query_inputs,
     validate_training_data,
 )
 
@@ -334,6 +337,12 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         self.register_buffer("_target_Yvar", Yvar, persistent=False)
         self.to(train_X)
         self._set_target_data(self._target_X, self._target_Y, self._target_Yvar)
+        if input_transform is not None and self.train_inputs[0].shape[-2] > 0:
+            # as SingleTaskGP: a data-dependent transform (Normalize without bounds)
+            # learns from the GP's training inputs now, not at the first training
+            # call, so unfitted and state_dict-loaded models use the fitted transform
+            with torch.no_grad():
+                self.transform_inputs(self.train_inputs[0])
 
     # ------------------------------------------------------------------ hooks
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> Any:
@@ -550,13 +559,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         return X
 
     def _check_X(self, X: Tensor, name: str = "X") -> None:
-        d = self.target_X.shape[-1]
-        if X.shape[-1] != d:
-            raise ValueError(f"`{name}` must have d={d} columns, got {tuple(X.shape)}.")
-        if X.dim() < 2:
-            raise ValueError(
-                f"`{name}` must have shape batch_shape x q x d, got {tuple(X.shape)}."
-            )
+        check_query_inputs(X, self.target_X.shape[-1], name)
 
     # ---------------------------------------------------------------- BoTorch
     def posterior(
@@ -643,6 +646,8 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
                 f"`Y` must have shape batch_shape x n' x 1, got {tuple(Y.shape)}."
             )
         self._check_X(X)
+        if not torch.isfinite(Y).all():
+            raise ValueError("`Y` contains NaN or infinite values.")
         if self.learns_target_noise and noise is not None:
             raise ValueError(
                 f"`noise` can only be given to a {type(self).__name__} with known "
@@ -711,6 +716,16 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             return self.condition_on_observations(
                 X=X, Y=Y_fantasized, noise=noise, **kwargs
             )
+
+    def custom_fit(
+        self, mll: MarginalLogLikelihood, **kwargs: Any
+    ) -> MarginalLogLikelihood:
+        r"""Called by ``fit_gpytorch_mll``: BoTorch's default fit, and a no-op when
+        the GP has no training points (the model is then its prior, and a marginal
+        likelihood of no data has nothing to fit)."""
+        if self.train_inputs[0].shape[-2] == 0:
+            return mll.eval()
+        return _fit_fallback(mll=mll, **kwargs)
 
     @classmethod
     def construct_inputs(

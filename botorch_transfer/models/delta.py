@@ -83,11 +83,13 @@ class DeltaBOModel(SourceConditionedGP):
         source: The source task(s) (keyword): a ``TaskData`` (a ``SingleTaskGP`` is
             built and fitted on it once, here), a fitted single-output BoTorch
             ``Model`` (used as is, frozen; exact GPs are cached for fast
-            evaluation), a ``SourcePosterior`` in user units (e.g.
-            ``model.frozen_source()`` of a previous model, to rebuild without
-            touching the source), or a list of these stacked in order: each later
-            ``TaskData`` is modelled as the residual of the stack before it (a
-            DeltaBO layer), as in the paper's footnote on several sources.
+            evaluation; one whose hyperparameters are all still at their initial
+            values triggers an ``UntrainedSourceWarning``), a ``SourcePosterior``
+            in user units (e.g. ``model.frozen_source()`` of a previous model, to
+            rebuild without touching the source), or a list of these stacked in
+            order: each later ``TaskData`` is modelled as the residual of the stack
+            before it (a DeltaBO layer), as in the paper's footnote on several
+            sources.
         likelihood: Likelihood of the residual GP. Default: BoTorch's noise model;
             under ``"diagonal"`` a ``FixedNoiseGaussianLikelihood`` carrying the
             source variance at each target point (plus a learned ``sigma^2``).

@@ -32,6 +32,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.models.base import SourceConditionedGP
+from botorch_transfer.validation import check_query_inputs
 
 
 def _normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
@@ -238,7 +239,9 @@ class TransferGuard(Model):
         posterior_transform: PosteriorTransform | None = None,
         **kwargs: Any,
     ) -> Posterior:
-        r"""The acting model's posterior at ``X`` (see ``uses_transfer``)."""
+        r"""The acting model's posterior at ``X`` (see ``uses_transfer``), ``X``
+        checked as the package's models check it whichever model acts."""
+        check_query_inputs(X, self.target_X.shape[-1])
         return self.model.posterior(
             X,
             output_indices=output_indices,

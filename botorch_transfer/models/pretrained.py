@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 from botorch.acquisition import ProbabilityOfImprovement
-from botorch.fit import _fit_fallback
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.constraints import GreaterThan
@@ -163,10 +162,11 @@ class PretrainedPriorGP(SourceConditionedGP):
         self, mll: MarginalLogLikelihood, **kwargs: Any
     ) -> MarginalLogLikelihood:
         r"""Called by ``fit_gpytorch_mll``: a no-op for a frozen prior (HyperBO never
-        re-fits it), BoTorch's default fit when ``fine_tune=True``."""
+        re-fits it) and without target data, BoTorch's default fit when
+        ``fine_tune=True``."""
         if not any(p.requires_grad for p in mll.parameters()):
             return mll.eval()
-        return _fit_fallback(mll=mll, **kwargs)
+        return super().custom_fit(mll, **kwargs)
 
 
 def hyperbo_probability_of_improvement(

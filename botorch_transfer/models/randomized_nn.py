@@ -48,12 +48,13 @@ import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.models.ensemble import EnsembleModel
 from botorch.models.transforms.input import InputTransform
-from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.optim import optimize_acqf
+from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
 
 from botorch_transfer.models.base import single_output_subset_error
-from botorch_transfer.validation import validate_training_data
+from botorch_transfer.validation import check_query_inputs, validate_training_data
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
@@ -182,8 +183,11 @@ class RandomizedNNEnsemble(EnsembleModel):
             moved, so a seed gives the same members on every device and dtype.
         input_transform: E.g. ``Normalize(d, bounds=bounds)``, applied as
             ``SingleTaskGP`` applies it.
-        outcome_transform: E.g. ``Standardize(m=1)`` (squared loss only); predictions
-            come back in the user's units.
+        outcome_transform: Squared loss only; predictions come back in the user's
+            units. Default: ``Standardize(m=1)`` (as ``SingleTaskGP``), since
+            ``lambda_schedule`` and the weight scales are set for standardized
+            outcomes: trained on raw outcomes far from 0 or in large units, the members
+            cannot reach the data. ``None`` trains on the raw outcomes.
 
     Example:
         >>> from botorch.acquisition import qUpperConfidenceBound
@@ -191,8 +195,7 @@ class RandomizedNNEnsemble(EnsembleModel):
         >>> X = torch.rand(10, 2, dtype=torch.float64)
         >>> Y = (X - 0.5).pow(2).sum(-1, keepdim=True).neg()
         >>> model = RandomizedNNEnsemble(
-        ...     X, Y, num_members=8, seed=0,
-        ...     input_transform=Normalize(2), outcome_transform=Standardize(m=1),
+        ...     X, Y, num_members=8, seed=0, input_transform=Normalize(2)
         ... )
         >>> model.posterior(torch.rand(4, 3, 2, dtype=torch.float64)).values.shape
         torch.Size([4, 8, 3, 1])
@@ -222,7 +225,7 @@ class RandomizedNNEnsemble(EnsembleModel):
         lr: float | None = None,
         seed: int | None = None,
         input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
+        outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, None)
@@ -303,6 +306,9 @@ class RandomizedNNEnsemble(EnsembleModel):
             raise ValueError(
                 f"`num_anchors` must be a non-negative integer, got {num_anchors!r}."
             )
+        if outcome_transform is DEFAULT:  # standardize what can be standardized
+            squared = loss == "squared" and train_X.shape[-2] > 0
+            outcome_transform = Standardize(m=1) if squared else None
         if loss == "cross_entropy" and outcome_transform is not None:
             raise ValueError(
                 "`outcome_transform` is not used with loss='cross_entropy': the model "
@@ -565,19 +571,18 @@ class RandomizedNNEnsemble(EnsembleModel):
         batch)."""
         return torch.Size([])
 
+    def posterior(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
+        r"""BoTorch's ``EnsembleModel.posterior`` at ``batch_shape x q x d`` raw ``X``
+        (checked as the GP models check it)."""
+        check_query_inputs(X, self.train_X.shape[-1])
+        return super().posterior(X, *args, **kwargs)
+
     def forward(self, X: Tensor) -> Tensor:
         r"""Members' predictions, ``batch x s x q x 1`` (model units; class
-        probabilities for ``loss="cross_entropy"``)."""
-        if X.dim() < 2:
-            raise ValueError(
-                f"`X` must have shape batch_shape x q x d, got {tuple(X.shape)}."
-            )
-        if X.shape[-1] != self.train_X.shape[-1]:
-            raise ValueError(
-                f"`X` has input dimension {X.shape[-1]} but the model was trained on "
-                f"d={self.train_X.shape[-1]}."
-            )
-        return self.member_outputs(X)
+        probabilities for ``loss="cross_entropy"``), in ``X``'s dtype; the members are
+        evaluated in the model's dtype."""
+        dtype = self.trained_parameters.dtype
+        return self.member_outputs(X.to(dtype)).to(X.dtype)
 
     def objective(self) -> Tensor:
         r"""Eq. 10 at the trained parameters, one value per member (``s``)."""

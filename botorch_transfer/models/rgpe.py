@@ -55,6 +55,7 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     frozen_source_posterior,
 )
+from botorch_transfer.validation import check_source
 
 SourceLike = TaskData | Model | SourcePosterior
 
@@ -129,8 +130,9 @@ class RGPE(SourceConditionedGP):
             copy is given to base GPs built from ``TaskData``.
         source: The base models (keyword): a list of ``TaskData`` (a
             ``SingleTaskGP`` with BoTorch's defaults is fitted on each, here),
-            fitted single-output BoTorch models, or ``SourcePosterior`` objects, one
-            per source task.
+            fitted single-output BoTorch models (an untrained one triggers an
+            ``UntrainedSourceWarning``), or ``SourcePosterior`` objects, one per
+            source task.
         num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
             tutorial: 256).
         seed: Seed of the draws (the weights are deterministic given it).
@@ -190,9 +192,8 @@ class RGPE(SourceConditionedGP):
                     f"`source[{i}]` must be a TaskData, a fitted BoTorch Model or a "
                     f"SourcePosterior, got {type(s).__name__}."
                 )
-            if isinstance(s, TaskData):
-                # one source at a time through the shared checks (d, dtype, device)
-                super()._prepare_transfer([s], train_X)
+            # the shared checks (d, dtype, device, data, an untrained model)
+            check_source(s, train_X, f"source[{i}]")
         return sources
 
     def _build_modules(

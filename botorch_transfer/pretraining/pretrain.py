@@ -18,6 +18,7 @@ from botorch_transfer.pretraining.objectives import (
 )
 from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.progress import progress_bar
+from botorch_transfer.validation import check_bounds
 
 OBJECTIVES = ("nll", "ekl", "nll+ekl")
 
@@ -71,8 +72,8 @@ def pretrain_prior(
             (0 disables it).
         eval_every: Steps between validation checks (and progress updates).
         patience: Validation checks without improvement before stopping.
-        bounds: ``2 x d`` input bounds for the prior's unit-cube map (default: the
-            range of the pre-training inputs).
+        bounds: ``2 x d`` input bounds for the prior's unit-cube map, finite with
+            lower < upper (default: the range of the pre-training inputs).
         seed: Random seed.
         progress: Show a progress bar with the losses when training takes more
             than a few seconds (see :mod:`botorch_transfer.progress`).
@@ -121,10 +122,8 @@ def pretrain_prior(
         raise ValueError(f"`num_steps` must be positive, got {num_steps}.")
     X0 = tasks[0].X
     d = X0.shape[-1]
-    if bounds is not None and tuple(bounds.shape) != (2, d):
-        raise ValueError(
-            f"`bounds` must have shape (2, {d}), got {tuple(bounds.shape)}."
-        )
+    if bounds is not None:
+        bounds = check_bounds(bounds, d, X0)
 
     gen = torch.Generator().manual_seed(seed)
     n_val = int(math.floor(validation_fraction * len(tasks))) if len(tasks) >= 5 else 0

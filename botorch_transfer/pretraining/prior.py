@@ -31,6 +31,7 @@ from botorch_transfer.priors_io import (
     PathLike,
     PriorFileError,
     check_keys,
+    check_tensors,
     describe_path,
     load_prior,
     save_prior,
@@ -303,24 +304,40 @@ class PretrainedPrior(Module):
         Raises:
             ~botorch_transfer.priors_io.PriorFileError: If the file is not a readable
                 saved ``PretrainedPrior`` (see
-                :func:`~botorch_transfer.priors_io.load_prior`).
+                :func:`~botorch_transfer.priors_io.load_prior`: header, checksum,
+                finite tensors of one dtype), or its config, tensor shapes or values
+                (positive input ranges and outcome scale) are invalid.
         """
         name = cls.__name__
         blob = load_prior(path, name, ("config", "state"), map_location="cpu")
         config, state = blob["config"], blob["state"]
         check_keys(config, ("mean", "kernel", "hidden"), path, name, "config")
         check_keys(state, _STATE_KEYS, path, name, "state")
+        # the maps' tensors here; the networks' by load_state_dict (strict)
+        shapes = dict(zip(_STATE_KEYS, [("d",), ("d",), (), ()]))
+        positive = ("features.range", "mean_module.scale")
+        d = check_tensors(state, shapes, path, name, positive=positive)["d"]
+        if config.get("dim", d) != d:
+            raise PriorFileError(
+                f"{describe_path(path)}: the config 'dim' is {config['dim']!r} but the "
+                f"state tensors of the saved {name} have d={d}."
+            )
         lower = state["features.lower"]
         upper = lower + state["features.range"]
-        prior = cls(
-            lower,
-            upper,
-            state["mean_module.offset"],
-            state["mean_module.scale"],
-            mean=config["mean"],
-            kernel=config["kernel"],
-            hidden=tuple(config["hidden"]),
-        )
+        try:
+            prior = cls(
+                lower,
+                upper,
+                state["mean_module.offset"],
+                state["mean_module.scale"],
+                mean=config["mean"],
+                kernel=config["kernel"],
+                hidden=tuple(config["hidden"]),
+            )
+        except (TypeError, ValueError) as e:
+            raise PriorFileError(
+                f"{describe_path(path)}: invalid config of the saved {name}: {e}"
+            ) from e
         try:
             prior.load_state_dict(state)
         except RuntimeError as e:  # missing / unexpected / mis-shaped tensors

@@ -60,5 +60,15 @@ def test_bad_inputs(meta, prior):
         build_cluster_prior(tasks[:2], prototype="median")
     with pytest.raises(ValueError, match="index_points"):
         build_cluster_prior(tasks[:2], index_points=torch.rand(10, 3, dtype=F64))
+    V = torch.rand(10, 2, dtype=F64)
+    V[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="`index_points` contains NaN or infinite"):
+        build_cluster_prior(tasks[:2], index_points=V)
+    for bounds, match in [
+        ([[0.0, float("nan")], [1.0, 1.0]], "`bounds` contains NaN"),
+        ([[0.0, 1.0], [1.0, 0.0]], r"`bounds` must have lower < upper.*\[1\]"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            build_cluster_prior(tasks[:2], bounds=torch.tensor(bounds, dtype=F64))
     with pytest.raises(ValueError, match="posteriors"):
         build_cluster_prior(tasks[:2], posteriors=prior.posteriors)

@@ -9,7 +9,7 @@ import torch
 from botorch_transfer import ClusterMetaPrior, ClusterMetaPriorGP
 from botorch_transfer.priors_io import FORMAT, FORMAT_VERSION, PriorFileError
 from tests.clustering.reference import F64, family
-from tests.test_priors_io import bad_prior_files
+from tests.test_priors_io import bad_prior_files, write_blob
 
 
 def test_center_prototype_on_domain_matches_discretization(prior):
@@ -112,6 +112,45 @@ def test_bad_files_raise_clear_errors(prior, tmp_path):
         assert str(path) in str(info.value), case
     config_less = torch.load(good, weights_only=True)
     del config_less["payload"]["config"]["distance"]
-    torch.save(config_less, tmp_path / "no_distance.pt")
+    write_blob(config_less, tmp_path / "no_distance.pt")
     with pytest.raises(PriorFileError, match=r"missing config key\(s\) \['distance'\]"):
         ClusterMetaPrior.load(tmp_path / "no_distance.pt")
+
+
+def test_inconsistent_saved_tensors_raise_clear_errors(prior, tmp_path):
+    good = tmp_path / "prior.pt"
+    prior.save(good)
+    state = torch.load(good, weights_only=True)["payload"]["state"]
+    K, m = prior.n_tasks, prior.index_points.shape[0]
+
+    def edited(name, **tensors):
+        blob = torch.load(good, weights_only=True)
+        blob["payload"]["state"].update(tensors)
+        write_blob(blob, tmp_path / name)
+        return tmp_path / name
+
+    for path, match in [
+        (
+            edited("means.pt", prototype_means=state["prototype_means"][:, :-1]),
+            rf"'prototype_means' has shape \(3, {m - 1}\), expected \(C, m\) "
+            rf"with C=3, m={m}",
+        ),
+        (
+            edited("mask.pt", **{"posteriors.mask": state["posteriors.mask"].double()}),
+            r"'posteriors.mask' has dtype torch.float64, expected a bool tensor",
+        ),
+        (
+            edited("assignments.pt", assignments=torch.full((K,), 5)),
+            r"'assignments' must hold cluster indices in \[0, 3\)",
+        ),
+        (
+            edited(
+                "ls.pt",
+                **{"posteriors.lengthscale_32": -state["posteriors.lengthscale_32"]},
+            ),
+            r"'posteriors.lengthscale_32' must be positive",
+        ),
+    ]:
+        with pytest.raises(PriorFileError, match=match) as info:
+            ClusterMetaPrior.load(path)
+        assert str(path) in str(info.value)

@@ -7,11 +7,13 @@ import inspect
 import pytest
 import torch
 from botorch.acquisition import qUpperConfidenceBound
+from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator
 
 from botorch_transfer import (
@@ -20,6 +22,8 @@ from botorch_transfer import (
     DiffGP,
     EnvGP,
     PretrainedPriorGP,
+    TaskData,
+    build_cluster_prior,
 )
 from botorch_transfer.models.base import (
     SourceConditionedGP,
@@ -250,3 +254,68 @@ def test_construct_inputs_needs_the_transfer_argument():
     assert (
         PretrainedPriorGP.fixes_outcome_units and not DeltaBOModel.fixes_outcome_units
     )
+
+
+def query_model(kind):
+    source = make_source()
+    X, Y = make_target()
+    if kind == "toy":  # written on the hooks only: the checks are the base class's
+        return WeightedOffsetGP(X, Y, covar_module=kernel(), transfer=source)
+    if kind == "hyperbo":
+        from tests.pretraining.test_objectives import make_prior
+
+        return PretrainedPriorGP(X, Y, prior=make_prior())
+    return {"deltabo": DeltaBOModel, "envgp": EnvGP}[kind](X, Y, source=source)
+
+
+@pytest.mark.parametrize("kind", ["toy", "deltabo", "envgp", "hyperbo"])
+def test_query_inputs_are_checked_once_for_all_models(kind):
+    model = query_model(kind)
+    nan_X = torch.rand(4, 3, 2, dtype=F64)
+    nan_X[1, 2, 0] = float("nan")
+    cases = [
+        (torch.rand(2, dtype=F64), ValueError, r"`X` must have shape .* x q x d"),
+        (torch.rand(4, 3, 3, dtype=F64), ValueError, r"`X` must have d=2 columns"),
+        (nan_X, ValueError, r"`X` contains NaN or infinite values"),
+        (nan_X.nan_to_num(posinf=1.0, nan=float("inf")), ValueError, "infinite"),
+        (torch.ones(3, 2, dtype=torch.long), TypeError, "`X` must be a floating"),
+    ]
+    for X, error, match in cases:
+        with pytest.raises(error, match=match):
+            model.posterior(X)
+    X_new, Y_new = torch.rand(2, 2, dtype=F64), torch.rand(2, 1, dtype=F64)
+    with pytest.raises(ValueError, match=r"`X` contains NaN"):
+        model.condition_on_observations(X_new * float("nan"), Y_new)
+    with pytest.raises(ValueError, match=r"`Y` contains NaN"):
+        model.condition_on_observations(X_new, Y_new * float("nan"))
+    assert torch.isfinite(model.posterior(nan_X.nan_to_num(0.5)).mean).all()
+
+
+@pytest.mark.parametrize("kind", ["deltabo", "deltabo-full", "cmbo", "hyperbo"])
+def test_fit_without_target_data_is_a_no_op(kind):
+    # with no target points the model is its prior: nothing to fit, nothing changes
+    from tests.models.test_contract import build
+
+    X, Y = make_target()
+    X, Y = X[:0], Y[:0]
+    if kind == "cmbo":  # a small prior: one cluster of two tasks
+        gen = torch.Generator().manual_seed(0)
+        X_meta = torch.rand(2, 6, 2, generator=gen, dtype=F64)
+        tasks = [
+            TaskData(x, (i + 1) * x.sum(-1, keepdim=True)) for i, x in enumerate(X_meta)
+        ]
+        prior = build_cluster_prior(tasks, n_clusters=1, n_index_points=8, n_init=1)
+        model = ClusterMetaPriorGP(X, Y, prior=prior)
+    else:
+        options = {"fine_tune": True} if kind == "hyperbo" else {}
+        model = build(kind, X, Y, make_source(), **options)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    X_test = torch.rand(4, 1, 2, dtype=F64)
+    expected = model.posterior(X_test)
+    mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert not mll.training
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean, expected.mean)
+    torch.testing.assert_close(post.variance, expected.variance)

@@ -12,6 +12,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import DeltaBOModel, TaskData
 from botorch_transfer.models import GPSourcePosterior, ModelSourcePosterior
+from botorch_transfer.validation import UntrainedSourceWarning
 from tests.models.reference import (
     DirectMaternKernel,
     DirectRBFKernel,
@@ -703,3 +704,37 @@ def test_bad_inputs_are_rejected_clearly():
         model.posterior(torch.rand(3, 3, dtype=F64))
     with pytest.raises(ValueError, match="learns its target noise"):
         model.condition_on_observations(X, Y, noise=torch.ones_like(Y))
+
+
+def test_an_empty_or_mismatched_source_is_a_clear_error():
+    X, Y = make_target()
+    empty = TaskData(X[:0], Y[:0])
+    with pytest.raises(ValueError, match=r"`source\[0\]` has no observations"):
+        DeltaBOModel(X, Y, source=empty)
+    with pytest.raises(ValueError, match=r"`source\[1\]` has no observations"):
+        DeltaBOModel(X, Y, source=[make_source(), empty])
+    task = make_source()
+    gp = SingleTaskGP(torch.cat([task.X, task.X[:, :1]], dim=-1), task.Y)  # d=3
+    gp.covar_module.lengthscale = 0.3  # set by hand: not an untrained model
+    with pytest.raises(
+        ValueError,
+        match=r"`source\[0\]` is a SingleTaskGP on d=3 inputs but `train_X` has d=2",
+    ):
+        DeltaBOModel(X, Y, source=gp)
+
+
+def test_input_transform_is_learned_from_the_target_inputs_at_construction():
+    X, Y = make_target()
+    X = 3 * X + 1
+    model = DeltaBOModel(X, Y, source=make_source(), input_transform=Normalize(2))
+    reference = SingleTaskGP(X, Y, input_transform=Normalize(2))  # learns at __init__
+    torch.testing.assert_close(
+        model.input_transform.bounds, reference.input_transform.bounds
+    )
+
+
+def test_an_untrained_source_model_warns():
+    task = make_source()
+    X, Y = make_target()
+    with pytest.warns(UntrainedSourceWarning, match=r"`source\[0\]` \(SingleTaskGP\)"):
+        DeltaBOModel(X, Y, source=SingleTaskGP(task.X, task.Y))

@@ -2,7 +2,7 @@ import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
-from botorch.models.transforms import Standardize
+from botorch.models.transforms import Normalize, Standardize
 from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
@@ -247,3 +247,33 @@ def test_bad_inputs():
         )
     with pytest.raises(ValueError, match="`train_Y` must have shape"):
         EnvGP(X, Y.squeeze(-1), source=source)
+
+
+def test_input_transform_is_learned_at_construction_and_survives_state_dict():
+    # as SingleTaskGP (and DiffGP): Normalize learns its bounds from the GP's training
+    # inputs (here the pooled source and target inputs) when the model is built
+    source = make_source()
+    X, Y = make_target()
+    X, source = 3 * X + 1, TaskData(3 * source.X + 1, source.Y, source.Yvar)
+    model = EnvGP(X, Y, source=source, input_transform=Normalize(2))
+    pooled = torch.cat([source.X, X])
+    reference = SingleTaskGP(
+        pooled, torch.cat([source.Y, Y]), input_transform=Normalize(2)
+    )
+    torch.testing.assert_close(
+        model.input_transform.bounds, reference.input_transform.bounds
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    clone = EnvGP(X, Y, source=source, input_transform=Normalize(2))
+    X_test = 3 * torch.rand(4, 3, 2, dtype=F64) + 1
+    clone.posterior(X_test)  # in eval mode before the state is loaded
+    clone.load_state_dict(model.state_dict())
+    torch.testing.assert_close(
+        clone.posterior(X_test).mean, model.posterior(X_test).mean, rtol=0, atol=1e-10
+    )
+    torch.testing.assert_close(
+        clone.posterior(X_test).variance,
+        model.posterior(X_test).variance,
+        rtol=0,
+        atol=1e-10,
+    )

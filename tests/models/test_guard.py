@@ -155,3 +155,17 @@ def test_guard_keeps_transfer_below_min_points_and_checks_arguments():
         TransferGuard(model, min_points=1)
     with pytest.raises(NotImplementedError, match="single output"):
         guard.subset_output([0])
+
+
+def test_query_inputs_are_checked_whichever_model_acts():
+    X, Y = make_target(n=2)
+    target_model = SingleTaskGP(X, Y)
+    guard = TransferGuard(DeltaBOModel(X, Y, source=make_source()), target_model)
+    nan_X = torch.rand(3, 2, dtype=F64)
+    nan_X[1, 0] = float("nan")
+    for uses_transfer in (True, False):
+        guard.uses_transfer = uses_transfer  # the target-only GP would give NaNs
+        with pytest.raises(ValueError, match="`X` contains NaN or infinite values"):
+            guard.posterior(nan_X)
+        with pytest.raises(ValueError, match="`X` must have d=2 columns"):
+            guard.posterior(torch.rand(3, 3, dtype=F64))

@@ -73,6 +73,7 @@ def linear_model(X, Y, **kwargs):
         num_members=5,
         input_scale=2.0,
         bias_scale=0.7,
+        outcome_transform=None,  # the closed forms are eq. 10 on the raw outcomes
     )
     return RandomizedNNEnsemble(X, Y, **{**options, **kwargs})
 
@@ -434,7 +435,7 @@ def test_bad_inputs_are_rejected(kwargs, error, match):
 def test_bad_posterior_inputs_and_ts_arguments():
     X, Y = data(n=6)
     model = RandomizedNNEnsemble(X, Y, num_members=2, hidden=(4,), num_steps=1)
-    with pytest.raises(ValueError, match="input dimension 3"):
+    with pytest.raises(ValueError, match="`X` must have d=2 columns"):
         model.posterior(torch.rand(4, 3, dtype=F64))
     with pytest.raises(ValueError, match="exactly one of `bounds`"):
         randomized_nn_thompson_candidate(X, Y)
@@ -545,3 +546,37 @@ def test_botorch_incumbent_idioms_see_the_training_data():
     )
     assert torch.equal(acqf.X_baseline, X)
     assert torch.isfinite(acqf(torch.rand(3, 1, 2, dtype=F64))).all()
+
+
+def test_outcomes_are_standardized_by_default():
+    # data far from 0 in large units: eq. 10's lambda_t and the weight scales are set
+    # for standardized outcomes, so the default standardizes (as SingleTaskGP does)
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(12, 2, generator=gen, dtype=F64)
+    Y = 1080 + 880 * (0.5 + 0.5 * torch.sin(3 * X[:, :1]) * torch.cos(2 * X[:, 1:]))
+    model = RandomizedNNEnsemble(X, Y, num_members=4, num_steps=200, seed=0)
+    assert isinstance(model.outcome_transform, Standardize)
+    span = (Y.max() - Y.min()).item()
+    torch.testing.assert_close(model.posterior(X).mean, Y, atol=0.05 * span, rtol=0)
+    # `None` trains on the raw outcomes; the LFBO classifier needs no transform
+    raw = RandomizedNNEnsemble(X, Y, num_members=1, num_steps=1, outcome_transform=None)
+    assert not hasattr(raw, "outcome_transform")
+    lfbo = RandomizedNNEnsemble(X, Y, num_members=1, num_steps=1, loss="cross_entropy")
+    assert not hasattr(lfbo, "outcome_transform")
+
+
+def test_query_inputs_are_checked_and_cast_to_the_model_dtype():
+    X, Y = data(n=8)
+    model = RandomizedNNEnsemble(
+        X.float(), Y.float(), num_members=2, hidden=(4,), num_steps=5, seed=0
+    )
+    X_test = torch.rand(3, 2, dtype=F64)
+    values = model.posterior(X_test).values  # a float64 query of a float32 model
+    assert values.dtype == F64
+    torch.testing.assert_close(
+        values, model.posterior(X_test.float()).values.double(), atol=1e-5, rtol=1e-5
+    )
+    with pytest.raises(ValueError, match="`X` contains NaN or infinite values"):
+        model.posterior(X_test * float("nan"))
+    with pytest.raises(ValueError, match=r"`X` must have shape .* x q x d"):
+        model.posterior(X_test[0])

@@ -204,3 +204,28 @@ def test_bad_inputs():
             ],
             progress=False,
         )
+
+
+def test_bad_bounds_are_clear_errors():
+    X = torch.rand(5, 2, dtype=F64)
+    tasks = [TaskData(X, X.sum(-1, keepdim=True))] * 2
+    nan = float("nan")
+    for bounds, match in [
+        ([[1.0, 0.0], [0.0, 1.0]], r"`bounds` must have lower < upper.*\[0\]"),
+        ([[0.0, 0.5], [1.0, 0.5]], r"`bounds` must have lower < upper.*\[1\]"),
+        ([[nan, 0.0], [1.0, 1.0]], "`bounds` contains NaN or infinite values"),
+        ([[0.0, 0.0], [1.0, float("inf")]], "`bounds` contains NaN or infinite"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            pretrain_prior(
+                tasks,
+                bounds=torch.tensor(bounds, dtype=F64),
+                num_steps=1,
+                progress=False,
+            )
+    # integer bounds are bounds: cast to the tasks' dtype
+    prior = pretrain_prior(
+        tasks, bounds=torch.tensor([[0, 0], [2, 2]]), num_steps=1, progress=False
+    )
+    assert prior.features.range.dtype == F64
+    torch.testing.assert_close(prior.features.range, torch.full((2,), 2.0, dtype=F64))

@@ -6,7 +6,7 @@ import torch
 
 from botorch_transfer.pretraining import PretrainedPrior
 from botorch_transfer.priors_io import FORMAT, FORMAT_VERSION, PriorFileError
-from tests.test_priors_io import bad_prior_files
+from tests.test_priors_io import bad_prior_files, write_blob
 
 F64 = torch.float64
 
@@ -83,10 +83,45 @@ def test_bad_files_raise_clear_errors(tmp_path):
     # a state that does not fit the config (here: other hidden widths)
     blob = torch.load(good, weights_only=True)
     blob["payload"]["config"]["hidden"] = [5, 3]
-    torch.save(blob, tmp_path / "mismatch.pt")
+    write_blob(blob, tmp_path / "mismatch.pt")
     with pytest.raises(PriorFileError, match="does not match its config"):
         PretrainedPrior.load(tmp_path / "mismatch.pt")
     del blob["payload"]["config"]["kernel"]
-    torch.save(blob, tmp_path / "no_kernel.pt")
+    write_blob(blob, tmp_path / "no_kernel.pt")
     with pytest.raises(PriorFileError, match=r"missing config key\(s\) \['kernel'\]"):
         PretrainedPrior.load(tmp_path / "no_kernel.pt")
+
+
+def test_invalid_saved_values_raise_clear_errors(tmp_path):
+    good = tmp_path / "prior.pt"
+    make_prior().save(good)
+
+    def edited(name, config=None, state=None):
+        blob = torch.load(good, weights_only=True)
+        blob["payload"]["config"].update(config or {})
+        blob["payload"]["state"].update(state or {})
+        write_blob(blob, tmp_path / name)
+        return tmp_path / name
+
+    F = torch.float64
+    for path, match in [
+        (edited("mean.pt", config={"mean": "cubic"}), r"invalid config.*`mean`"),
+        (edited("dim.pt", config={"dim": 3}), r"config 'dim' is 3 but .* d=2"),
+        (
+            edited("scale.pt", state={"mean_module.scale": torch.tensor(0.0, dtype=F)}),
+            r"'mean_module.scale' must be positive",
+        ),
+        (
+            edited(
+                "range.pt", state={"features.range": torch.tensor([1.0, -2.0], dtype=F)}
+            ),
+            r"'features.range' must be positive",
+        ),
+        (
+            edited("range3.pt", state={"features.range": torch.ones(3, dtype=F)}),
+            r"'features.range' has shape \(3,\), expected \(d,\) with d=2",
+        ),
+    ]:
+        with pytest.raises(PriorFileError, match=match) as info:
+            PretrainedPrior.load(path)
+        assert str(path) in str(info.value)
