@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -468,6 +469,35 @@ def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | 
     return outcome_transform.stdvs.reshape(()), outcome_transform.means.reshape(())
 
 
+#: The cached posteriors of exact source GPs, per model object: a model passed again
+#: (e.g. ``DeltaBOModel(X, Y, source=fitted_gp)`` rebuilt every BO iteration) reuses
+#: its posterior while its parameters, buffers and training data are unchanged.
+_EXACT_GP_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _exact_gp_state(model: Model) -> list[Tensor]:
+    r"""What an exact GP's posterior depends on: its state (hyperparameters,
+    transform statistics, fixed noise) and its raw training data."""
+    inputs = getattr(model, "_original_train_inputs", None)
+    if inputs is None:
+        inputs = model.train_inputs[0]
+    return [
+        *(t.detach() for t in model.state_dict().values()),
+        inputs.detach(),
+        model.train_targets.detach(),
+    ]
+
+
+def _same_state(cached: list[Tensor], current: list[Tensor]) -> bool:
+    return len(cached) == len(current) and all(
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and a.device == b.device
+        and torch.equal(a, b)
+        for a, b in zip(cached, current)
+    )
+
+
 def source_posterior_from_model(
     model: Model,
     max_rank: int = 1000,
@@ -482,7 +512,10 @@ def source_posterior_from_model(
     honoured); models that know how to (``as_source_posterior``, e.g.
     ``DeltaBOModel``) convert themselves; any other model is wrapped as is.
 
-    The returned posterior is in the model's *user* output units.
+    The returned posterior is in the model's *user* output units. An exact GP's
+    posterior is cached per model object: passing the same model again (unchanged
+    parameters, buffers and training data, same ``max_rank``/``tolerance``) returns
+    a copy of the cached posterior instead of rebuilding it; any change rebuilds it.
 
     Args:
         model: The fitted model. It is not modified.
@@ -521,6 +554,14 @@ def source_posterior_from_model(
     was_training = model.training
     model.eval()  # stores transformed training inputs; raw ones kept aside
     try:
+        state = _exact_gp_state(model)
+        cached = _EXACT_GP_CACHE.get(model)
+        if (
+            cached is not None
+            and cached[1] == (max_rank, tolerance)
+            and _same_state(cached[0], state)
+        ):
+            return copy.deepcopy(cached[2])
         input_transform = getattr(model, "input_transform", None)
         if input_transform is not None and hasattr(model, "_original_train_inputs"):
             train_X = model._original_train_inputs
@@ -541,6 +582,11 @@ def source_posterior_from_model(
         affine = outcome_affine(getattr(model, "outcome_transform", None))
         if affine is not None:
             posterior.set_output_affine(*affine)
+        _EXACT_GP_CACHE[model] = (
+            [t.clone() for t in state],
+            (max_rank, tolerance),
+            copy.deepcopy(posterior),
+        )
     finally:
         model.train(was_training)
     return posterior
