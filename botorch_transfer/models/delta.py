@@ -84,8 +84,9 @@ class DeltaBOModel(SourceConditionedGP):
             built and fitted on it once, here), a fitted single-output BoTorch
             ``Model`` (used as is, frozen; exact GPs are cached for fast
             evaluation, and passing the same unchanged model again, e.g. when
-            rebuilding every BO iteration, reuses that cache; one whose hyperparameters are all still at their initial
-            values triggers an ``UntrainedSourceWarning``), a ``SourcePosterior``
+            rebuilding every BO iteration, reuses that cache; one whose
+            hyperparameters are all still at their initial values triggers an
+            ``UntrainedSourceWarning``), a ``SourcePosterior``
             in user units (e.g. ``model.frozen_source()`` of a previous model, to
             rebuild without touching the source), or a list of these stacked in
             order: each later ``TaskData`` is modelled as the residual of the stack
