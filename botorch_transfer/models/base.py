@@ -722,8 +722,10 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
     ) -> MarginalLogLikelihood:
         r"""Called by ``fit_gpytorch_mll``: BoTorch's default fit, and a no-op when
         the GP has no training points (the model is then its prior, and a marginal
-        likelihood of no data has nothing to fit)."""
-        if self.train_inputs[0].shape[-2] == 0:
+        likelihood of no data has nothing to fit) or nothing trainable (e.g. a
+        frozen meta-learned prior with known target noise)."""
+        no_data = self.train_inputs[0].shape[-2] == 0
+        if no_data or not any(p.requires_grad for p in mll.parameters()):
             return mll.eval()
         return _fit_fallback(mll=mll, **kwargs)
 

@@ -319,3 +319,21 @@ def test_fit_without_target_data_is_a_no_op(kind):
     post = model.posterior(X_test)
     torch.testing.assert_close(post.mean, expected.mean)
     torch.testing.assert_close(post.variance, expected.variance)
+
+
+@pytest.mark.parametrize("kind", ["cmbo", "hyperbo"])
+def test_fit_with_nothing_trainable_is_a_no_op(kind):
+    # a frozen meta prior with known target noise has no parameters to fit
+    # (issue 22: fit_gpytorch_mll raised "No parameters to get state from.")
+    from tests.models.test_contract import build
+
+    X, Y = make_target()
+    model = build(kind, X, Y, make_source(), train_Yvar=torch.full_like(Y, 0.01))
+    assert not any(p.requires_grad for p in model.parameters())
+    X_test = torch.rand(4, 1, 2, dtype=F64)
+    expected = model.posterior(X_test)
+    mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert not mll.training
+    post = model.posterior(X_test)
+    torch.testing.assert_close(post.mean, expected.mean)
+    torch.testing.assert_close(post.variance, expected.variance)
