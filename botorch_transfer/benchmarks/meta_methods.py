@@ -156,10 +156,8 @@ class HyperBO(Method):
 
     def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
         model = PretrainedPriorGP(X, Y, prior=state.prior)
-        margin = 0.1 * state.prior.mean_module.scale.item()
-        return maximize_on_pool(
-            hyperbo_probability_of_improvement(model, margin=margin), state.pool
-        )
+        # the default margin, 0.1 in the prior's standardized units
+        return maximize_on_pool(hyperbo_probability_of_improvement(model), state.pool)
 
 
 @dataclass

@@ -266,5 +266,27 @@ def test_hyperbo_pi_takes_the_incumbent_from_the_target_data():
     X, Y = make_target()
     model = DeltaBOModel(X, Y, source=make_source())
     assert not torch.allclose(model.train_targets.max(), Y.max())
-    acqf = hyperbo_probability_of_improvement(model, margin=0.1)
+    acqf = hyperbo_probability_of_improvement(model, margin=0.1, scale_margin=False)
     torch.testing.assert_close(acqf.best_f, Y.max() + 0.1)
+
+
+def test_hyperbo_pi_margin_is_in_the_prior_standardized_units():
+    # issue 22: a raw-unit margin of 0.1 is nothing for outcomes in the thousands and
+    # huge for outcomes near 0.01; by default it scales with the prior's outcome scale
+    prior = make_prior()
+    X, Y = data()
+    model = PretrainedPriorGP(X, Y, prior=prior)
+    scale = prior.mean_module.scale.item()
+    assert abs(scale - 1.0) > 1e-3  # the check below can tell the two apart
+    acqf = hyperbo_probability_of_improvement(model)
+    torch.testing.assert_close(acqf.best_f, Y.max() + 0.1 * scale)
+    paper = hyperbo_probability_of_improvement(model, scale_margin=False)
+    torch.testing.assert_close(paper.best_f, Y.max() + 0.1)
+    # the package's other models: the shared outcome map's scale
+    source = make_source()
+    X, Y = make_target()
+    delta = DeltaBOModel(X, Y, source=source, outcome_transform=Standardize(m=1))
+    acqf = hyperbo_probability_of_improvement(delta, margin=0.5)
+    torch.testing.assert_close(
+        acqf.best_f, Y.max() + 0.5 * delta.output_scale.squeeze()
+    )
