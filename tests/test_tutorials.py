@@ -31,6 +31,8 @@ def test_tutorial_runs(path, monkeypatch):
     assert any("image/png" in o.get("data", {}) for o in outputs), (
         "a tutorial shows a plot"
     )
+    printed = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
+    assert "notebook runtime:" in printed, "a tutorial prints its runtime"
 
 
 def test_there_are_tutorials():
