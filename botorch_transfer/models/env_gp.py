@@ -34,7 +34,6 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean
-from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
@@ -193,15 +192,21 @@ class EnvGP(PooledTransferGP):
     ) -> MultivariateNormal:
         r"""The prior of ``f`` at target points, and of ``a_k f + c_k`` at points of
         source task ``k`` (with ``source_map="affine"``)."""
-        prior = super().forward(x)
         if self.source_map == "identity" or noise_index is None:
-            return prior
+            return super().forward(x)
+        if self.training:
+            x = self.transform_inputs(x)
         scale, offset = self._task_affine(noise_index[..., 0])
-        # D K D with D = diag(scale): exact (LinearOperator.mul would go through
-        # approximate root decompositions)
-        D = DiagLinearOperator(scale)
-        covar = D @ prior.lazy_covariance_matrix @ D
-        return MultivariateNormal(prior.mean * scale + offset, covar)
+        batch = torch.broadcast_shapes(x.shape[:-2], scale.shape[:-1])
+        # each point's scale travels as a last input column, so the covariance stays
+        # a lazily evaluated kernel: GPyTorch's predictions then compute only the
+        # blocks they need (test x train), never the joint matrix per test batch
+        x_scaled = torch.cat(
+            [x.expand(*batch, *x.shape[-2:]), scale.expand(*batch, -1).unsqueeze(-1)],
+            dim=-1,
+        )
+        covar = _RowScaledKernel(self.covar_module)(x_scaled)
+        return MultivariateNormal(self.mean_module(x) * scale + offset, covar)
 
     def _task_affine(self, task: Tensor) -> tuple[Tensor, Tensor]:
         r"""Each point's scale and offset by its task index (the target: 1, 0)."""
@@ -223,3 +228,20 @@ class EnvGP(PooledTransferGP):
         r"""Pool ``[source; target]`` with per-point noise
         ``[sigma_s^2; sigma_a^2]``."""
         return self._pooled_training_data(self.source_Y, self.source_fixed_noise)
+
+
+class _RowScaledKernel(Kernel):
+    r"""``a_i a_j k(x_i, x_j)`` for inputs ``[x, a]`` (the scale as a last column)."""
+
+    def __init__(self, base_kernel: Kernel) -> None:
+        super().__init__()
+        self.base_kernel = base_kernel
+        self.batch_shape = base_kernel.batch_shape
+
+    def forward(
+        self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any
+    ) -> Tensor:
+        k = self.base_kernel(x1[..., :-1], x2[..., :-1], diag=diag, **params)
+        k = k.to_dense() if hasattr(k, "to_dense") else k
+        a1, a2 = x1[..., -1], x2[..., -1]
+        return k * a1 * a2 if diag else k * a1.unsqueeze(-1) * a2.unsqueeze(-2)
