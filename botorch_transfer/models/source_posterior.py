@@ -469,6 +469,9 @@ def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | 
     return outcome_transform.stdvs.reshape(()), outcome_transform.means.reshape(())
 
 
+#: Above this many source points, hyperparameters are fitted on a fixed subset.
+FIT_MAX_POINTS = 2000
+
 #: The cached posteriors of exact source GPs, per model object: a model passed again
 #: (e.g. ``DeltaBOModel(X, Y, source=fitted_gp)`` rebuilt every BO iteration) reuses
 #: its posterior while its parameters, buffers and training data are unchanged.
@@ -602,6 +605,7 @@ def frozen_source_posterior(
     max_rank: int = 1000,
     tolerance: float = 1e-10,
     progress: bool = True,
+    fit_max_points: int | None = FIT_MAX_POINTS,
 ) -> SourcePosterior:
     r"""One source as a frozen posterior in a model's units ``(y - offset) / scale``.
 
@@ -621,25 +625,56 @@ def frozen_source_posterior(
         progress: Show progress bars over the GP fit (its optimizer steps) and the
             cached factorization when they take more than a few seconds (see
             :mod:`botorch_transfer.progress`).
+        fit_max_points: For ``TaskData`` of more points: the hyperparameters are
+            fitted on a fixed random subset of this many points (an exact marginal
+            likelihood fit costs ``O(N^3)`` per step; at N=10,000 it ran for more
+            than 20 minutes), and the posterior then conditions on all points with
+            them. ``None`` fits on all points.
 
     Returns:
         The source's posterior in the model's units.
     """
     if isinstance(source, TaskData):
-        gp = SingleTaskGP(
-            source.X,
-            (source.Y - offset) / scale,
-            None if source.Yvar is None else source.Yvar / scale**2,
-            covar_module=copy.deepcopy(covar_module),
-            input_transform=copy.deepcopy(input_transform),
-            outcome_transform=None,
-        )
+        if fit_max_points is not None and (
+            not isinstance(fit_max_points, int) or fit_max_points < 2
+        ):
+            raise ValueError(
+                f"`fit_max_points` must be None or an int >= 2, got {fit_max_points!r}."
+            )
+
+        def source_gp(rows: Tensor | None = None) -> SingleTaskGP:
+            X, Y, Yvar = source.X, source.Y, source.Yvar
+            if rows is not None:
+                X, Y = X[rows], Y[rows]
+                Yvar = None if Yvar is None else Yvar[rows]
+            return SingleTaskGP(
+                X,
+                (Y - offset) / scale,
+                None if Yvar is None else Yvar / scale**2,
+                covar_module=copy.deepcopy(covar_module),
+                input_transform=copy.deepcopy(input_transform),
+                outcome_transform=None,
+            )
+
+        gp = source_gp()
         if fit:
+            subset = fit_max_points is not None and source.n > fit_max_points
+            fitted = gp
+            if subset:  # a fixed subset, so that the same data give the same fit
+                generator = torch.Generator().manual_seed(0)
+                rows = torch.randperm(source.n, generator=generator)[:fit_max_points]
+                fitted = source_gp(rows.to(source.X.device))
             fit_mll_with_progress(
-                ExactMarginalLogLikelihood(gp.likelihood, gp),
+                ExactMarginalLogLikelihood(fitted.likelihood, fitted),
                 progress=progress,
                 desc="source GP fit",
             )
+            if subset:  # hyperparameters only, not the subset's data-sized state
+                names = dict(fitted.named_parameters())
+                gp.load_state_dict(
+                    {k: v for k, v in fitted.state_dict().items() if k in names},
+                    strict=False,
+                )
         return source_posterior_from_model(
             gp, max_rank=max_rank, tolerance=tolerance, progress=progress
         )

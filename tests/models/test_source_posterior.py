@@ -163,3 +163,39 @@ def test_an_exact_gp_passed_again_reuses_its_cached_posterior(monkeypatch):
     fewer = module.source_posterior_from_model(gp)
     torch.testing.assert_close(fewer.mean(X_test), fresh(gp).mean(X_test))
     torch.testing.assert_close(fewer.covariance(X_test), fresh(gp).covariance(X_test))
+
+
+def test_a_large_source_fits_its_hyperparameters_on_a_fixed_subset():
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from botorch_transfer import TaskData
+    from botorch_transfer.models.source_posterior import frozen_source_posterior
+
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(60, 2, generator=gen, dtype=torch.float64)
+    Y = torch.sin(4 * X).sum(-1, keepdim=True)
+    one, zero = torch.ones(()), torch.zeros(())
+    post = frozen_source_posterior(
+        TaskData(X, Y), one, zero, fit_max_points=20, progress=False
+    )
+    # by hand: fit on the documented subset, condition on all 60 points
+    rows = torch.randperm(60, generator=torch.Generator().manual_seed(0))[:20]
+    sub = SingleTaskGP(X[rows], Y[rows], outcome_transform=None)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(sub.likelihood, sub))
+    full = SingleTaskGP(X, Y, outcome_transform=None)
+    full.load_state_dict(sub.state_dict())
+    X_test = torch.rand(5, 2, generator=gen, dtype=torch.float64)
+    expected = full.posterior(X_test)
+    torch.testing.assert_close(post.mean(X_test), expected.mean.squeeze(-1))
+    torch.testing.assert_close(
+        post.covariance(X_test), expected.distribution.covariance_matrix
+    )
+    # below the threshold, all points are fitted
+    small = frozen_source_posterior(
+        TaskData(X[:20], Y[:20]), one, zero, fit_max_points=20, progress=False
+    )
+    assert small.mean(X_test).shape == (5,)
+    with pytest.raises(ValueError, match="`fit_max_points` must be None or an int"):
+        frozen_source_posterior(TaskData(X, Y), one, zero, fit_max_points=1)
