@@ -927,13 +927,15 @@ def _without_task_column(
         list(range(d + 1)) if transform.indices is None else transform.indices.tolist()
     )
     kept = [p for p, i in enumerate(indices) if i != column]
+    new_indices = [i - (i > column) for i in indices if i != column]
     # undo the centre shift Normalize folds into its offset
     coefficient = transform.coefficient.detach()
     lower = transform.offset.detach() - (0.5 - transform.center) * coefficient
     bounds = torch.cat([lower, lower + coefficient], dim=-2)
     restricted = Normalize(
         d=d,
-        indices=[i - (i > column) for i in indices if i != column],
+        # all inputs: no indices, as a plain `Normalize(d)` (same state_dict keys)
+        indices=None if new_indices == list(range(d)) else new_indices,
         bounds=bounds[..., kept].clone(),
         batch_shape=transform.batch_shape,
         transform_on_train=transform.transform_on_train,
