@@ -145,26 +145,9 @@ def transfer_generation_strategy(
         ],
         should_deduplicate=True,
     )
-    nodes = [transfer_node]
-    if initialization_trials > 0:
-        sobol = GenerationNode(
-            name="Sobol",
-            generator_specs=[
-                GeneratorSpec(
-                    generator_enum=Generators.SOBOL, generator_kwargs={"seed": seed}
-                )
-            ],
-            transition_criteria=[
-                MinTrials(
-                    threshold=initialization_trials,
-                    transition_to=config.name,
-                    not_in_statuses=[TrialStatus.FAILED, TrialStatus.ABANDONED],
-                )
-            ],
-            should_deduplicate=True,
-        )
-        nodes = [sobol, transfer_node]
-    return GenerationStrategy(name=name or f"Sobol+{config.name}", nodes=nodes)
+    return _with_sobol(
+        transfer_node, initialization_trials, seed, name or f"Sobol+{config.name}"
+    )
 
 
 def _with_sobol(
