@@ -199,8 +199,10 @@ def transfer_learning_generation_strategy(
     Args:
         botorch_model_class: A source-conditioned model: ``DeltaBOModel``,
             ``EnvGP``, ``DiffGP`` or ``RGPE`` (Ax's default is ``MultiTaskGP``).
-        initialization_trials: Sobol trials before the model takes over (0: start
-            with the model, from the source data alone).
+        initialization_trials: Sobol trials before the model takes over (at
+            least 1: Ax's transfer-learning adapter cannot generate without target
+            data, for ``MultiTaskGP`` neither; for a start from the source data
+            alone use :func:`transfer_generation_strategy`).
         use_model_selection: As in Ax: also fit a plain GP on the target and
             generate with whichever cross-validates better (rank correlation),
             a guard against negative transfer. Needs a few target trials.
@@ -220,10 +222,12 @@ def transfer_learning_generation_strategy(
         ...     transfer_learning_generation_strategy(DeltaBOModel)
         ... )
     """
-    if initialization_trials < 0:
+    if initialization_trials < 1:
         raise ValueError(
-            "`initialization_trials` must be non-negative, got "
-            f"{initialization_trials}."
+            "`initialization_trials` must be at least 1 (Ax's transfer-learning "
+            "adapter needs target data before it can generate), got "
+            f"{initialization_trials}. To start from the source data alone, pass "
+            "them as model options: `transfer_generation_strategy`."
         )
     specs, selector = transfer_learning_generator_specs_constructor(
         model_class=botorch_model_class,

@@ -158,6 +158,11 @@ def test_cross_validation_model_selection_runs_on_the_transfer_model():
     assert node.generator_spec_to_gen_from in (botl, plain)
 
 
+def test_transfer_learning_strategy_needs_an_initial_target_trial():
+    with pytest.raises(ValueError, match="initialization_trials"):
+        transfer_learning_generation_strategy(DeltaBOModel, initialization_trials=0)
+
+
 def test_source_experiment_missing_a_parameter():
     # the source never varied `x1`; as Ax defines it, the target parameter's
     # backfill value (0.5) fills the source's column (FillMissingParameters)
