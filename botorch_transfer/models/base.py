@@ -873,10 +873,11 @@ def split_multitask_dataset(
     if dataset.has_heterogeneous_features:
         raise ValueError(
             "`training_data` is a MultiTaskDataset whose tasks have different "
-            "features; the source-conditioned models need every source on the "
-            "target's parameters. In Ax, give the missing parameters a "
-            "`backfill_value` (or set a status quo) so that FillMissingParameters "
-            "fills them."
+            "features (in Ax: a parameter of a source experiment or of the target "
+            "has no `backfill_value`); the source-conditioned models need every "
+            "source on the target's parameters. In Ax, give such parameters a "
+            "`backfill_value` (or the experiments a status quo) so that "
+            "FillMissingParameters fills them."
         )
     name = dataset.target_outcome_name
     column = dataset.task_feature_index % len(dataset.feature_names)
