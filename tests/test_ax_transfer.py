@@ -205,6 +205,14 @@ def test_source_experiment_missing_a_parameter():
     )
 
 
+def test_source_experiment_with_an_extra_parameter_is_refused_clearly():
+    # `z` has no backfill value: Ax hands over per-task feature sets. (With model
+    # selection Ax falls back to its plain GP when the transfer model fails.)
+    source = source_experiment("source_z", shift=0.5, extra=True)
+    with pytest.raises(ValueError, match="backfill_value"):
+        run_target(EnvGP, [source], trials=3)
+
+
 def test_heterogeneous_sources_are_refused_with_a_clear_error():
     data = multitask_dataset()
     names = ["x0", "z", "task"]
