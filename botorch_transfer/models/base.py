@@ -265,9 +265,10 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             and applied to both.
         task_feature: Optional index of a task column that query inputs may carry
             (Ax's transfer-learning path appends one): query inputs with ``d + 1``
-            columns have it removed before prediction. ``train_X``, the sources and
-            ``input_transform`` may be given with or without it (a ``Normalize``
-            over ``d + 1`` columns is restricted to the ``d`` inputs).
+            columns have it removed before prediction and conditioning.
+            ``train_X`` and the sources come without it; a ``Normalize`` built over
+            ``d + 1`` columns (as Ax builds it) is restricted to the ``d`` inputs.
+            Set by ``construct_inputs`` from a ``MultiTaskDataset``.
         target_task_value: The value of the task column for the target task; if
             given, queries at other task values are refused (the model predicts the
             target task only).
