@@ -57,7 +57,7 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import _fit_fallback
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
-from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.input import InputTransform, Normalize
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.models.utils.assorted import gpt_posterior_settings
@@ -66,7 +66,7 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
 from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
-from botorch.utils.datasets import SupervisedDataset
+from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import (
@@ -263,6 +263,15 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted once on the
             target outcomes and ``_outcome_reference`` (e.g. the source outcomes)
             and applied to both.
+        task_feature: Optional index of a task column that query inputs may carry
+            (Ax's transfer-learning path appends one): query inputs with ``d + 1``
+            columns have it removed before prediction and conditioning.
+            ``train_X`` and the sources come without it; a ``Normalize`` built over
+            ``d + 1`` columns (as Ax builds it) is restricted to the ``d`` inputs.
+            Set by ``construct_inputs`` from a ``MultiTaskDataset``.
+        target_task_value: The value of the task column for the target task; if
+            given, queries at other task values are refused (the model predicts the
+            target task only).
 
     Class attributes a subclass may set:
         transfer_argument: The keyword that carries the transfer input
@@ -290,8 +299,16 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         input_transform: InputTransform | None = None,
         *,
         transfer: Any,
+        task_feature: int | None = None,
+        target_task_value: float | None = None,
     ) -> None:
         validate_training_data(train_X, train_Y, train_Yvar)
+        self._task_feature = task_feature
+        self._target_task_value = target_task_value
+        if task_feature is not None and input_transform is not None:
+            input_transform = _without_task_column(
+                input_transform, task_feature, train_X.shape[-1]
+            )
         transfer = self._prepare_transfer(transfer, train_X)
         if input_transform is not None and self.needs_invertible_input_transform:
             check_invertible_input_transform(
@@ -561,6 +578,24 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
     def _check_X(self, X: Tensor, name: str = "X") -> None:
         check_query_inputs(X, self.target_X.shape[-1], name)
 
+    def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
+        r"""Drop the task column from query inputs that carry one (Ax's
+        transfer-learning path queries ``d + 1`` columns; see ``task_feature``)."""
+        d = self.target_X.shape[-1]
+        if self._task_feature is None or X.dim() < 2 or X.shape[-1] != d + 1:
+            return X
+        column = self._task_feature % (d + 1)
+        if self._target_task_value is not None:
+            task = X[..., column]
+            if not (task == self._target_task_value).all():
+                raise ValueError(
+                    f"`{name}` has task values {task.unique().tolist()} in its task "
+                    f"column {column}; {type(self).__name__} predicts the target task "
+                    f"({self._target_task_value}) only."
+                )
+        keep = [i for i in range(d + 1) if i != column]
+        return X[..., keep]
+
     # ---------------------------------------------------------------- BoTorch
     def posterior(
         self,
@@ -588,6 +623,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
                 f"{type(self).__name__} has one output; got "
                 f"output_indices={output_indices}."
             )
+        X = self._strip_task_feature(X)
         self._check_X(X)
         self.eval()
         X_transformed = self.transform_inputs(X)
@@ -645,6 +681,7 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             raise ValueError(
                 f"`Y` must have shape batch_shape x n' x 1, got {tuple(Y.shape)}."
             )
+        X = self._strip_task_feature(X)
         self._check_X(X)
         if not torch.isfinite(Y).all():
             raise ValueError("`Y` contains NaN or infinite values.")
@@ -731,18 +768,35 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
 
     @classmethod
     def construct_inputs(
-        cls, training_data: SupervisedDataset, **kwargs: Any
+        cls, training_data: SupervisedDataset | MultiTaskDataset, **kwargs: Any
     ) -> dict[str, Any]:
-        r"""Constructor arguments from a ``SupervisedDataset`` plus the model's options.
+        r"""Constructor arguments from the training data plus the model's options.
+
+        Two routes:
+
+        - a ``SupervisedDataset`` of the target task, with the transfer input in
+          ``kwargs`` (``source=`` or ``prior=``, see ``transfer_argument``), e.g. from
+          Ax's ``model_options``;
+        - a ``MultiTaskDataset`` as Ax's ``TransferLearningAdapter`` builds it from
+          the auxiliary experiments: the dataset named ``target_outcome_name`` is
+          the target, every other task value of the task column is a source. The
+          task column is dropped from all inputs, the sources become ``TaskData``
+          (``source=[...]``), and ``task_feature``/``target_task_value`` let the
+          model accept Ax's queries, which carry the task column.
 
         Args:
-            training_data: The target data.
-            kwargs: The transfer input (``source=`` or ``prior=``, see
-                ``transfer_argument``) and further constructor options.
+            training_data: The target data, or the target and source data.
+            kwargs: The transfer input and further constructor options.
 
         Returns:
             Keyword arguments for ``cls(**inputs)``.
+
+        Example:
+            >>> inputs = DeltaBOModel.construct_inputs(mt_dataset)
+            >>> model = DeltaBOModel(**inputs)
         """
+        if isinstance(training_data, MultiTaskDataset):
+            return cls._construct_inputs_multitask(training_data, **kwargs)
         if kwargs.get(cls.transfer_argument) is None:
             raise ValueError(
                 f"{cls.__name__} needs `{cls.transfer_argument}=` (e.g. in Ax's "
@@ -750,6 +804,33 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             )
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, **kwargs}
+
+    @classmethod
+    def _construct_inputs_multitask(
+        cls, training_data: MultiTaskDataset, **kwargs: Any
+    ) -> dict[str, Any]:
+        r"""``construct_inputs`` for a ``MultiTaskDataset`` (see there)."""
+        target, sources, column, target_value = split_multitask_dataset(training_data)
+        if sources and cls.transfer_argument != "source":
+            raise ValueError(
+                f"{cls.__name__} transfers through `{cls.transfer_argument}=`, not "
+                f"source tasks; got a MultiTaskDataset with {len(sources)} source "
+                "task(s). Use a source-conditioned model (e.g. DeltaBOModel) or a "
+                "SupervisedDataset of the target."
+            )
+        if sources and kwargs.get(cls.transfer_argument) is not None:
+            raise ValueError(
+                f"{cls.__name__} got source tasks twice: in the MultiTaskDataset "
+                f"`training_data` ({len(sources)} source task(s)) and as "
+                f"`{cls.transfer_argument}=`. Give them one way: attach the sources "
+                "to the Ax experiment, or pass them in `model_options`."
+            )
+        if sources:
+            kwargs[cls.transfer_argument] = sources
+        inputs = cls.construct_inputs(training_data=target, **kwargs)
+        inputs.setdefault("task_feature", column)
+        inputs.setdefault("target_task_value", target_value)
+        return inputs
 
     def subset_output(self, idcs: list[int]) -> SourceConditionedGP:
         r"""Not available: the model has a single output.
@@ -759,3 +840,114 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
                 outcome in a ``ModelListGP``).
         """
         raise single_output_subset_error(self, idcs)
+
+
+def split_multitask_dataset(
+    dataset: MultiTaskDataset,
+) -> tuple[SupervisedDataset, list[TaskData], int, float | None]:
+    r"""Split a ``MultiTaskDataset`` into the target data and the source tasks.
+
+    The target is the dataset named ``target_outcome_name``; every other task value
+    of the task column (in any of the datasets) is one source task. The task column
+    is dropped from all inputs.
+
+    Args:
+        dataset: E.g. the dataset Ax's ``TransferLearningAdapter`` builds (task
+            column last, target task value 0, one dataset per source experiment).
+
+    Returns:
+        The target ``SupervisedDataset`` (without the task column), the sources as
+        ``TaskData`` named after their dataset (and task value if a dataset holds
+        several), the non-negative index of the task column, and the target's task
+        value (``None`` when the target has no observations).
+
+    Raises:
+        ValueError: If the dataset has no task column, heterogeneous features, or a
+            source row with the target's task value.
+
+    Example:
+        >>> target, sources, column, value = split_multitask_dataset(mt_dataset)
+    """
+    if dataset.task_feature_index is None:
+        raise ValueError(
+            "`training_data` is a MultiTaskDataset without a task column "
+            "(`task_feature_index` is None); cannot tell target from sources."
+        )
+    if dataset.has_heterogeneous_features:
+        raise ValueError(
+            "`training_data` is a MultiTaskDataset whose tasks have different "
+            "features (in Ax: a parameter of a source experiment or of the target "
+            "has no `backfill_value`); the source-conditioned models need every "
+            "source on the target's parameters. In Ax, give such parameters a "
+            "`backfill_value` (or the experiments a status quo) so that "
+            "FillMissingParameters fills them."
+        )
+    name = dataset.target_outcome_name
+    column = dataset.task_feature_index % len(dataset.feature_names)
+    target_full = dataset.datasets[name]
+    values = target_full.X[:, column].unique()
+    if values.numel() > 1:
+        raise ValueError(
+            f"`training_data`: the target dataset {name!r} has several task values "
+            f"{values.tolist()} in its task column {column}."
+        )
+    target_value = float(values[0]) if values.numel() == 1 else None
+    target = dataset.get_dataset_without_task_feature(name)
+    keep = [i for i in range(len(dataset.feature_names)) if i != column]
+    sources = []
+    for source_name, data in dataset.datasets.items():
+        if source_name == name:
+            continue
+        task_values = data.X[:, column].unique()
+        for value in task_values.tolist():
+            if value == target_value:
+                raise ValueError(
+                    f"`training_data`: dataset {source_name!r} has rows with the "
+                    f"target's task value {value}."
+                )
+            rows = data.X[:, column] == value
+            label = source_name if len(task_values) == 1 else f"{source_name}[{value}]"
+            sources.append(
+                TaskData(
+                    X=data.X[rows][:, keep],
+                    Y=data.Y[rows],
+                    Yvar=None if data.Yvar is None else data.Yvar[rows],
+                    name=label,
+                )
+            )
+    return target, sources, column, target_value
+
+
+def _without_task_column(
+    transform: InputTransform, task_feature: int, d: int
+) -> InputTransform:
+    r"""An input transform over ``d`` inputs from one built for ``d`` inputs plus a
+    task column (as Ax builds ``Normalize`` for its transfer-learning path)."""
+    if not isinstance(transform, Normalize) or transform._d != d + 1:
+        return transform
+    column = task_feature % (d + 1)
+    # Ax normalizes every column but the task column: keep those, renumbered
+    indices = (
+        list(range(d + 1)) if transform.indices is None else transform.indices.tolist()
+    )
+    kept = [p for p, i in enumerate(indices) if i != column]
+    new_indices = [i - (i > column) for i in indices if i != column]
+    # undo the centre shift Normalize folds into its offset
+    coefficient = transform.coefficient.detach()
+    lower = transform.offset.detach() - (0.5 - transform.center) * coefficient
+    bounds = torch.cat([lower, lower + coefficient], dim=-2)
+    restricted = Normalize(
+        d=d,
+        # all inputs: no indices, as a plain `Normalize(d)` (same state_dict keys)
+        indices=None if new_indices == list(range(d)) else new_indices,
+        bounds=bounds[..., kept].clone(),
+        batch_shape=transform.batch_shape,
+        transform_on_train=transform.transform_on_train,
+        transform_on_eval=transform.transform_on_eval,
+        transform_on_fantasize=transform.transform_on_fantasize,
+        reverse=transform.reverse,
+        min_range=transform.min_range,
+        learn_bounds=transform.learn_coefficients,
+        center=transform.center,
+    )
+    return restricted.to(bounds)

@@ -134,6 +134,11 @@ class DeltaBOModel(SourceConditionedGP):
         progress: Show progress bars while the source posterior is built (the
             source GP's fit, the cached factorization) when that takes more than a
             few seconds (see :mod:`botorch_transfer.progress`).
+        task_feature: Index of the task column of Ax's transfer-learning queries,
+            dropped before prediction (set by ``construct_inputs``; see
+            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
+        target_task_value: The target's value in that column (other values are
+            refused).
 
     Example:
         >>> source = TaskData(X_src, Y_src)
@@ -161,6 +166,8 @@ class DeltaBOModel(SourceConditionedGP):
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
         progress: bool = True,
+        task_feature: int | None = None,
+        target_task_value: float | None = None,
     ) -> None:
         if residual_covariance not in RESIDUAL_COVARIANCES:
             raise ValueError(
@@ -186,6 +193,8 @@ class DeltaBOModel(SourceConditionedGP):
             train_Y,
             train_Yvar,
             transfer=source,
+            task_feature=task_feature,
+            target_task_value=target_task_value,
             likelihood=likelihood,
             covar_module=covar_module
             if covar_module is not None

@@ -76,6 +76,11 @@ class DiffGP(PooledTransferGP):
         source_Yvar: Known source noise ``sigma'^2`` (user units) for all source
             points. Default: the sources' ``TaskData.Yvar``; where a source has none,
             ``sigma'^2`` is learned.
+        task_feature: Index of the task column of Ax's transfer-learning queries,
+            dropped before prediction (set by ``construct_inputs``; see
+            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
+        target_task_value: The target's value in that column (other values are
+            refused).
 
     Example:
         >>> model = DiffGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -96,6 +101,8 @@ class DiffGP(PooledTransferGP):
         *,
         source: TaskData | Sequence[TaskData],
         source_Yvar: float | None = None,
+        task_feature: int | None = None,
+        target_task_value: float | None = None,
     ) -> None:
         if source_Yvar is not None and not (
             isinstance(source_Yvar, (int, float))
@@ -112,6 +119,8 @@ class DiffGP(PooledTransferGP):
             train_Y,
             train_Yvar,
             transfer=source,
+            task_feature=task_feature,
+            target_task_value=target_task_value,
             likelihood=likelihood,
             covar_module=covar_module,
             mean_module=mean_module,

@@ -84,6 +84,11 @@ class EnvGP(PooledTransferGP):
             source in other units or with an offset is used, and an unrelated one
             can be weighted down. ``"identity"``: Shilton et al.'s Env-GP (eq. 5),
             the source observes the target function itself.
+        task_feature: Index of the task column of Ax's transfer-learning queries,
+            dropped before prediction (set by ``construct_inputs``; see
+            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
+        target_task_value: The target's value in that column (other values are
+            refused).
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -105,6 +110,8 @@ class EnvGP(PooledTransferGP):
         source: TaskData | Sequence[TaskData],
         source_noise: float | Sequence[float] | None = None,
         source_map: Literal["affine", "identity"] = "affine",
+        task_feature: int | None = None,
+        target_task_value: float | None = None,
     ) -> None:
         if source_map not in ("affine", "identity"):
             raise ValueError(
@@ -117,6 +124,8 @@ class EnvGP(PooledTransferGP):
             train_Y,
             train_Yvar,
             transfer=source,
+            task_feature=task_feature,
+            target_task_value=target_task_value,
             likelihood=likelihood,
             covar_module=covar_module,
             mean_module=mean_module,

@@ -139,6 +139,11 @@ class RGPE(SourceConditionedGP):
         progress: Show progress bars while base models are built from large
             ``TaskData`` (GP fit, cached factorization) when that takes more than a
             few seconds (see :mod:`botorch_transfer.progress`).
+        task_feature: Index of the task column of Ax's transfer-learning queries,
+            dropped before prediction (set by ``construct_inputs``; see
+            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
+        target_task_value: The target's value in that column (other values are
+            refused).
 
     Example:
         >>> model = RGPE(train_X, train_Y, source=[TaskData(X1, Y1), TaskData(X2, Y2)])
@@ -162,6 +167,8 @@ class RGPE(SourceConditionedGP):
         num_samples: int = 256,
         seed: int = 0,
         progress: bool = True,
+        task_feature: int | None = None,
+        target_task_value: float | None = None,
     ) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(
@@ -180,6 +187,8 @@ class RGPE(SourceConditionedGP):
             outcome_transform=outcome_transform,
             input_transform=input_transform,
             transfer=source,
+            task_feature=task_feature,
+            target_task_value=target_task_value,
         )
 
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[SourceLike]:

@@ -1,0 +1,316 @@
+r"""The source-conditioned models on Ax's native transfer-learning path
+(``TransferLearningAdapter``, source experiments attached to the target experiment).
+Skipped when Ax is not installed."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+pytest.importorskip("ax")
+
+from ax.adapter.transfer_learning.adapter import TransferLearningAdapter  # noqa: E402
+from ax.api.client import Client  # noqa: E402
+from ax.api.configs import RangeParameterConfig  # noqa: E402
+from ax.core.auxiliary import AuxiliaryExperimentPurpose  # noqa: E402
+from ax.core.auxiliary_source import AuxiliarySource  # noqa: E402
+from botorch.fit import fit_gpytorch_mll  # noqa: E402
+from botorch.models.transforms import Normalize, Standardize  # noqa: E402
+from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset  # noqa: E402
+from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
+
+from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TaskData  # noqa: E402
+from botorch_transfer.ax import (  # noqa: E402
+    task_data_from_dataframe,
+    task_data_from_experiment,
+    transfer_learning_generation_strategy,
+)
+
+F64 = torch.float64
+BOUNDS = torch.tensor([[0.0, -1.0], [1.0, 2.0]], dtype=F64)
+TL = AuxiliaryExperimentPurpose.TRANSFERABLE_EXPERIMENT
+
+
+def f(p, shift=0.0):
+    return math.sin(6 * p["x0"]) + p["x1"] + shift + 0.3 * p.get("z", 0.0)
+
+
+def parameters(extra=False):
+    params = [
+        RangeParameterConfig(name="x0", parameter_type="float", bounds=(0.0, 1.0)),
+        RangeParameterConfig(name="x1", parameter_type="float", bounds=(-1.0, 2.0)),
+    ]
+    if extra:
+        params.append(
+            RangeParameterConfig(name="z", parameter_type="float", bounds=(0.0, 1.0))
+        )
+    return params
+
+
+def source_experiment(name, shift, n=8, seed=1, extra=False):
+    client = Client(random_seed=seed)
+    client.configure_experiment(name=name, parameters=parameters(extra))
+    client.configure_optimization(objective="y")
+    for index, p in client.get_next_trials(max_trials=n).items():
+        client.complete_trial(index, raw_data={"y": f(p, shift)})
+    return client._experiment
+
+
+def run_target(model_class, sources, trials=5, init=2, use_model_selection=False):
+    client = Client(random_seed=0)
+    client.configure_experiment(name="target", parameters=parameters())
+    client.configure_optimization(objective="y")
+    for source in sources:
+        client._experiment.add_auxiliary_experiment(TL, AuxiliarySource(source))
+    client.set_generation_strategy(
+        transfer_learning_generation_strategy(
+            model_class,
+            initialization_trials=init,
+            use_model_selection=use_model_selection,
+            seed=0,
+        )
+    )
+    for _ in range(trials):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data={"y": f(p)})
+    return client
+
+
+def target_data(client, n):
+    df = client.summarize().sort_values("trial_index")
+    data = task_data_from_dataframe(df, ["x0", "x1"], "y")
+    return data.X[:n], data.Y[:n]
+
+
+def with_task_column(X, value=0.0):
+    return torch.cat([X, torch.full_like(X[..., :1], value)], dim=-1)
+
+
+def check_against_model_by_hand(client, model_class):
+    r"""The model Ax fitted is ours, and equals one built and fitted by hand."""
+    # in Ax's order: the experiment lists the last attached source first
+    sources = [
+        a.experiment for a in client._experiment.auxiliary_experiments_by_purpose[TL]
+    ]
+    adapter = client._generation_strategy.adapter
+    assert isinstance(adapter, TransferLearningAdapter)
+    model = adapter.generator.surrogate.model
+    assert type(model) is model_class
+    n = model.target_X.shape[-2]
+    X, Y = target_data(client, n)
+    torch.testing.assert_close(model.target_X, X)
+    by_hand = model_class(
+        X,
+        Y,
+        source=[task_data_from_experiment(s, "y") for s in sources],
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    X_test = (
+        torch.rand(6, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
+        * (BOUNDS[1] - BOUNDS[0])
+        + BOUNDS[0]
+    )
+    # Ax queries with the task column (target task 0) appended
+    a, b = model.posterior(with_task_column(X_test)), by_hand.posterior(X_test)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-5)
+    # and Ax's predictions (in the user's units) are the model's
+    point = {"x0": float(X_test[0, 0]), "x1": float(X_test[0, 1])}
+    prediction = client.predict([point])[0]["y"]
+    assert prediction[0] == pytest.approx(b.mean[0, 0].item(), rel=1e-5, abs=1e-5)
+    return model
+
+
+@pytest.mark.parametrize("model_class", [DeltaBOModel, EnvGP, DiffGP, RGPE])
+def test_one_source_experiment_through_the_transfer_learning_adapter(model_class):
+    sources = [source_experiment("source_a", shift=0.5)]
+    client = run_target(model_class, sources)
+    assert len(client._experiment.trials) == 5
+    check_against_model_by_hand(client, model_class)
+
+
+def test_two_source_experiments():
+    sources = [
+        source_experiment("source_a", shift=0.5),
+        source_experiment("source_b", shift=-0.5, n=6, seed=2),
+    ]
+    client = run_target(DeltaBOModel, sources)
+    model = check_against_model_by_hand(client, DeltaBOModel)
+    assert model._target_task_value == 0.0
+
+
+def test_cross_validation_model_selection_runs_on_the_transfer_model():
+    sources = [source_experiment("source_a", shift=0.5)]
+    client = run_target(
+        DeltaBOModel, sources, trials=6, init=3, use_model_selection=True
+    )
+    node = client._generation_strategy._curr
+    assert node.best_model_selector is not None
+    botl, plain = node.generator_specs
+    assert type(botl.fitted_adapter.generator.surrogate.model) is DeltaBOModel
+    for spec in (botl, plain):
+        # leave-one-out over the target trials, compared by rank correlation
+        assert spec.cv_results is not None and len(spec.cv_results) == 5
+        assert "Rank correlation" in spec.diagnostics
+    assert node.generator_spec_to_gen_from in (botl, plain)
+
+
+def test_transfer_learning_strategy_needs_an_initial_target_trial():
+    with pytest.raises(ValueError, match="initialization_trials"):
+        transfer_learning_generation_strategy(DeltaBOModel, initialization_trials=0)
+
+
+def test_source_experiment_missing_a_parameter():
+    # the source never varied `x1`; as Ax defines it, the target parameter's
+    # backfill value (0.5) fills the source's column (FillMissingParameters)
+    client = Client(random_seed=1)
+    client.configure_experiment(name="source_x0", parameters=parameters()[:1])
+    client.configure_optimization(objective="y")
+    for index, p in client.get_next_trials(max_trials=6).items():
+        client.complete_trial(index, raw_data={"y": f({"x1": 0.5, **p}, shift=0.5)})
+    source = client._experiment
+
+    target = Client(random_seed=0)
+    target.configure_experiment(name="target", parameters=parameters())
+    target.configure_optimization(objective="y")
+    target._experiment.search_space.parameters["x1"]._backfill_value = 0.5
+    target._experiment.add_auxiliary_experiment(TL, AuxiliarySource(source))
+    target.set_generation_strategy(
+        transfer_learning_generation_strategy(
+            EnvGP, initialization_trials=2, use_model_selection=False, seed=0
+        )
+    )
+    for _ in range(4):
+        for index, p in target.get_next_trials(max_trials=1).items():
+            target.complete_trial(index, raw_data={"y": f(p)})
+    model = target._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is EnvGP
+    n = model.target_X.shape[-2]
+    X, Y = target_data(target, n)
+    df = client.summarize().assign(x1=0.5)
+    by_hand = EnvGP(
+        X,
+        Y,
+        source=task_data_from_dataframe(df, ["x0", "x1"], "y"),
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    by_hand.load_state_dict(model.state_dict())
+    X_test = torch.rand(4, 2, generator=torch.Generator().manual_seed(4), dtype=F64)
+    torch.testing.assert_close(
+        model.posterior(with_task_column(X_test)).mean, by_hand.posterior(X_test).mean
+    )
+
+
+def test_source_experiment_with_an_extra_parameter_is_refused_clearly():
+    # `z` has no backfill value: Ax hands over per-task feature sets. (With model
+    # selection Ax falls back to its plain GP when the transfer model fails.)
+    source = source_experiment("source_z", shift=0.5, extra=True)
+    with pytest.raises(ValueError, match="backfill_value"):
+        run_target(EnvGP, [source], trials=3)
+
+
+def test_heterogeneous_sources_are_refused_with_a_clear_error():
+    data = multitask_dataset()
+    names = ["x0", "z", "task"]
+    odd = SupervisedDataset(
+        X=with_task_column(torch.rand(4, 2, dtype=F64), 3.0),
+        Y=torch.rand(4, 1, dtype=F64),
+        feature_names=names,
+        outcome_names=["c_y"],
+    )
+    mixed = MultiTaskDataset(
+        datasets=[*data.datasets.values(), odd],
+        target_outcome_name="y",
+        task_feature_index=-1,
+    )
+    with pytest.raises(ValueError, match="backfill_value"):
+        EnvGP.construct_inputs(mixed)
+
+
+def multitask_dataset(n_target=3, n_source=5, target_value=0.0):
+    gen = torch.Generator().manual_seed(0)
+    names = ["x0", "x1", "task"]
+
+    def task(n, value, outcome):
+        X = torch.rand(n, 2, generator=gen, dtype=F64)
+        return SupervisedDataset(
+            X=with_task_column(X, value),
+            Y=X.sum(dim=-1, keepdim=True),
+            feature_names=names,
+            outcome_names=[outcome],
+        )
+
+    return MultiTaskDataset(
+        datasets=[
+            task(n_target, target_value, "y"),
+            task(n_source, 1.0, "a_y"),
+            task(n_source, 2.0, "b_y"),
+        ],
+        target_outcome_name="y",
+        task_feature_index=-1,
+    )
+
+
+def test_construct_inputs_splits_a_multitask_dataset():
+    data = multitask_dataset()
+    inputs = DeltaBOModel.construct_inputs(data)
+    assert inputs["train_X"].shape == (3, 2) and inputs["train_Y"].shape == (3, 1)
+    assert [s.name for s in inputs["source"]] == ["a_y", "b_y"]
+    assert all(s.X.shape == (5, 2) for s in inputs["source"])
+    torch.testing.assert_close(inputs["source"][0].X, data.datasets["a_y"].X[:, :2])
+    assert inputs["task_feature"] == 2 and inputs["target_task_value"] == 0.0
+    model = DeltaBOModel(**inputs)
+    X = torch.rand(4, 2, dtype=F64)
+    torch.testing.assert_close(
+        model.posterior(with_task_column(X)).mean, model.posterior(X).mean
+    )
+    with pytest.raises(ValueError, match="predicts the target task"):
+        model.posterior(with_task_column(X, 1.0))
+
+
+def test_construct_inputs_refuses_sources_twice():
+    extra = TaskData(torch.rand(3, 2, dtype=F64), torch.rand(3, 1, dtype=F64))
+    with pytest.raises(ValueError, match="source tasks twice"):
+        DeltaBOModel.construct_inputs(multitask_dataset(), source=extra)
+
+
+def test_construct_inputs_keeps_the_supervised_dataset_route():
+    X = torch.rand(4, 2, dtype=F64)
+    data = SupervisedDataset(
+        X=X, Y=X.sum(-1, keepdim=True), feature_names=["x0", "x1"], outcome_names=["y"]
+    )
+    source = TaskData(X, X.sum(-1, keepdim=True))
+    inputs = EnvGP.construct_inputs(data, source=source)
+    assert inputs["source"] is source and "task_feature" not in inputs
+
+
+def test_axs_normalize_over_the_task_column_is_restricted():
+    # Ax builds Normalize over d + 1 columns with the task column left out
+    data = multitask_dataset()
+    transform = Normalize(
+        d=3, indices=[0, 1], bounds=torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 2.0]])
+    )
+    model = DiffGP(**DeltaBOModel.construct_inputs(data), input_transform=transform)
+    assert model.input_transform.bounds.shape == (2, 2)
+    torch.testing.assert_close(model.input_transform.bounds.to(F64), BOUNDS)
+
+
+def test_task_data_from_experiment_and_dataframe():
+    experiment = source_experiment("past", shift=0.0, n=4)
+    data = task_data_from_experiment(experiment, "y")
+    assert data.name == "past" and data.X.shape == (4, 2) and data.Yvar is None
+    df = pd.DataFrame(
+        {"a": [0.1, 0.2, 0.3], "y": [1.0, float("nan"), 3.0], "v": [0.1, 0.1, 0.2]}
+    )
+    data = task_data_from_dataframe(df, ["a"], "y", noise_column="v")
+    assert data.n == 2 and data.Yvar.shape == (2, 1)
+    with pytest.raises(ValueError, match="metric_name"):
+        task_data_from_experiment(experiment, "nope")
+    with pytest.raises(ValueError, match="parameter_names"):
+        task_data_from_dataframe(df, ["b"], "y")
+    with pytest.raises(TypeError, match="parameter_names"):
+        task_data_from_dataframe(df, "a", "y")
