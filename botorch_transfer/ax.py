@@ -48,6 +48,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -78,6 +79,63 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
     ) from e
 
 
+def check_model_options(
+    botorch_model_class: type[Model], model_options: dict[str, Any]
+) -> None:
+    r"""Check a model class and its options when a strategy is built, not at the
+    first model trial after the Sobol budget is spent.
+
+    Args:
+        botorch_model_class: A BoTorch ``Model`` class (not a name).
+        model_options: Its constructor options: a dict holding the class's transfer
+            input (``source=`` or ``prior=``, see ``transfer_argument``) and only
+            arguments its constructor takes.
+
+    Raises:
+        TypeError: A class that is not a BoTorch model, or options that are not a
+            dict.
+        ValueError: A missing or empty transfer input, or an option the class does
+            not take (e.g. a misspelled ``source``).
+    """
+    if not (
+        isinstance(botorch_model_class, type) and issubclass(botorch_model_class, Model)
+    ):
+        raise TypeError(
+            "`botorch_model_class` must be a BoTorch Model class (e.g. DeltaBOModel), "
+            f"got {botorch_model_class!r}."
+        )
+    name = botorch_model_class.__name__
+    if not isinstance(model_options, dict):
+        raise TypeError(
+            "`model_options` must be a dict of constructor options (e.g. "
+            f"{{'source': TaskData(...)}}), got {type(model_options).__name__}."
+        )
+    parameters = inspect.signature(botorch_model_class.__init__).parameters
+    takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    unknown = sorted(k for k in model_options if k not in parameters)
+    if unknown and not takes_kwargs:
+        accepted = sorted(k for k in parameters if k != "self")
+        raise ValueError(
+            f"`model_options` has {unknown}, which {name} does not take; it takes "
+            f"{accepted}."
+        )
+    transfer = getattr(botorch_model_class, "transfer_argument", None)
+    if transfer is None:
+        return
+    value = model_options.get(transfer)
+    if value is None:
+        raise ValueError(
+            f"`model_options` must give `{transfer}` for {name} (e.g. "
+            f"{{'{transfer}': ...}}); got keys {sorted(model_options)}."
+        )
+    tasks = value if isinstance(value, (list, tuple)) else [value]
+    if len(tasks) == 0 or any(isinstance(t, TaskData) and t.n == 0 for t in tasks):
+        raise ValueError(
+            f"`model_options['{transfer}']` must not be empty: give at least one "
+            "source with observations."
+        )
+
+
 def transfer_model_config(
     botorch_model_class: type[Model],
     model_options: dict[str, Any],
@@ -98,6 +156,7 @@ def transfer_model_config(
         ``fixes_outcome_units``, e.g. ``PretrainedPriorGP``: its prior fixes the
         units).
     """
+    check_model_options(botorch_model_class, model_options)
     # a model whose prior fixes the output units takes no outcome transform
     fixed_units = getattr(botorch_model_class, "fixes_outcome_units", False)
     outcome = None if fixed_units else [Standardize]
@@ -121,14 +180,20 @@ def transfer_generation_strategy(
     Args:
         botorch_model_class: The model class (see :func:`transfer_model_config`).
         model_options: Its constructor options (the source data / prior).
-        initialization_trials: Sobol trials before the model takes over (0: start
-            with the model; transfer models can act on source data alone).
+        initialization_trials: Sobol trials before the model takes over (at least
+            1: Ax's transforms need one observed trial).
         seed: Seed of the Sobol sequence.
         name: Name of the strategy.
 
     Returns:
         A ``GenerationStrategy``; pass it to ``Client.set_generation_strategy``.
     """
+    if not isinstance(initialization_trials, int) or initialization_trials < 1:
+        # with no data Ax's MapKeyToFloat transform fails ("requires non-empty data")
+        raise ValueError(
+            "`initialization_trials` must be an int >= 1 (Ax's transforms need one "
+            f"observed trial), got {initialization_trials!r}."
+        )
     config = transfer_model_config(botorch_model_class, model_options)
     transfer_node = GenerationNode(
         name=config.name,

@@ -20,6 +20,7 @@ from botorch_transfer import (
     pretrain_prior,
 )  # noqa: E402
 from botorch_transfer.ax import transfer_generation_strategy  # noqa: E402
+from tests.pretraining.test_objectives import make_prior  # noqa: E402
 
 F64 = torch.float64
 BOUNDS = torch.tensor([[0.0, -1.0], [1.0, 2.0]], dtype=F64)
@@ -151,3 +152,40 @@ def test_cluster_meta_prior_gp_in_an_ax_client_loop():
     torch.testing.assert_close(
         model.posterior(X_test).mean, by_hand.posterior(X_test).mean
     )
+
+
+def test_strategy_checks_its_model_and_options_when_built():
+    # issue 17: these were caught only at the first model trial, after the Sobol
+    # budget was spent, some with opaque errors
+    source = TaskData(torch.rand(5, 2, dtype=F64), torch.rand(5, 1, dtype=F64))
+    with pytest.raises(TypeError, match="`botorch_model_class` must be a BoTorch"):
+        transfer_generation_strategy("DeltaBOModel", {"source": source})
+    with pytest.raises(TypeError, match="`model_options` must be a dict"):
+        transfer_generation_strategy(DeltaBOModel, None)
+    with pytest.raises(ValueError, match="must give `source` for DeltaBOModel"):
+        transfer_generation_strategy(DeltaBOModel, {})
+    with pytest.raises(ValueError, match=r"\['sources'\], which DeltaBOModel"):
+        transfer_generation_strategy(DeltaBOModel, {"sources": source})
+    with pytest.raises(ValueError, match=r"\[.source.\], which PretrainedPriorGP"):
+        transfer_generation_strategy(PretrainedPriorGP, {"source": source})
+    with pytest.raises(ValueError, match=r"`model_options\['source'\]` must not be"):
+        transfer_generation_strategy(DeltaBOModel, {"source": []})
+    empty = TaskData(torch.rand(0, 2, dtype=F64), torch.rand(0, 1, dtype=F64))
+    with pytest.raises(ValueError, match=r"`model_options\['source'\]` must not be"):
+        transfer_generation_strategy(EnvGP, {"source": empty})
+    for trials in (0, -1):  # Ax's transforms fail without one observed trial
+        with pytest.raises(ValueError, match="`initialization_trials` must be an int"):
+            transfer_generation_strategy(
+                DeltaBOModel, {"source": source}, initialization_trials=trials
+            )
+
+
+def test_a_prior_of_another_dimension_is_a_clear_error_under_normalize():
+    # issue 17: Ax's Normalize input transform skipped the d check ("size of tensor
+    # a (2) must match")
+    prior = make_prior()  # d = 2 (tests.pretraining.test_objectives)
+    X = torch.rand(4, 3, dtype=F64)
+    with pytest.raises(ValueError, match="pre-trained on d=2"):
+        PretrainedPriorGP(
+            X, X.sum(-1, keepdim=True), prior=prior, input_transform=Normalize(3)
+        )

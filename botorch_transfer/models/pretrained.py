@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from botorch.acquisition import ProbabilityOfImprovement
 from botorch.models.model import Model
-from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.input import InputTransform, Normalize
 from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.constraints import GreaterThan
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood
@@ -89,7 +89,11 @@ class PretrainedPriorGP(SourceConditionedGP):
                 "give train_Y in the units of the pre-training data."
             )
         self.fine_tune = bool(fine_tune)
-        self._checks_prior_dim = input_transform is None
+        # the prior sees transformed inputs: their d is train_X's unless the
+        # transform changes it (Normalize, Ax's default, keeps it)
+        self._checks_prior_dim = input_transform is None or isinstance(
+            input_transform, Normalize
+        )
         super().__init__(
             train_X,
             train_Y,
