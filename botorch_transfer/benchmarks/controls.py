@@ -80,7 +80,7 @@ def unrelated_source(problem: TransferProblem, seed: int = 0) -> TransferProblem
         problem,
         name=f"{problem.name}-unrelated",
         source=source,
-        description=f"{problem.description}; CONTROL: source replaced by an "
+        description=f"{problem.description}; CONTROL: source replaced by a "
         f"GP sample of the source kernel uncorrelated with the target (draw {seed})",
     )
 
