@@ -24,8 +24,22 @@ SMOKE_PROBLEMS = sorted(
 )
 
 
-@pytest.mark.parametrize("problem", SMOKE_PROBLEMS)
-@pytest.mark.parametrize("method", available_methods(TRANSFER))
+def smoke_cases():
+    r"""Every method on every smoke problem; a guarded method (its fitted model inside
+    TransferGuard, tested in tests/models/test_guard.py) runs one problem by default
+    and the rest with ``-m slow`` (to keep CI under its time budget)."""
+    for method in available_methods(TRANSFER):
+        for problem in SMOKE_PROBLEMS:
+            slow = method.endswith("-guarded") and problem != "gaussian-bumps"
+            yield pytest.param(
+                problem,
+                method,
+                id=f"{method}-{problem}",
+                marks=pytest.mark.slow if slow else (),
+            )
+
+
+@pytest.mark.parametrize("problem, method", smoke_cases())
 def test_every_problem_and_method_runs(problem, method):
     record = run_experiment(problem, method, seed=0, iterations=2)
     assert (
