@@ -65,6 +65,8 @@ CMBO_UCB_XI = 3.0
 CMBO_NOISE_FLOOR = 1e-6
 #: UCB weight of ``stbo-ucb``: ``1.8^2`` as HyperBO's STBOH.
 STBO_UCB_BETA = 1.8**2
+#: UCB weight of the README's PretrainedPriorGP loop (``hyperbo``): stbo-ucb's.
+README_UCB_BETA = STBO_UCB_BETA
 
 
 def maximize_on_pool(acqf: AcquisitionFunction, pool: Tensor) -> Tensor:
@@ -131,33 +133,39 @@ class HyperBOState:
 
 class HyperBO(Method):
     r"""HyperBO: :class:`~botorch_transfer.PretrainedPriorGP` on a prior pre-trained
-    once per split (Adam, lr 5e-3, ``problem.pretrain_steps`` steps for NLL;
-    L-BFGS for EKL), PI with threshold ``max(y) + 0.1`` in the prior's units.
+    once per split, then frozen.
 
     Args:
-        objective: ``"nll"`` or ``"ekl"``.
+        objective: ``"nll"`` (Adam, lr 5e-3, ``problem.pretrain_steps`` steps),
+            ``"ekl"`` (L-BFGS), or ``None``: ``pretrain_prior``'s default (the
+            empirical prior on the meta-tasks' shared inputs), as the README loop.
+        acquisition: ``"pi"`` (the paper's: PI with threshold ``max(y) + 0.1`` in the
+            prior's units) or ``"ucb"`` (``beta = README_UCB_BETA``, the README loop;
+            it also runs from zero target points).
     """
 
     protocols = (META,)
 
-    def __init__(self, objective: str) -> None:
+    def __init__(self, objective: str | None, acquisition: str = "pi") -> None:
         self.objective = objective
+        self.acquisition = acquisition
 
     def setup(self, problem: MetaProblem, data: MetaData) -> HyperBOState:
-        prior = pretrain_prior(
-            data.history,
-            objective=self.objective,
-            num_steps=problem.pretrain_steps if self.objective == "nll" else None,
-            lr=5e-3,
-            seed=data.seed,
-            progress=False,
-        )
+        kwargs: dict[str, Any] = {"seed": data.seed, "progress": False}
+        if self.objective is not None:
+            kwargs["objective"] = self.objective
+        if self.objective == "nll":
+            kwargs.update(num_steps=problem.pretrain_steps, lr=5e-3)
+        prior = pretrain_prior(data.history, **kwargs)
         return HyperBOState(prior, data.pool)
 
     def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
         model = PretrainedPriorGP(X, Y, prior=state.prior)
-        # the default margin, 0.1 in the prior's standardized units
-        return maximize_on_pool(hyperbo_probability_of_improvement(model), state.pool)
+        if self.acquisition == "ucb":
+            acqf = UpperConfidenceBound(model, beta=README_UCB_BETA)
+        else:  # the default margin, 0.1 in the prior's standardized units
+            acqf = hyperbo_probability_of_improvement(model)
+        return maximize_on_pool(acqf, state.pool)
 
 
 @dataclass
@@ -378,6 +386,18 @@ register_method(
     "stbo-ucb",
     SingleTaskBO("ucb"),
     "no transfer: stbo's fitted GP; UCB with beta = 1.8^2 (HyperBO's STBOH)",
+)
+register_method(
+    "hyperbo",
+    HyperBO(None, "ucb"),
+    "HyperBO as the README loop: PretrainedPriorGP on pretrain_prior's default "
+    "prior (the empirical prior on the meta-tasks' shared inputs), then frozen; UCB "
+    "as stbo-ucb",
+)
+register_method(
+    "hyperbo-nll-ucb",
+    HyperBO("nll", "ucb"),
+    "HyperBO: hyperbo-nll's prior (NLL, Adam), UCB as stbo-ucb",
 )
 register_method(
     "hyperbo-nll",

@@ -8,8 +8,13 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import torch
+from torch import Tensor
 
 from botorch_transfer.data import TaskData, validate_task_set
+from botorch_transfer.pretraining.empirical import (
+    fit_empirical_prior,
+    shared_inputs,
+)
 from botorch_transfer.pretraining.objectives import (
     EKLGroup,
     ekl_objective,
@@ -20,14 +25,14 @@ from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.progress import progress_bar
 from botorch_transfer.validation import check_bounds
 
-OBJECTIVES = ("nll", "ekl", "nll+ekl")
+OBJECTIVES = ("nll", "ekl", "nll+ekl", "empirical")
 
 
 def pretrain_prior(
     tasks: Sequence[TaskData] | Mapping[str, TaskData],
-    objective: str = "nll",
-    mean: str = "mlp",
-    kernel: str = "matern52_on_features",
+    objective: str | None = None,
+    mean: str | None = None,
+    kernel: str | None = None,
     hidden: tuple[int, ...] = (32, 32),
     num_steps: int | None = None,
     lr: float = 1e-3,
@@ -43,9 +48,18 @@ def pretrain_prior(
 
     Objectives:
 
-    - ``"nll"`` (H-NLL): eq. 13, the task-averaged negative log marginal
-      likelihood, minimized with Adam (``lr``, ``num_steps`` steps, default 50,000 as in
-      the paper) on minibatches of ``batch_size`` points per task and step.
+    - ``"empirical"`` (the default for matching-input data, i.e. when every task
+      observed the same inputs): HyperBO's estimate of the tasks' mean and
+      covariance on those inputs (eq. 4), shrunk toward a kernel fitted to all tasks
+      by the leave-one-task-out likelihood and interpolated by it elsewhere
+      (:mod:`botorch_transfer.pretraining.empirical`). No network is trained: it
+      takes seconds, and the left-out tasks calibrate its uncertainty. ``mean``,
+      ``kernel``, ``hidden``, ``num_steps``, ``lr``, ``batch_size``,
+      ``validation_fraction``, ``eval_every`` and ``patience`` do not apply.
+    - ``"nll"`` (H-NLL; the default when the tasks' inputs differ): eq. 13, the
+      task-averaged negative log marginal likelihood, minimized with Adam (``lr``,
+      ``num_steps`` steps, default 50,000 as in the paper) on minibatches of
+      ``batch_size`` points per task and step.
     - ``"ekl"`` (H-EKL): eq. 8, the empirical KL divergence (eq. 6, with the SVD
       projection when the empirical covariance is rank-deficient) averaged over the
       matching-input task groups found in ``tasks`` (:func:`matching_input_groups`),
@@ -61,9 +75,11 @@ def pretrain_prior(
     Args:
         tasks: Related tasks (a list, or a dict name -> TaskData), each with at
             least one observation; all with the same input dimension.
-        objective: ``"nll"``, ``"ekl"`` or ``"nll+ekl"``.
-        mean: ``"mlp"`` (paper), ``"constant"`` or ``"zero"``.
-        kernel: ``"matern52_on_features"`` (paper) or ``"matern52"``.
+        objective: ``"empirical"``, ``"nll"``, ``"ekl"`` or ``"nll+ekl"``; default
+            ``None``: ``"empirical"`` when every task observed the same inputs,
+            ``"nll"`` (the paper's H-NLL) otherwise.
+        mean: ``"mlp"`` (paper; the default), ``"constant"`` or ``"zero"``.
+        kernel: ``"matern52_on_features"`` (paper; the default) or ``"matern52"``.
         hidden: MLP hidden widths (paper: (32, 32)).
         num_steps: Optimizer steps (default: 50,000 for Adam, 100 for L-BFGS).
         lr: Adam learning rate (paper: 1e-3).
@@ -83,6 +99,7 @@ def pretrain_prior(
         lists ``{"step", "train_loss", "validation_nll"}`` at every check.
 
     Example:
+        >>> prior = pretrain_prior(tasks)  # matching inputs: the empirical prior
         >>> prior = pretrain_prior(tasks, objective="nll", num_steps=2000)
         >>> prior.save("prior.pt")
         >>> model = PretrainedPriorGP(
@@ -110,6 +127,8 @@ def pretrain_prior(
         )
         for t in tasks
     ]
+    if objective is None:
+        objective = "empirical" if _all_inputs_shared(tasks) else "nll"
     if objective not in OBJECTIVES:
         raise ValueError(f"`objective` must be one of {OBJECTIVES}, got {objective!r}.")
     if not 0 <= validation_fraction < 1:
@@ -124,6 +143,21 @@ def pretrain_prior(
     d = X0.shape[-1]
     if bounds is not None:
         bounds = check_bounds(bounds, d, X0)
+
+    if objective == "empirical":
+        for name, value in (("mean", mean), ("kernel", kernel)):
+            if value not in (None, "empirical"):
+                raise ValueError(
+                    f"objective='empirical' builds its own mean and kernel; got "
+                    f"`{name}`={value!r} (leave it None)."
+                )
+        return _empirical_prior(tasks, bounds, seed)
+    mean = "mlp" if mean is None else mean
+    kernel = "matern52_on_features" if kernel is None else kernel
+    if "empirical" in (mean, kernel):
+        raise ValueError(
+            "mean/kernel 'empirical' are set by objective='empirical' only."
+        )
 
     gen = torch.Generator().manual_seed(seed)
     n_val = int(math.floor(validation_fraction * len(tasks))) if len(tasks) >= 5 else 0
@@ -153,12 +187,7 @@ def pretrain_prior(
                 "No matching-input group has a non-zero empirical covariance."
             )
 
-    Y_all = torch.cat([t.Y.reshape(-1) for t in train_tasks])
-    X_all = torch.cat([t.X for t in train_tasks])
-    offset = Y_all.mean()
-    scale = Y_all.std() if Y_all.numel() > 1 else torch.ones_like(offset)
-    if not scale > 0:
-        scale = torch.ones_like(offset)
+    X_all, offset, scale = _outcome_statistics(train_tasks)
     lower, upper = (
         (X_all.min(0).values, X_all.max(0).values)
         if bounds is None
@@ -242,4 +271,56 @@ def pretrain_prior(
     prior.training_history = history
     prior.config["objective"] = objective
     prior.config["validation_tasks"] = [names[i] if names else i for i in order[:n_val]]
+    return prior.eval()
+
+
+def _all_inputs_shared(tasks: Sequence[TaskData]) -> bool:
+    r"""Whether every task observed the same set of (at least two) inputs: HyperBO's
+    matching-input data (Sec. 5.2.4)."""
+    if len(tasks) < 2:
+        return False
+    first = torch.unique(tasks[0].X, dim=0)
+    return first.shape[0] >= 2 and all(
+        torch.equal(torch.unique(t.X, dim=0), first) for t in tasks[1:]
+    )
+
+
+def _outcome_statistics(tasks: Sequence[TaskData]) -> tuple[Tensor, Tensor, Tensor]:
+    r"""All inputs, and the mean and standard deviation of all outcomes (1 when
+    they are constant): the prior's fixed outcome map."""
+    Y_all = torch.cat([t.Y.reshape(-1) for t in tasks])
+    X_all = torch.cat([t.X for t in tasks])
+    offset = Y_all.mean()
+    scale = Y_all.std() if Y_all.numel() > 1 else torch.ones_like(offset)
+    if not scale > 0:
+        scale = torch.ones_like(offset)
+    return X_all, offset, scale
+
+
+def _empirical_prior(
+    tasks: list[TaskData], bounds: Tensor | None, seed: int
+) -> PretrainedPrior:
+    r"""``objective="empirical"``: see :mod:`botorch_transfer.pretraining.empirical`."""
+    group = shared_inputs(tasks)
+    X_all, offset, scale = _outcome_statistics(tasks)
+    lower, upper = (
+        (X_all.min(0).values, X_all.max(0).values)
+        if bounds is None
+        else (bounds[0], bounds[1])
+    )
+    prior = PretrainedPrior(
+        lower,
+        upper,
+        offset,
+        scale,
+        mean="empirical",
+        kernel="empirical",
+        num_index_points=group.X.shape[0],
+    ).to(X_all)
+    with torch.random.fork_rng(devices=[X_all.device] if X_all.is_cuda else []):
+        torch.manual_seed(seed)
+        history = fit_empirical_prior(prior, group)
+    prior.training_history = history
+    prior.config["objective"] = "empirical"
+    prior.config["validation_tasks"] = []
     return prior.eval()

@@ -37,8 +37,8 @@ from botorch_transfer.priors_io import (
     save_prior,
 )
 
-MEANS = ("mlp", "constant", "zero")
-KERNELS = ("matern52_on_features", "matern52")
+MEANS = ("mlp", "constant", "zero", "empirical")
+KERNELS = ("matern52_on_features", "matern52", "empirical")
 #: Smallest noise variance of the prior, relative to the outcome variance.
 MIN_NOISE = 1e-6
 #: Tensors a saved prior must hold to be rebuilt (the rest depends on its config).
@@ -81,46 +81,112 @@ class InputFeatures(nn.Module):
         return Z if self.mlp is None else self.mlp(Z)
 
 
+class EmpiricalStructure(nn.Module):
+    r"""The empirical prior's mean and kernel in standardized units (see
+    :func:`~botorch_transfer.pretraining.empirical.fit_empirical_structure`).
+
+    With index points ``V`` (the inputs every meta-task observed, on the unit cube),
+    a base kernel ``k`` (ARD Matern-5/2 with an outputscale) and noise ``s^2``:
+
+    - ``m(x) = c + k(x, V) alpha`` with ``alpha = (K + s^2 I)^{-1} (mu_hat - c)``: the
+      meta-tasks' mean at ``V``, smoothed and interpolated by ``k``;
+    - ``k_e(x, x') = k(x, x') + k(x, V) B k(V, x')`` with
+      ``B = (K + s^2 I)^{-1} (S - K - s^2 I) (K + s^2 I)^{-1}``, where ``S`` is the
+      meta-tasks' (shrunk) covariance at ``V``. Far from ``V`` it is ``k``.
+
+    ``alpha``, ``B`` and ``c`` are buffers set by the fit.
+    """
+
+    def __init__(self, features: InputFeatures, num_index_points: int) -> None:
+        super().__init__()
+        self.features = features
+        d = features.lower.shape[-1]
+        dtype = features.lower.dtype
+        self.base_kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d))
+        self.register_buffer("index_points", torch.zeros(num_index_points, d))
+        self.register_buffer("alpha", torch.zeros(num_index_points))
+        self.register_buffer(
+            "correction", torch.zeros(num_index_points, num_index_points)
+        )
+        self.register_buffer("constant", torch.zeros(()))
+        self.to(dtype=dtype)
+
+    def unit(self, X: Tensor) -> Tensor:
+        return (X - self.features.lower) / self.features.range
+
+    def mean(self, X: Tensor) -> Tensor:
+        k_xv = self.base_kernel(self.unit(X), self.index_points).to_dense()
+        return self.constant + (k_xv @ self.alpha.unsqueeze(-1)).squeeze(-1)
+
+    def covariance(self, X1: Tensor, X2: Tensor, diag: bool = False) -> Tensor:
+        Z1, Z2 = self.unit(X1), self.unit(X2)
+        k1 = self.base_kernel(Z1, self.index_points).to_dense()
+        if diag:
+            base = self.base_kernel(Z1, Z2, diag=True)
+            return base + ((k1 @ self.correction) * k1).sum(-1)
+        k2 = self.base_kernel(Z2, self.index_points).to_dense()
+        base = self.base_kernel(Z1, Z2).to_dense()
+        return base + k1 @ self.correction @ k2.transpose(-1, -2)
+
+
 class PretrainedMean(Mean):
-    r"""``mu(x) = offset + scale * m(phi(x))`` with ``m`` linear, constant or zero."""
+    r"""``mu(x) = offset + scale * m(phi(x))`` with ``m`` linear, constant, zero or
+    the empirical prior's mean."""
 
     def __init__(
-        self, features: InputFeatures, kind: str, offset: Tensor, scale: Tensor
+        self,
+        features: InputFeatures,
+        kind: str,
+        offset: Tensor,
+        scale: Tensor,
+        empirical: EmpiricalStructure | None = None,
     ) -> None:
         super().__init__()
         self.features = features
         self.kind = kind
         self.register_buffer("offset", offset.clone())
         self.register_buffer("scale", scale.clone())
+        self.empirical = empirical
         if kind == "mlp":
             self.head: nn.Module = nn.Linear(features.out_dim, 1)
         elif kind == "constant":
             self.head = ConstantMean()
-        else:
+        else:  # zero, or the empirical structure (owned by the prior)
             self.head = ZeroMean()
 
     def forward(self, X: Tensor) -> Tensor:
         if self.kind == "mlp":
             m = self.head(self.features(X)).squeeze(-1)
+        elif self.kind == "empirical":
+            m = self.empirical.mean(X)
         else:
             m = self.head(X)
         return self.offset + self.scale * m
 
 
 class PretrainedKernel(Kernel):
-    r"""``k(x, x') = scale^2 * s^2 * Matern52_ARD(phi(x), phi(x'))``."""
+    r"""``k(x, x') = scale^2 * s^2 * Matern52_ARD(phi(x), phi(x'))``, or ``scale^2``
+    times the empirical prior's kernel."""
 
     has_lengthscale = False
 
     def __init__(
-        self, features: InputFeatures, on_features: bool, scale: Tensor
+        self,
+        features: InputFeatures,
+        on_features: bool,
+        scale: Tensor,
+        empirical: EmpiricalStructure | None = None,
     ) -> None:
         super().__init__()
         self.features = features
         self.on_features = on_features
         self.register_buffer("scale", scale.clone())
-        dims = features.out_dim if on_features else features.lower.shape[-1]
-        self.base_kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=dims))
+        self.empirical = empirical
+        if empirical is None:
+            dims = features.out_dim if on_features else features.lower.shape[-1]
+            self.base_kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=dims))
+        else:  # the empirical prior's base kernel (shared)
+            self.base_kernel = empirical.base_kernel
 
     def _inputs(self, X: Tensor) -> Tensor:
         if self.on_features:
@@ -128,7 +194,10 @@ class PretrainedKernel(Kernel):
         return (X - self.features.lower) / self.features.range
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any):
-        K = self.base_kernel.forward(self._inputs(x1), self._inputs(x2), diag=diag)
+        if self.empirical is not None:
+            K = self.empirical.covariance(x1, x2, diag=diag)
+        else:
+            K = self.base_kernel.forward(self._inputs(x1), self._inputs(x2), diag=diag)
         return K * self.scale.pow(2)
 
 
@@ -144,11 +213,18 @@ class PretrainedPrior(Module):
         input_upper: ``d`` upper input bounds.
         output_offset: Mean of the pre-training outcomes (scalar tensor).
         output_scale: Standard deviation of the pre-training outcomes (scalar tensor).
-        mean: ``"mlp"`` (paper default), ``"constant"`` or ``"zero"``.
+        mean: ``"mlp"`` (paper default), ``"constant"``, ``"zero"`` or
+            ``"empirical"``.
         kernel: ``"matern52_on_features"`` (paper default: ARD Matern-5/2 on the
-            MLP's last hidden features) or ``"matern52"`` (ARD on the inputs).
+            MLP's last hidden features), ``"matern52"`` (ARD on the inputs) or
+            ``"empirical"``.
         hidden: Hidden layer widths of the MLP (used when ``mean="mlp"`` or the
             kernel acts on features).
+        num_index_points: For ``mean="empirical"`` / ``kernel="empirical"`` (always
+            together): the number of index points of the empirical prior
+            (:class:`EmpiricalStructure`); its tensors are set by
+            :func:`~botorch_transfer.pretraining.pretrain_prior` with
+            ``objective="empirical"``.
 
     Example:
         >>> prior = PretrainedPrior(
@@ -167,6 +243,7 @@ class PretrainedPrior(Module):
         mean: str = "mlp",
         kernel: str = "matern52_on_features",
         hidden: tuple[int, ...] = (32, 32),
+        num_index_points: int | None = None,
     ) -> None:
         super().__init__()
         if mean not in MEANS:
@@ -187,6 +264,19 @@ class PretrainedPrior(Module):
             raise ValueError(
                 f"`output_scale` must be positive, got {float(output_scale)}."
             )
+        if (mean == "empirical") != (kernel == "empirical"):
+            raise ValueError(
+                "`mean='empirical'` and `kernel='empirical'` go together (one "
+                f"empirical prior), got mean={mean!r} and kernel={kernel!r}."
+            )
+        is_empirical = mean == "empirical"
+        if is_empirical and (
+            not isinstance(num_index_points, int) or num_index_points < 1
+        ):
+            raise ValueError(
+                "The empirical prior needs `num_index_points`, a positive integer, "
+                f"got {num_index_points!r}."
+            )
         needs_features = mean == "mlp" or kernel == "matern52_on_features"
         self.config = {
             "mean": mean,
@@ -194,6 +284,8 @@ class PretrainedPrior(Module):
             "hidden": list(hidden),
             "dim": input_lower.shape[-1],
         }
+        if is_empirical:
+            self.config["num_index_points"] = num_index_points
         # a constant input dimension gets range 1 (its unit-cube coordinate is then 0)
         range_ = torch.where(
             input_upper > input_lower,
@@ -203,11 +295,19 @@ class PretrainedPrior(Module):
         self.features = InputFeatures(
             input_lower, range_, hidden if needs_features else None
         )
+        self.empirical = (
+            EmpiricalStructure(self.features, num_index_points)
+            if is_empirical
+            else None
+        )
         self.mean_module = PretrainedMean(
-            self.features, mean, output_offset, output_scale
+            self.features, mean, output_offset, output_scale, self.empirical
         )
         self.covar_module = PretrainedKernel(
-            self.features, kernel == "matern52_on_features", output_scale
+            self.features,
+            kernel == "matern52_on_features",
+            output_scale,
+            self.empirical,
         )
         # noise in units of the outcome variance; softplus-constrained
         self.register_parameter(
@@ -333,6 +433,7 @@ class PretrainedPrior(Module):
                 mean=config["mean"],
                 kernel=config["kernel"],
                 hidden=tuple(config["hidden"]),
+                num_index_points=config.get("num_index_points"),
             )
         except (TypeError, ValueError) as e:
             raise PriorFileError(

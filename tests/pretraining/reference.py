@@ -37,6 +37,8 @@ def prior_parts(prior):
         )
     elif parts["mean"] == "constant":
         parts["constant"] = float(_np(prior.mean_module.head.constant))
+    elif parts["mean"] == "empirical":
+        parts.update(empirical_parts(prior))
     return parts
 
 
@@ -55,6 +57,9 @@ def mean(p, X):
         m = (H @ W.T + b)[:, 0]
     elif p["mean"] == "constant":
         m = np.full(X.shape[0], p["constant"])
+    elif p["mean"] == "empirical":
+        k = matern52(Z, p["V"], p["lengthscale"], p["outputscale"])
+        m = p["c"] + k @ p["alpha"]
     else:
         m = np.zeros(X.shape[0])
     return p["offset"] + p["scale"] * m
@@ -63,6 +68,11 @@ def mean(p, X):
 def kernel(p, X1, X2):
     Z1, H1 = features(p, X1)
     Z2, H2 = features(p, X2)
+    if p["kernel"] == "empirical":
+        ls, os_ = p["lengthscale"], p["outputscale"]
+        k1, k2 = matern52(Z1, p["V"], ls, os_), matern52(Z2, p["V"], ls, os_)
+        K = matern52(Z1, Z2, ls, os_) + k1 @ p["B"] @ k2.T
+        return p["scale"] ** 2 * K
     A, B = (H1, H2) if p["kernel"] == "matern52_on_features" else (Z1, Z2)
     diff = (A[:, None, :] - B[None, :, :]) / p["lengthscale"]
     r = np.sqrt((diff**2).sum(-1))
@@ -122,3 +132,62 @@ def posterior(p, X_train, y, X_test, yvar=None):
     m = mean(p, X_test) + Ks @ np.linalg.solve(K, y - mean(p, X_train))
     S = Kss - Ks @ np.linalg.solve(K, Ks.T)
     return m, S
+
+
+# --- the empirical prior (HyperBO eq. 4, shrunk and kernel-interpolated) -------------
+
+
+def matern52(Z1, Z2, lengthscale, outputscale):
+    diff = (Z1[:, None, :] - Z2[None, :, :]) / lengthscale
+    r = np.sqrt((diff**2).sum(-1))
+    return (
+        outputscale * (1 + np.sqrt(5) * r + 5.0 / 3.0 * r**2) * np.exp(-np.sqrt(5) * r)
+    )
+
+
+def empirical_construction(Y, yvar, V, lengthscale, outputscale, c, noise, lam):
+    r"""``alpha`` and ``B`` of the empirical prior from the meta-tasks' values ``Y``
+    (``M x N``, standardized) at the unit-cube index points ``V``:
+    ``alpha = (K + s^2 I)^{-1} (mu_hat - c)``,
+    ``B = (K + s^2 I)^{-1} (S - K - s^2 I) (K + s^2 I)^{-1}``,
+    ``S = (1 - lam) Sigma_hat + lam (K + s^2 I)`` with the unbiased sample covariance
+    ``Sigma_hat``."""
+    N = Y.shape[1]
+    K = matern52(V, V, lengthscale, outputscale)
+    Kn = K + np.diag(noise + yvar)
+    mu_hat = Y.mean(1)
+    C = Y - mu_hat[:, None]
+    Sigma_hat = C @ C.T / (N - 1)
+    S = (1 - lam) * Sigma_hat + lam * Kn
+    Kn_inv = np.linalg.inv(Kn)
+    return Kn_inv @ (mu_hat - c), Kn_inv @ (S - Kn) @ Kn_inv
+
+
+def empirical_loo_nll(Y, yvar, V, lengthscale, outputscale, c, noise, lam):
+    r"""The mean leave-one-task-out NLL per point: task ``i``'s values under the
+    empirical prior built from the other tasks, plus the noise."""
+    M, N = Y.shape
+    K = matern52(V, V, lengthscale, outputscale)
+    total = 0.0
+    for i in range(N):
+        others = np.delete(Y, i, axis=1)
+        alpha, B = empirical_construction(
+            others, yvar, V, lengthscale, outputscale, c, noise, lam
+        )
+        m = c + K @ alpha
+        Sigma = K + K @ B @ K + np.diag(noise + yvar)
+        r = Y[:, i] - m
+        logdet = np.linalg.slogdet(Sigma)[1]
+        total += 0.5 * (r @ np.linalg.solve(Sigma, r) + logdet + M * np.log(2 * np.pi))
+    return total / N / M
+
+
+def empirical_parts(prior):
+    r"""The evaluation parts of an empirical prior (its buffers and base kernel)."""
+    e = prior.empirical
+    return {
+        "V": _np(e.index_points),
+        "alpha": _np(e.alpha),
+        "B": _np(e.correction),
+        "c": float(_np(e.constant)),
+    }

@@ -1,0 +1,218 @@
+r"""The empirical prior (``pretrain_prior(objective="empirical")``): its construction
+and shrinkage selection against numpy references, evaluation, units, calibration."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from botorch_transfer.data import TaskData
+from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
+from botorch_transfer.pretraining.empirical import SHRINKAGE_GRID
+from tests.pretraining import reference as ref
+
+F64 = torch.float64
+
+
+def family(n_tasks=8, M=15, d=2, seed=0, scale=1.0, yvar=False):
+    r"""Related tasks on shared inputs in [-1, 2] x [0, 5]: a shared bump, a random
+    amplitude, offset and slope per task."""
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(M, d, generator=gen, dtype=F64) * torch.tensor(
+        [3.0, 5.0][:d], dtype=F64
+    ) - torch.tensor([1.0, 0.0][:d], dtype=F64)
+    tasks = []
+    for _ in range(n_tasks):
+        a, b, s = torch.randn(3, generator=gen, dtype=F64)
+        bump = torch.exp(-((X[:, :1] - 0.5) ** 2)) * (1 + 0.3 * a)
+        noise = 0.02 * torch.randn(M, 1, generator=gen, dtype=F64)
+        Y = scale * (bump + 0.3 * b + 0.2 * s * X[:, 1:2] / 5 + noise)
+        Yvar = torch.full_like(Y, 1e-3 * scale**2) if yvar else None
+        tasks.append(TaskData(X, Y, Yvar))
+    return tasks
+
+
+def fitted_parts(prior):
+    e = prior.empirical
+    return {
+        "lengthscale": e.base_kernel.base_kernel.lengthscale.detach().numpy().ravel(),
+        "outputscale": float(e.base_kernel.outputscale.detach()),
+        "c": float(e.constant),
+        "noise": float(prior.noise_relative),
+    }
+
+
+def standardized(prior, tasks):
+    Y = torch.cat([t.Y for t in tasks], dim=-1).numpy()
+    off, sc = float(prior.mean_module.offset), float(prior.mean_module.scale)
+    return (Y - off) / sc
+
+
+@pytest.mark.parametrize("yvar", [False, True])
+def test_construction_and_shrinkage_equal_the_reference(yvar):
+    tasks = family(yvar=yvar)
+    prior = pretrain_prior(tasks, objective="empirical", progress=False)
+    h = fitted_parts(prior)
+    V = ((tasks[0].X - prior.features.lower) / prior.features.range).numpy()
+    sc = float(prior.mean_module.scale)
+    Y = standardized(prior, tasks)
+    yv = (
+        np.zeros(len(V)) if not yvar else tasks[0].Yvar[:, 0].numpy() / sc**2
+    ) + 1e-8  # the fit's jitter
+    args = (Y, yv, V, h["lengthscale"], h["outputscale"], h["c"], h["noise"])
+    # the leave-one-task-out score of every shrinkage value, and the choice
+    loo = [ref.empirical_loo_nll(*args, lam) for lam in SHRINKAGE_GRID]
+    got = [r["loo_nll"] for r in prior.training_history if "loo_nll" in r]
+    np.testing.assert_allclose(got, loo, rtol=1e-8, atol=1e-10)
+    lam = prior.training_history[-1]["shrinkage"]
+    assert lam == SHRINKAGE_GRID[int(np.argmin(loo))]
+    # the index points are in the fit's order (sorted); the reference takes it
+    e = ref.empirical_parts(prior)
+    perm = [int(np.abs(V - v).sum(1).argmin()) for v in e["V"]]
+    np.testing.assert_allclose(e["V"], V[perm], rtol=0, atol=1e-14)
+    args = (Y[perm], yv[perm], V[perm]) + args[3:]
+    alpha, B = ref.empirical_construction(*args, lam)
+    np.testing.assert_allclose(e["alpha"], alpha, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(e["B"], B, rtol=1e-7, atol=1e-9)
+
+
+def test_mean_and_covariance_equal_the_reference_off_the_index_points():
+    tasks = family()
+    prior = pretrain_prior(tasks, objective="empirical", progress=False)
+    p = ref.prior_parts(prior)
+    X = torch.rand(7, 2, generator=torch.Generator().manual_seed(4), dtype=F64) * 4 - 1
+    np.testing.assert_allclose(
+        prior.mean(X).detach().numpy(), ref.mean(p, X.numpy()), rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        prior.covariance(X).detach().numpy(),
+        ref.kernel(p, X.numpy(), X.numpy()),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    diag = prior.covar_module(X, diag=True).detach()
+    np.testing.assert_allclose(
+        diag.numpy(), np.diag(ref.kernel(p, X.numpy(), X.numpy())), rtol=1e-9
+    )
+    # far from the index points it is the base GP: constant mean, base kernel
+    far = torch.tensor([[40.0, 90.0]], dtype=F64)
+    np.testing.assert_allclose(
+        prior.mean(far).item(),
+        p["offset"] + p["scale"] * p["c"],
+        rtol=1e-8,
+    )
+
+
+def test_units_do_not_matter():
+    small, large = family(scale=1e-3), family(scale=1e3)
+    p_small = pretrain_prior(small, objective="empirical", progress=False)
+    p_large = pretrain_prior(large, objective="empirical", progress=False)
+    assert (
+        p_small.training_history[-1]["shrinkage"]
+        == (p_large.training_history[-1]["shrinkage"])
+    )
+    X = torch.rand(6, 2, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            p_large.mean(X), 1e6 * p_small.mean(X), rtol=1e-6, atol=0
+        )
+        torch.testing.assert_close(
+            p_large.covariance(X), 1e12 * p_small.covariance(X), rtol=1e-5, atol=0
+        )
+
+
+def test_left_out_tasks_are_covered_by_the_prior_interval():
+    r"""Calibration: tasks drawn from one GP (random-feature samples around a shared
+    mean); the central 90% interval of the prior built from the other tasks covers
+    80-97% of a left-out task's values, at new inputs."""
+    from botorch.sampling.pathwise.features.generators import gen_kernel_features
+
+    from botorch_transfer.benchmarks.base import fixed_kernel
+
+    torch.manual_seed(0)
+    features = gen_kernel_features(
+        fixed_kernel("matern52", 0.3, 0.25, 1), num_inputs=1, num_outputs=1024
+    )
+    n_tasks = 16
+    W = torch.randn(1024, n_tasks, dtype=F64)
+    X = torch.linspace(0, 1, 25, dtype=F64).unsqueeze(-1)
+    X_new = torch.rand(40, 1, generator=torch.Generator().manual_seed(2), dtype=F64)
+
+    def f(X, i):
+        with torch.no_grad():
+            return torch.sin(6 * X) + features(X) @ W[:, i : i + 1]
+
+    covered = []
+    for i in range(n_tasks):
+        tasks = [TaskData(X, f(X, j)) for j in range(n_tasks) if j != i]
+        prior = pretrain_prior(tasks, objective="empirical", progress=False)
+        with torch.no_grad():
+            sd = (prior.covar_module(X_new, diag=True) + prior.noise).sqrt()
+            z = (f(X_new, i).squeeze(-1) - prior.mean(X_new)) / sd
+        covered.append((z.abs() <= 1.6449).double().mean())
+    coverage = torch.stack(covered).mean().item()
+    assert 0.8 <= coverage <= 0.97, coverage
+
+
+def test_save_and_load_round_trip():
+    prior = pretrain_prior(family(), objective="empirical", progress=False)
+    buffer = io.BytesIO()
+    prior.save(buffer)
+    buffer.seek(0)
+    loaded = PretrainedPrior.load(buffer)
+    assert loaded.config["num_index_points"] == prior.config["num_index_points"]
+    X = torch.rand(5, 2, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.mean(X), prior.mean(X), rtol=0, atol=0)
+        torch.testing.assert_close(
+            loaded.covariance(X), prior.covariance(X), rtol=0, atol=0
+        )
+
+
+def test_bad_inputs_give_clear_errors():
+    tasks = family()
+    # no inputs shared by all tasks
+    moved = [tasks[0]] + [
+        TaskData(t.X + 0.01 * (i + 1), t.Y) for i, t in enumerate(tasks[1:])
+    ]
+    with pytest.raises(ValueError, match="objective='nll'"):
+        pretrain_prior(moved, objective="empirical", progress=False)
+    with pytest.raises(ValueError, match="at least two tasks"):
+        pretrain_prior(tasks[:1], objective="empirical", progress=False)
+    with pytest.raises(ValueError, match="`mean`='mlp'"):
+        pretrain_prior(tasks, objective="empirical", mean="mlp", progress=False)
+    with pytest.raises(ValueError, match="objective='empirical' only"):
+        pretrain_prior(
+            tasks, objective="nll", mean="empirical", progress=False, num_steps=1
+        )
+    with pytest.raises(ValueError, match="go together"):
+        PretrainedPrior(
+            torch.zeros(2),
+            torch.ones(2),
+            torch.tensor(0.0),
+            torch.tensor(1.0),
+            mean="empirical",
+            num_index_points=3,
+        )
+    with pytest.raises(ValueError, match="num_index_points"):
+        PretrainedPrior(
+            torch.zeros(2),
+            torch.ones(2),
+            torch.tensor(0.0),
+            torch.tensor(1.0),
+            mean="empirical",
+            kernel="empirical",
+        )
+
+
+def test_tasks_with_extra_inputs_use_the_shared_ones():
+    tasks = family()
+    gen = torch.Generator().manual_seed(9)
+    extra = torch.rand(3, 2, generator=gen, dtype=F64)
+    first = TaskData(
+        torch.cat([tasks[0].X, extra]),
+        torch.cat([tasks[0].Y, torch.zeros(3, 1, dtype=F64)]),
+    )
+    prior = pretrain_prior([first] + tasks[1:], objective="empirical", progress=False)
+    assert prior.config["num_index_points"] == tasks[0].n
