@@ -13,7 +13,10 @@ record is one point of the regret curve's distribution over seeds. Problems with
 ``normalize_regret=True`` (``rbv2-xgboost``, ``rbv2-rpart``; cm-BO Sec. 4.1) report
 the normalized simple regret ``(max_pool f - best so far) / (max_pool f - min_pool
 f)`` instead; :func:`botorch_transfer.benchmarks.report.rank_and_solved` adds cm-BO's
-average rank and fraction of runs with regret below 0.005.
+average rank and fraction of runs with regret below 0.005, and
+:func:`~botorch_transfer.benchmarks.report.budget_to_target` the evaluations until the
+simple regret is within 1% of the task's pool range (right-censored), since a low
+regret curve can still belong to a method that never finds the optimum.
 """
 
 from __future__ import annotations
@@ -344,8 +347,9 @@ def run_meta_experiment(
         num_threads: torch threads for the run (restored afterwards).
 
     Returns:
-        A JSON-serializable record: per test task the queries and values, the mean
-        simple regret over test tasks per iteration (normalized if the problem says
+        A JSON-serializable record: per test task the queries and values, the
+        pool's max and min (``optimum``, ``pool_min``) and the simple regret curve;
+        their mean over test tasks per iteration (normalized if the problem says
         so), timings and settings, plus the method's own fields. cm-BO records add
         ``clustering_s`` (Stage 1-2 time without the meta-task GP fits), ``fit_s``
         (meta-task GP fits; measured once per split and process, see

@@ -17,6 +17,7 @@ from botorch_transfer.benchmarks.meta import (
 from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
 from botorch_transfer.benchmarks.methods import META, available_methods, get_method
 from botorch_transfer.benchmarks.report import (
+    budget_to_target,
     rank_and_solved,
     rank_solved_table,
     simple_regret_table,
@@ -231,6 +232,18 @@ def test_normalized_simple_regret_arithmetic():
         assert t_norm["simple_regret"] == pytest.approx(
             [r / span for r in t_plain["simple_regret"]]
         )
+    # budget-to-target from the values trace: the first k >= n_init evaluations
+    # whose best is within 1% of the pool range, else censored at all 3 + 4
+    expected = []
+    for task in plain["tasks"]:
+        tolerance = 0.01 * (task["optimum"] - task["pool_min"])
+        hits = [
+            k
+            for k in range(3, 8)
+            if task["optimum"] - max(task["values"][:k]) <= tolerance
+        ]
+        expected.append((hits[0], False) if hits else (7, True))
+    assert budget_to_target(plain) == expected == budget_to_target(record)
 
 
 def _fake(method, seed, curves):
