@@ -53,13 +53,81 @@ def _is_simple_regret(record: dict) -> bool:
     return record.get("metric") == "simple_regret"
 
 
+#: Budget-to-target tolerance, as a fraction of the objective's range over the pool.
+TARGET_FRACTION = 0.01
+
+
+def budget_to_target(
+    record: dict, fraction: float = TARGET_FRACTION
+) -> list[tuple[int, bool]] | None:
+    r"""Evaluations until the simple regret is within ``fraction`` of the objective's
+    range, per test task of one meta-learning record (issue 22).
+
+    The target of a test task is ``simple regret <= fraction * (max_pool f -
+    min_pool f)`` (on a normalized regret simply ``<= fraction``). The budget counts
+    every evaluation, the ``n_init`` initial points included: a target met by the
+    initial design costs ``n_init`` (the design is one batch), one met after ``t``
+    BO iterations ``n_init + t``. A run that never meets it is right-censored at its
+    total number of evaluations ``n_init + T``. Unlike the cumulative regret, this
+    does not credit a method that stays close to, but never finds, the optimum.
+
+    Args:
+        record: A meta-learning record (``metric == "simple_regret"``).
+        fraction: The tolerance as a fraction of the pool range.
+
+    Returns:
+        ``[(evaluations, censored)]`` in the order of ``record["tasks"]``, or ``None``
+        when the record lacks what it takes: ``settings["n_init"]``, the per-task
+        ``simple_regret`` curves, and on an unnormalized regret each task's
+        ``optimum`` and ``pool_min`` (records written before the pool minimum was
+        stored).
+    """
+    n_init = record.get("settings", {}).get("n_init")
+    tasks = record.get("tasks")
+    if n_init is None or not tasks:
+        return None
+    out = []
+    for task in tasks:
+        curve = task.get("simple_regret")
+        if not curve:
+            return None
+        if record.get("normalized_regret"):
+            tolerance = fraction  # the regret is already in units of the range
+        elif task.get("optimum") is not None and task.get("pool_min") is not None:
+            tolerance = fraction * (task["optimum"] - task["pool_min"])
+        else:
+            return None
+        # curve[t]: after n_init + t evaluations
+        hit = next((t for t, r in enumerate(curve) if r <= tolerance), None)
+        out.append(
+            (n_init + len(curve) - 1, True) if hit is None else (n_init + hit, False)
+        )
+    return out
+
+
+def _budget_cells(runs: list[dict], width: int) -> str:
+    r"""The median budget-to-target over the (seed, test task) runs of a group and
+    ``censored k/n``; ``n/a`` unless every record has what the budget takes."""
+    budgets = [budget_to_target(r) for r in runs]
+    if any(b is None for b in budgets):
+        return f" {'n/a':>{width}} {'n/a':>9}"
+    evals = np.array([e for b in budgets for e, _ in b], dtype=float)
+    censored = sum(c for b in budgets for _, c in b)
+    median = f"{np.median(evals):g}"
+    if 2 * censored >= len(evals):  # the median involves censored runs
+        median = ">" + median
+    return f" {median:>{width}} {f'{censored}/{len(evals)}':>9}"
+
+
 def simple_regret_table(
     records: list[dict], checkpoints: tuple[int, ...] | None = None
 ) -> str:
     r"""Meta-learning problems: simple regret after t iterations (mean +- 95% CI over
-    seeds, each seed's value the mean over its test tasks), pre-training and
-    per-iteration wall time. Default checkpoints: 10, 25, 50 (those reached) and
-    the last iteration."""
+    seeds, each seed's value the mean over its test tasks), the budget-to-target
+    (:func:`budget_to_target`: the median over test tasks x seeds, since censored
+    runs make a mean meaningless, and how many runs were censored), pre-training
+    and per-iteration wall time. Default checkpoints: 10, 25, 50 (those reached)
+    and the last iteration."""
     groups = _group([r for r in records if _is_simple_regret(r)])
     if not groups:
         return ""
@@ -69,9 +137,10 @@ def simple_regret_table(
     pw = max([len("problem")] + [len(p) for p, _ in groups])
     mw = max([len("method")] + [len(m) for _, m in groups])
     head = f"{'problem':<{pw}} {'method':<{mw}} {'seeds':>5}"
+    budget = f"evals to {TARGET_FRACTION:.0%}"
     head += (
         "".join(f" {f'r@{t} (+- CI)':>18}" for t in checkpoints)
-        + f" {'pretrain s':>10} {'s/iter':>7}"
+        + f" {budget} {'censored':>9} {'pretrain s':>10} {'s/iter':>7}"
     )
     lines = [head, "-" * len(head)]
     for (problem, method), runs in sorted(groups.items()):
@@ -85,9 +154,17 @@ def simple_regret_table(
                 continue
             mean, ci = mean_ci(np.array(values)[:, None])
             line += f" {mean[0]:>9.4f} +- {ci[0]:<6.4f}"
+        line += _budget_cells(runs, len(budget))
         line += f" {np.mean([r['pretrain_s'] for r in runs]):>10.1f}"
         line += f" {np.mean([np.mean(r['iteration_s']) for r in runs]):>7.3f}"
         lines.append(line)
+    lines += [
+        f"{budget}: median number of evaluations (the initial points included) until "
+        f"the simple regret is within {TARGET_FRACTION:.0%} of the task's pool range,",
+        "over test tasks x seeds; censored: runs that never got there, counted at "
+        "their total evaluations",
+        "('>': the median is a lower bound; n/a: records without the pool minimum)",
+    ]
     timed = {
         k: runs
         for k, runs in groups.items()

@@ -87,6 +87,28 @@ SCENARIOS = {
         "tuned_cat": ["booster"],
         "fixed_cat": {"num.impute.selected.cpo": "impute.mean"},
     },
+    # rbv2_rpart: only four rpart hyperparameters, so the imputation method is tuned
+    # (one unit-cube coordinate, sub-intervals in config_space.json's order:
+    # impute.mean, impute.median, impute.hist) to give issue 22's 5-D space; no
+    # conditions, so nothing is imputed; fidelities at their maxima as rbv2_xgboost.
+    "rbv2_rpart": {
+        "instance": "task_id",
+        "cat": ["task_id", "num.impute.selected.cpo"],
+        "cont": ["cp", "maxdepth", "minbucket", "minsplit", "trainsize", "repl"],
+        "targets": [
+            "acc",
+            "bac",
+            "auc",
+            "brier",
+            "f1",
+            "logloss",
+            "timetrain",
+            "timepredict",
+            "memory",
+        ],
+        "fidelity": {"trainsize": 1.0, "repl": 10},
+        "tuned_cat": ["num.impute.selected.cpo"],
+    },
 }
 
 #: yahpo-gym's values for inactive hyperparameters (``BenchmarkSet._config_to_xs``).
@@ -141,7 +163,7 @@ class YahpoSurrogate:
     are then ignored.
 
     Args:
-        scenario: ``"lcbench"`` or ``"rbv2_xgboost"``.
+        scenario: ``"lcbench"``, ``"rbv2_xgboost"`` or ``"rbv2_rpart"``.
         target: Output column to return (e.g. ``"val_accuracy"``).
         data_dir: Folder with one subfolder per scenario (default:
             :func:`default_data_dir`).

@@ -17,6 +17,7 @@ from botorch_transfer.benchmarks.meta import (
 from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
 from botorch_transfer.benchmarks.methods import META, available_methods, get_method
 from botorch_transfer.benchmarks.report import (
+    budget_to_target,
     rank_and_solved,
     rank_solved_table,
     simple_regret_table,
@@ -231,6 +232,18 @@ def test_normalized_simple_regret_arithmetic():
         assert t_norm["simple_regret"] == pytest.approx(
             [r / span for r in t_plain["simple_regret"]]
         )
+    # budget-to-target from the values trace: the first k >= n_init evaluations
+    # whose best is within 1% of the pool range, else censored at all 3 + 4
+    expected = []
+    for task in plain["tasks"]:
+        tolerance = 0.01 * (task["optimum"] - task["pool_min"])
+        hits = [
+            k
+            for k in range(3, 8)
+            if task["optimum"] - max(task["values"][:k]) <= tolerance
+        ]
+        expected.append((hits[0], False) if hits else (7, True))
+    assert budget_to_target(plain) == expected == budget_to_target(record)
 
 
 def _fake(method, seed, curves):
@@ -370,3 +383,82 @@ def test_rbv2_surrogate_values_and_determinism():
         50,
     )
     assert problem.test_fraction == 0.15 and problem.normalize_regret
+
+
+def _rpart_bench():
+    pytest.importorskip("onnxruntime")
+    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate, default_data_dir
+
+    if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
+        pytest.skip("YAHPO rbv2_rpart data not available")
+    return YahpoSurrogate("rbv2_rpart", "acc")
+
+
+def test_rbv2_rpart_surrogate_inputs_and_values():
+    bench = _rpart_bench()
+    assert bench.dim == 5 and len(bench.instances) == 117
+    assert [p.name for p in bench.params] == [
+        "num.impute.selected.cpo",
+        "cp",
+        "maxdepth",
+        "minbucket",
+        "minsplit",
+    ]
+    U = torch.tensor([[0.0] * 5, [0.5] * 5, [1.0] * 5], dtype=torch.float64)
+    cat, cont = bench.surrogate_inputs("16", U)
+    enc = bench.encoding
+    assert cat.tolist() == [
+        [enc["task_id"]["16"], enc["num.impute.selected.cpo"][m]]
+        for m in ("impute.mean", "impute.median", "impute.hist")
+    ]
+    # cp on a log scale in [0.000912, 1], the integers rounded; trainsize=1, repl=10
+    cp_low = 0.0009118819655545162
+    assert cont.ravel().tolist() == pytest.approx(
+        [cp_low, 1, 1, 1, 1.0, 10.0]
+        + [cp_low**0.5, 16, 50, 50, 1.0, 10.0]  # 15.5, 50.5 round half to even
+        + [1.0, 30, 100, 100, 1.0, 10.0],
+        rel=1e-6,
+    )
+    X = torch.rand(
+        30, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    y = bench(bench.instances[3], X)
+    assert y.shape == (30, 1) and ((y >= 0) & (y <= 1)).all() and y.std() > 0
+    assert torch.equal(y, bench(bench.instances[3], X))
+    assert not torch.equal(y, bench(bench.instances[4], X))
+    problem = META_PROBLEMS["rbv2-rpart"]()
+    assert (problem.name, problem.dim, problem.n_tasks) == ("rbv2-rpart", 5, 117)
+    assert (problem.n_history, problem.n_init, problem.iterations) == (50, 5, 50)
+    assert problem.test_fraction == 0.15 and problem.normalize_regret
+    assert problem.pool_size == 300 and problem.cmbo_n_clusters == 3
+
+
+def test_rbv2_rpart_meta_run_from_the_cli(tmp_path, capsys):
+    _rpart_bench()
+    main(["list"])
+    assert "rbv2-rpart" in capsys.readouterr().out
+    main(
+        [
+            "run",
+            "--out",
+            str(tmp_path),
+            "--seeds",
+            "1",
+            "--iterations",
+            "2",
+            "--problems",
+            "rbv2-rpart",
+            "--methods",
+            "random",
+            "--workers",
+            "1",
+        ]
+    )
+    out = capsys.readouterr().out
+    (record,), _ = load_results(tmp_path / "results.jsonl")
+    assert record["problem"] == "rbv2-rpart" and record["normalized_regret"]
+    assert len(record["test_tasks"]) == 18 and len(record["simple_regret"]) == 3
+    for task in record["tasks"]:
+        assert len(task["queries"]) == 5 + 2
+        assert all(0 <= r <= 1 for r in task["simple_regret"])
+    assert "rbv2-rpart" in out and "normalized regret: rbv2-rpart" in out

@@ -5,10 +5,12 @@ import pytest
 
 from botorch_transfer.benchmarks.report import (
     average_rank_table,
+    budget_to_target,
     mean_ci,
     no_transfer_ratio_table,
     plot_regret,
     regret_figure,
+    simple_regret_table,
     summary_table,
 )
 
@@ -156,3 +158,106 @@ def test_regret_plot_says_what_it_shows():
         plt.close(fig)
     with pytest.raises(ValueError, match="no finished run"):
         regret_figure([{"problem": "p", "method": "a", "seed": 0, "error": "x"}])
+
+
+def _meta_record(method, seed, tasks, n_init, normalized):
+    r"""A meta-learning record with hand-made per-task regret curves."""
+    curves = [t["simple_regret"] for t in tasks]
+    return {
+        "problem": "m",
+        "method": method,
+        "seed": seed,
+        "metric": "simple_regret",
+        "normalized_regret": normalized,
+        "simple_regret": [sum(c) / len(c) for c in zip(*curves)],
+        "tasks": tasks,
+        "pretrain_s": 0.0,
+        "iteration_s": [0.1] * 3,
+        "settings": {"n_init": n_init},
+    }
+
+
+def test_budget_to_target_by_hand():
+    records = [
+        # normalized regret, n_init 5: the target is regret <= 0.01
+        _meta_record(
+            "a",
+            0,
+            [
+                {"task": 1, "simple_regret": [0.5, 0.02, 0.01, 0.0]},  # t=2: 5 + 2
+                {"task": 2, "simple_regret": [0.005, 0.0, 0.0, 0.0]},  # initial: 5
+            ],
+            n_init=5,
+            normalized=True,
+        ),
+        _meta_record(  # never within 1%: censored at 5 + 3
+            "a", 1, [{"task": 3, "simple_regret": [0.3, 0.2, 0.1, 0.05]}], 5, True
+        ),
+        # plain regret, n_init 1: the target is regret <= 0.01 (optimum - pool_min)
+        _meta_record(
+            "b",
+            0,
+            [  # 0.01 * (10 - 0) = 0.1, met at t=1 (the bound counts): 1 + 1
+                {
+                    "task": 1,
+                    "optimum": 10.0,
+                    "pool_min": 0.0,
+                    "simple_regret": [2.0, 0.1, 0.0, 0.0],
+                },
+                {  # 0.01 * (3 - 1) = 0.02, never met: censored at 1 + 3
+                    "task": 2,
+                    "optimum": 3.0,
+                    "pool_min": 1.0,
+                    "simple_regret": [0.5, 0.03, 0.025, 0.021],
+                },
+            ],
+            n_init=1,
+            normalized=False,
+        ),
+        _meta_record(  # 0.01 * (1 - (-1)) = 0.02, never met: censored at 4
+            "b",
+            1,
+            [
+                {
+                    "task": 3,
+                    "optimum": 1.0,
+                    "pool_min": -1.0,
+                    "simple_regret": [0.05, 0.04, 0.03, 0.03],
+                }
+            ],
+            n_init=1,
+            normalized=False,
+        ),
+    ]
+    assert budget_to_target(records[0]) == [(7, False), (5, False)]
+    assert budget_to_target(records[1]) == [(8, True)]
+    assert budget_to_target(records[2]) == [(2, False), (4, True)]
+    assert budget_to_target(records[3]) == [(4, True)]
+    assert budget_to_target(records[1], fraction=0.2) == [(6, False)]  # t=1
+    # old records: no pool minimum on a plain regret, or no settings -> no budget
+    old = _meta_record(
+        "c",
+        0,
+        [{"task": 1, "optimum": 1.0, "simple_regret": [0.5, 0.0, 0.0, 0.0]}],
+        n_init=1,
+        normalized=False,
+    )
+    del old["normalized_regret"]
+    assert budget_to_target(old) is None
+    assert budget_to_target({**records[0], "settings": {}}) is None
+    # a group with one old record shows n/a rather than a budget over part of it
+    mixed = {**records[3], "method": "d"}, {**old, "method": "d", "seed": 1}
+    table = simple_regret_table(records + [old, *mixed])
+    rows = {
+        line.split()[1]: line.split()
+        for line in table.splitlines()
+        if line.startswith("m ")
+    }
+    # problem method seeds r@3 +- CI evals censored pretrain s/iter
+    assert rows["a"][6:8] == ["7", "1/3"]  # budgets 7, 5, 8: median 7
+    # budgets 2, 4, 4: two of three censored, so the median 4 is a lower bound
+    assert rows["b"][6:8] == [">4", "2/3"]
+    assert rows["c"][6:8] == ["n/a", "n/a"] and rows["d"][6:8] == ["n/a", "n/a"]
+    assert "evals to 1%" in table.splitlines()[0] and "censored" in table
+    assert "median number of evaluations (the initial points included)" in table
+    assert "evals to 1%" in summary_table(records)
