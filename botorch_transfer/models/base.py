@@ -204,6 +204,32 @@ def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplemente
     )
 
 
+class SingleOutputTargetMixin:
+    r"""What the package's single-output models share around their target data:
+    the source-conditioned GPs, ``RandomizedNNEnsemble`` and ``TransferGuard``.
+
+    A class using it (listed before BoTorch's ``Model`` in its bases) provides
+    ``target_X`` (``batch_shape x n x d`` raw target inputs) and ``target_Y`` (user
+    units); the mixin checks query inputs against the target's ``d`` (``_check_X``,
+    before ``posterior`` passes them on) and refuses ``subset_output`` with an
+    explanation.
+    """
+
+    def _check_X(self, X: Tensor, name: str = "X") -> None:
+        r"""Check query inputs ``X`` (``batch_shape x q x d``, finite, the target's
+        ``d``) as every model of the package checks them."""
+        check_query_inputs(X, self.target_X.shape[-1], name)
+
+    def subset_output(self, idcs: list[int]) -> Any:
+        r"""Not available: the model has a single output.
+
+        Raises:
+            NotImplementedError: Always, saying what to do instead (one model per
+                outcome in a ``ModelListGP``, or a ``ModelList`` for non-GP models).
+        """
+        raise single_output_subset_error(self, idcs)
+
+
 class MovableExactGPMixin:
     r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
     cached prediction strategy, whose tensors keep the old dtype/device, so the next
@@ -232,7 +258,9 @@ class TrainingData(NamedTuple):
 
 
 # ------------------------------------------------------------------- base class
-class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin):
+class SourceConditionedGP(
+    SingleOutputTargetMixin, MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin
+):
     r"""Base class of exact GPs conditioned on source tasks (see the module docs).
 
     A subclass writes its own math only: it stores its options, calls
@@ -575,9 +603,6 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             return self.input_transform.untransform(X)
         return X
 
-    def _check_X(self, X: Tensor, name: str = "X") -> None:
-        check_query_inputs(X, self.target_X.shape[-1], name)
-
     def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
         r"""Drop the task column from query inputs that carry one (Ax's
         transfer-learning path queries ``d + 1`` columns; see ``task_feature``)."""
@@ -831,15 +856,6 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         inputs.setdefault("task_feature", column)
         inputs.setdefault("target_task_value", target_value)
         return inputs
-
-    def subset_output(self, idcs: list[int]) -> SourceConditionedGP:
-        r"""Not available: the model has a single output.
-
-        Raises:
-            NotImplementedError: Always, saying what to do instead (one model per
-                outcome in a ``ModelListGP``).
-        """
-        raise single_output_subset_error(self, idcs)
 
 
 def split_multitask_dataset(

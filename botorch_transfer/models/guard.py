@@ -31,8 +31,7 @@ from botorch.posteriors import Posterior
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.models.base import SourceConditionedGP
-from botorch_transfer.validation import check_query_inputs
+from botorch_transfer.models.base import SingleOutputTargetMixin, SourceConditionedGP
 
 
 def _normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
@@ -133,7 +132,7 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
     return log_density
 
 
-class TransferGuard(Model):
+class TransferGuard(SingleOutputTargetMixin, Model):
     r"""Act as the transfer model while it predicts the target's data at least as
     well as a target-only GP (leave-one-out), else as the target-only GP.
 
@@ -241,7 +240,7 @@ class TransferGuard(Model):
     ) -> Posterior:
         r"""The acting model's posterior at ``X`` (see ``uses_transfer``), ``X``
         checked as the package's models check it whichever model acts."""
-        check_query_inputs(X, self.target_X.shape[-1])
+        self._check_X(X)
         return self.model.posterior(
             X,
             output_indices=output_indices,
