@@ -47,6 +47,7 @@ way, with their prior as the transfer input (``prior=``).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -201,6 +202,13 @@ def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplemente
         "one output. For several outcomes, build one model per outcome and combine "
         "them with BoTorch's `ModelListGP(model_1, model_2, ...)` (or `ModelList` "
         "for non-GP models), whose `subset_output` selects among them."
+    )
+
+
+def normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
+    r"""Log density of ``N(mean, variance)`` at ``y`` (elementwise)."""
+    return -0.5 * (
+        math.log(2 * math.pi) + variance.log() + (y - mean).pow(2) / variance
     )
 
 
@@ -778,6 +786,52 @@ class SourceConditionedGP(
             return self.condition_on_observations(
                 X=X, Y=Y_fantasized, noise=noise, **kwargs
             )
+
+    def loo_log_density(self) -> Tensor:
+        r"""Leave-one-out log predictive density of each target observation, in the
+        user's units.
+
+        Each point ``i`` is predicted (with its observation noise) by the model
+        rebuilt on the other target points with the same hyperparameters: everything
+        derived from the target data (residuals, corrections, ensemble weights) is
+        rebuilt without it, so no target observation predicts itself. The model is
+        restored afterwards.
+
+        Returns:
+            ``n`` log densities (a non-batched model with at least 2 target points).
+
+        Example:
+            >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            >>> model.loo_log_density().mean()  # compare with a target-only GP
+        """
+        if len(self.batch_shape) > 0:
+            raise ValueError(
+                "Leave-one-out needs a non-batched model, got batch_shape "
+                f"{tuple(self.batch_shape)}."
+            )
+        # the internal target data (model units) are what the model rebuilds from
+        X, Y, Yvar = self._target_X, self._target_Y, self._target_Yvar
+        n = X.shape[-2]
+        if n < 2:
+            raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
+        y_user = self.target_Y.squeeze(-1)
+        densities = []
+        try:
+            with torch.no_grad():
+                for i in range(n):
+                    keep = torch.arange(n, device=X.device) != i
+                    self._set_target_data(X[keep], Y[keep], Yvar[keep])
+                    known = not torch.isnan(Yvar[i])
+                    noise = Yvar[i].reshape(1, 1) if known else True
+                    post = self.posterior(X[i : i + 1], observation_noise=noise)
+                    densities.append(
+                        normal_log_density(
+                            y_user[i], post.mean.squeeze(), post.variance.squeeze()
+                        )
+                    )
+        finally:
+            self._set_target_data(X, Y, Yvar)
+        return torch.stack(densities)
 
     def custom_fit(
         self, mll: MarginalLogLikelihood, **kwargs: Any
