@@ -29,7 +29,6 @@ from botorch_transfer.benchmarks.base import TransferProblem
 from botorch_transfer.benchmarks.problems import make_problem
 
 try:
-    from ax.adapter.registry import Generators
     from ax.adapter.transfer_learning.adapter import (
         transfer_learning_generator_specs_constructor,
     )
@@ -37,18 +36,15 @@ try:
     from ax.api.configs import RangeParameterConfig
     from ax.core.auxiliary import AuxiliaryExperimentPurpose
     from ax.core.auxiliary_source import AuxiliarySource
-    from ax.core.trial_status import TrialStatus
     from ax.generation_strategy.generation_node import GenerationNode
     from ax.generation_strategy.generation_strategy import GenerationStrategy
-    from ax.generation_strategy.generator_spec import GeneratorSpec
-    from ax.generation_strategy.transition_criterion import MinTrials
 except ImportError as e:  # pragma: no cover - exercised only without Ax
     raise ImportError(
         "botorch_transfer.benchmarks.ax_transfer needs Ax: "
         "pip install 'botorch_transfer[ax]'"
     ) from e
 
-from botorch_transfer.ax import transfer_learning_generation_strategy
+from botorch_transfer.ax import _with_sobol, transfer_learning_generation_strategy
 
 
 def _client(problem: TransferProblem, name: str, seed: int) -> Client:
@@ -74,22 +70,9 @@ def _axs_multitask_strategy(
         model_class=MultiTaskGP, use_model_selection=False
     )
     tl = GenerationNode(name="TL-MultiTaskGP", generator_specs=specs)
-    sobol = GenerationNode(
-        name="Sobol",
-        generator_specs=[
-            GeneratorSpec(
-                generator_enum=Generators.SOBOL, generator_kwargs={"seed": seed}
-            )
-        ],
-        transition_criteria=[
-            MinTrials(
-                threshold=initialization_trials,
-                transition_to=tl.name,
-                not_in_statuses=[TrialStatus.FAILED, TrialStatus.ABANDONED],
-            )
-        ],
-    )
-    return GenerationStrategy(name="Sobol+TL-MultiTaskGP", nodes=[sobol, tl])
+    # the same Sobol start as `transfer_learning_generation_strategy` (seeded Sobol
+    # points do not repeat, so its deduplication never redraws them)
+    return _with_sobol(tl, initialization_trials, seed, "Sobol+TL-MultiTaskGP")
 
 
 def ax_transfer_comparison(

@@ -47,6 +47,7 @@ way, with their prior as the transfer input (``prior=``).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -204,6 +205,39 @@ def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplemente
     )
 
 
+def normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
+    r"""Log density of ``N(mean, variance)`` at ``y`` (elementwise)."""
+    return -0.5 * (
+        math.log(2 * math.pi) + variance.log() + (y - mean).pow(2) / variance
+    )
+
+
+class SingleOutputTargetMixin:
+    r"""What the package's single-output models share around their target data:
+    the source-conditioned GPs, ``RandomizedNNEnsemble`` and ``TransferGuard``.
+
+    A class using it (listed before BoTorch's ``Model`` in its bases) provides
+    ``target_X`` (``batch_shape x n x d`` raw target inputs) and ``target_Y`` (user
+    units); the mixin checks query inputs against the target's ``d`` (``_check_X``,
+    before ``posterior`` passes them on) and refuses ``subset_output`` with an
+    explanation.
+    """
+
+    def _check_X(self, X: Tensor, name: str = "X") -> None:
+        r"""Check query inputs ``X`` (``batch_shape x q x d``, finite, the target's
+        ``d``) as every model of the package checks them."""
+        check_query_inputs(X, self.target_X.shape[-1], name)
+
+    def subset_output(self, idcs: list[int]) -> Any:
+        r"""Not available: the model has a single output.
+
+        Raises:
+            NotImplementedError: Always, saying what to do instead (one model per
+                outcome in a ``ModelListGP``, or a ``ModelList`` for non-GP models).
+        """
+        raise single_output_subset_error(self, idcs)
+
+
 class MovableExactGPMixin:
     r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
     cached prediction strategy, whose tensors keep the old dtype/device, so the next
@@ -232,7 +266,9 @@ class TrainingData(NamedTuple):
 
 
 # ------------------------------------------------------------------- base class
-class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin):
+class SourceConditionedGP(
+    SingleOutputTargetMixin, MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin
+):
     r"""Base class of exact GPs conditioned on source tasks (see the module docs).
 
     A subclass writes its own math only: it stores its options, calls
@@ -575,9 +611,6 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
             return self.input_transform.untransform(X)
         return X
 
-    def _check_X(self, X: Tensor, name: str = "X") -> None:
-        check_query_inputs(X, self.target_X.shape[-1], name)
-
     def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
         r"""Drop the task column from query inputs that carry one (Ax's
         transfer-learning path queries ``d + 1`` columns; see ``task_feature``)."""
@@ -754,6 +787,52 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
                 X=X, Y=Y_fantasized, noise=noise, **kwargs
             )
 
+    def loo_log_density(self) -> Tensor:
+        r"""Leave-one-out log predictive density of each target observation, in the
+        user's units.
+
+        Each point ``i`` is predicted (with its observation noise) by the model
+        rebuilt on the other target points with the same hyperparameters: everything
+        derived from the target data (residuals, corrections, ensemble weights) is
+        rebuilt without it, so no target observation predicts itself. The model is
+        restored afterwards.
+
+        Returns:
+            ``n`` log densities (a non-batched model with at least 2 target points).
+
+        Example:
+            >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            >>> model.loo_log_density().mean()  # compare with a target-only GP
+        """
+        if len(self.batch_shape) > 0:
+            raise ValueError(
+                "Leave-one-out needs a non-batched model, got batch_shape "
+                f"{tuple(self.batch_shape)}."
+            )
+        # the internal target data (model units) are what the model rebuilds from
+        X, Y, Yvar = self._target_X, self._target_Y, self._target_Yvar
+        n = X.shape[-2]
+        if n < 2:
+            raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
+        y_user = self.target_Y.squeeze(-1)
+        densities = []
+        try:
+            with torch.no_grad():
+                for i in range(n):
+                    keep = torch.arange(n, device=X.device) != i
+                    self._set_target_data(X[keep], Y[keep], Yvar[keep])
+                    known = not torch.isnan(Yvar[i])
+                    noise = Yvar[i].reshape(1, 1) if known else True
+                    post = self.posterior(X[i : i + 1], observation_noise=noise)
+                    densities.append(
+                        normal_log_density(
+                            y_user[i], post.mean.squeeze(), post.variance.squeeze()
+                        )
+                    )
+        finally:
+            self._set_target_data(X, Y, Yvar)
+        return torch.stack(densities)
+
     def custom_fit(
         self, mll: MarginalLogLikelihood, **kwargs: Any
     ) -> MarginalLogLikelihood:
@@ -831,15 +910,6 @@ class SourceConditionedGP(MovableExactGPMixin, ExactGP, GPyTorchModel, Fantasize
         inputs.setdefault("task_feature", column)
         inputs.setdefault("target_task_value", target_value)
         return inputs
-
-    def subset_output(self, idcs: list[int]) -> SourceConditionedGP:
-        r"""Not available: the model has a single output.
-
-        Raises:
-            NotImplementedError: Always, saying what to do instead (one model per
-                outcome in a ``ModelListGP``).
-        """
-        raise single_output_subset_error(self, idcs)
 
 
 def split_multitask_dataset(

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.distributions import MultivariateNormal
@@ -49,14 +48,13 @@ from botorch_transfer.models.base import (
 from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
+    SourceLike,
     SourcePosterior,
     SumSourcePosterior,
     frozen_source_posterior,
     source_posterior_from_model,
 )
 from botorch_transfer.progress import fit_mll_with_progress
-
-SourceLike = TaskData | Model | SourcePosterior
 
 RESIDUAL_COVARIANCES = ("diagonal", "full")
 

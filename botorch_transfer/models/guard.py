@@ -31,19 +31,16 @@ from botorch.posteriors import Posterior
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.models.base import SourceConditionedGP
-from botorch_transfer.validation import check_query_inputs
-
-
-def _normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
-    return -0.5 * (
-        math.log(2 * math.pi) + variance.log() + (y - mean).pow(2) / variance
-    )
+from botorch_transfer.models.base import (
+    SingleOutputTargetMixin,
+    SourceConditionedGP,
+    normal_log_density,
+)
 
 
 def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:
     r"""Leave-one-out log predictive density of each target observation under a
-    source-conditioned model, in the user's units.
+    source-conditioned model, in the user's units (``model.loo_log_density()``).
 
     Each point ``i`` is predicted (with its observation noise) by the model rebuilt on
     the other target points with the same hyperparameters.
@@ -62,29 +59,7 @@ def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:
         raise ValueError(
             f"`model` must not be batched, got batch_shape {tuple(model.batch_shape)}."
         )
-    # the internal target data (model units) are what the model rebuilds from
-    X, Y, Yvar = model._target_X, model._target_Y, model._target_Yvar
-    n = X.shape[-2]
-    if n < 2:
-        raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
-    y_user = model.target_Y.squeeze(-1)
-    densities = []
-    try:
-        with torch.no_grad():
-            for i in range(n):
-                keep = torch.arange(n, device=X.device) != i
-                model._set_target_data(X[keep], Y[keep], Yvar[keep])
-                known = not torch.isnan(Yvar[i])
-                noise = Yvar[i].reshape(1, 1) if known else True
-                post = model.posterior(X[i : i + 1], observation_noise=noise)
-                densities.append(
-                    _normal_log_density(
-                        y_user[i], post.mean.squeeze(), post.variance.squeeze()
-                    )
-                )
-    finally:
-        model._set_target_data(X, Y, Yvar)
-    return torch.stack(densities)
+    return model.loo_log_density()
 
 
 def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
@@ -116,7 +91,7 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
             y = model.train_targets
             alpha = K_inv @ (y - marginal.mean)
             precision = K_inv.diagonal()
-            log_density = _normal_log_density(
+            log_density = normal_log_density(
                 y, y - alpha / precision, precision.reciprocal()
             )
             # Standardize: y_user = y * std + mean, so densities shrink by log(std)
@@ -133,7 +108,7 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
     return log_density
 
 
-class TransferGuard(Model):
+class TransferGuard(SingleOutputTargetMixin, Model):
     r"""Act as the transfer model while it predicts the target's data at least as
     well as a target-only GP (leave-one-out), else as the target-only GP.
 
@@ -241,7 +216,7 @@ class TransferGuard(Model):
     ) -> Posterior:
         r"""The acting model's posterior at ``X`` (see ``uses_transfer``), ``X``
         checked as the package's models check it whichever model acts."""
-        check_query_inputs(X, self.target_X.shape[-1])
+        self._check_X(X)
         return self.model.posterior(
             X,
             output_indices=output_indices,

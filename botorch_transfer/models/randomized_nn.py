@@ -53,8 +53,8 @@ from botorch.optim import optimize_acqf
 from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
 
-from botorch_transfer.models.base import single_output_subset_error
-from botorch_transfer.validation import check_query_inputs, validate_training_data
+from botorch_transfer.models.base import SingleOutputTargetMixin
+from botorch_transfer.validation import validate_training_data
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
@@ -117,7 +117,7 @@ def _lambda_value(schedule: float | Callable[[int], float] | None, t: int) -> fl
     return float(value)
 
 
-class RandomizedNNEnsemble(EnsembleModel):
+class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
     r"""An ensemble of independently randomized, regularized MLPs (eq. 10).
 
     Member ``j`` draws ``theta_0^(j) ~ N(0, I)`` (whitened parameters, see the module
@@ -574,7 +574,7 @@ class RandomizedNNEnsemble(EnsembleModel):
     def posterior(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
         r"""BoTorch's ``EnsembleModel.posterior`` at ``batch_shape x q x d`` raw ``X``
         (checked as the GP models check it)."""
-        check_query_inputs(X, self.train_X.shape[-1])
+        self._check_X(X)
         return super().posterior(X, *args, **kwargs)
 
     def forward(self, X: Tensor) -> Tensor:
@@ -587,15 +587,6 @@ class RandomizedNNEnsemble(EnsembleModel):
     def objective(self) -> Tensor:
         r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
         return self._objective(self.trained_parameters)
-
-    def subset_output(self, idcs: list[int]) -> RandomizedNNEnsemble:
-        r"""Not available: the model has a single output.
-
-        Raises:
-            NotImplementedError: Always, saying what to do instead (one model per
-                outcome in a ``ModelList``).
-        """
-        raise single_output_subset_error(self, idcs)
 
 
 class _MemberOutput(AcquisitionFunction):

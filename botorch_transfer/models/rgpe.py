@@ -52,12 +52,11 @@ from botorch_transfer.models.base import (
     refuse_pathwise_sampling,
 )
 from botorch_transfer.models.source_posterior import (
+    SourceLike,
     SourcePosterior,
     frozen_source_posterior,
 )
 from botorch_transfer.validation import check_source
-
-SourceLike = TaskData | Model | SourcePosterior
 
 
 def ranking_loss(samples: Tensor, y: Tensor) -> Tensor:
@@ -128,11 +127,12 @@ class RGPE(SourceConditionedGP):
             ``TaskData`` and target outcomes together and applied to all.
         input_transform: Input transform, applied as ``SingleTaskGP`` applies it; a
             copy is given to base GPs built from ``TaskData``.
-        source: The base models (keyword): a list of ``TaskData`` (a
-            ``SingleTaskGP`` with BoTorch's defaults is fitted on each, here),
-            fitted single-output BoTorch models (an untrained one triggers an
-            ``UntrainedSourceWarning``), or ``SourcePosterior`` objects, one per
-            source task.
+        source: The base models (keyword), one per source task: a list of
+            ``TaskData``, fitted single-output BoTorch models or ``SourcePosterior``
+            objects, each taken as a single ``source`` of
+            :class:`~botorch_transfer.models.delta.DeltaBOModel` is (see there; a
+            ``TaskData`` gets a ``SingleTaskGP`` with BoTorch's defaults, fitted
+            here).
         num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
             tutorial: 256).
         seed: Seed of the draws (the weights are deterministic given it).

@@ -196,6 +196,12 @@ class SourcePosterior(Module):
         raise NotImplementedError
 
 
+#: What the source-conditioned models take as one source: observations, a fitted
+#: single-output model, or a frozen ``SourcePosterior`` (see
+#: ``frozen_source_posterior``).
+SourceLike = TaskData | Model | SourcePosterior
+
+
 class GPSourcePosterior(SourcePosterior):
     r"""The cached posterior of a GP conditioned on noisy observations.
 

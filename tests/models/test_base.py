@@ -124,6 +124,36 @@ def test_a_model_written_on_the_hooks_matches_its_reference():
     assert acqf(X_test).shape == (3,)
 
 
+def test_loo_log_density_predicts_each_target_point_from_the_others():
+    source = make_source()
+    X, Y = make_target()
+    Yvar = torch.full_like(Y, TARGET_NOISE)
+    model = WeightedOffsetGP(X, Y, Yvar, covar_module=kernel(), transfer=source)
+    loo = model.loo_log_density()
+    assert loo.shape == (7,)
+    for i in range(7):
+        keep = torch.arange(7) != i
+        ref_mean, ref_cov = reference(source, X[keep], Y[keep])
+        x = X[i : i + 1]
+        variance = ref_cov(x, x).squeeze() + TARGET_NOISE
+        expected = torch.distributions.Normal(
+            ref_mean(x).squeeze(), variance.sqrt()
+        ).log_prob(Y[i].squeeze())
+        torch.testing.assert_close(loo[i], expected, rtol=RTOL, atol=ATOL)
+    # the model is left as it was
+    torch.testing.assert_close(model.target_X, X)
+    torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - source.Y.mean())
+    with pytest.raises(ValueError, match=">= 2 target points"):
+        WeightedOffsetGP(
+            X[:1], Y[:1], Yvar[:1], covar_module=kernel(), transfer=source
+        ).loo_log_density()
+    batched = WeightedOffsetGP(
+        X.expand(2, 7, 2), Y.expand(2, 7, 1), covar_module=kernel(), transfer=source
+    )
+    with pytest.raises(ValueError, match="non-batched"):
+        batched.loo_log_density()
+
+
 def test_shared_outcome_map_and_transforms():
     source = make_source()
     X, Y = make_target()

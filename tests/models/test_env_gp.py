@@ -26,6 +26,44 @@ def kernel_ref(A, B):
     return rbf(A, B, DELTA_LS, DELTA_OS)
 
 
+def env_reference(
+    sources,
+    X,
+    Y,
+    source_noise,
+    target_noise=TARGET_NOISE,
+    scale=1.0,
+    offset=0.0,
+    outcome_offset=0.0,
+    outcome_scale=1.0,
+):
+    r"""Eq. 5's posterior (``env_gp_posterior`` with ``kernel_ref``) for the sources
+    (a ``TaskData`` or a list, pooled) and the target ``(X, Y)``.
+
+    Noises are floats or per-point tensors in user units; the source observes
+    ``scale * f + offset``; outcomes and noises enter in model units,
+    ``(y - outcome_offset) / outcome_scale``.
+    """
+    sources = sources if isinstance(sources, list) else [sources]
+    X_s = torch.cat([s.X for s in sources])
+    Y_s = torch.cat([s.Y for s in sources]).squeeze(-1)
+
+    def noise(value, n):
+        return torch.as_tensor(value, dtype=F64).expand(n) / outcome_scale**2
+
+    return env_gp_posterior(
+        kernel_ref,
+        X_s,
+        (Y_s - outcome_offset) / outcome_scale,
+        noise(source_noise, len(Y_s)),
+        X,
+        (Y.squeeze(-1) - outcome_offset) / outcome_scale,
+        noise(target_noise, X.shape[-2]),
+        scale=scale,
+        offset=offset,
+    )
+
+
 def make_env(source, X, Y, **kwargs):
     kwargs.setdefault("train_Yvar", torch.full_like(Y, TARGET_NOISE))
     return EnvGP(
@@ -42,15 +80,7 @@ def test_posterior_matches_eq5_with_fixed_stretch():
     source = make_source()
     X, Y = make_target()
     model = make_env(source, X, Y, source_noise=0.05)
-    ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref,
-        source.X,
-        source.Y.squeeze(-1),
-        torch.full((40,), 0.05, dtype=F64),
-        X,
-        Y.squeeze(-1),
-        torch.full((7,), TARGET_NOISE, dtype=F64),
-    )
+    ref_mean, ref_cov = env_reference(source, X, Y, 0.05)
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
 
 
@@ -61,17 +91,7 @@ def test_posterior_matches_reference_with_source_scale_and_offset():
     with torch.no_grad():
         model.source_scale.fill_(0.6)
         model.source_offset.fill_(-0.4)
-    ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref,
-        source.X,
-        source.Y.squeeze(-1),
-        torch.full((40,), 0.05, dtype=F64),
-        X,
-        Y.squeeze(-1),
-        torch.full((7,), TARGET_NOISE, dtype=F64),
-        scale=0.6,
-        offset=-0.4,
-    )
+    ref_mean, ref_cov = env_reference(source, X, Y, 0.05, scale=0.6, offset=-0.4)
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
 
 
@@ -113,15 +133,7 @@ def test_learned_stretch_sits_on_top_of_source_noise_per_task():
         noise.learned[k].noise = stretch[k]
     noise.learned[2].noise = torch.tensor(0.007, dtype=F64)  # target sigma_a^2
     sigma_s2 = torch.cat([first.Yvar.squeeze(-1) + 0.2, second.Yvar.squeeze(-1) + 0.5])
-    ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref,
-        torch.cat([first.X, second.X]),
-        torch.cat([first.Y, second.Y]).squeeze(-1),
-        sigma_s2,
-        X,
-        Y.squeeze(-1),
-        torch.full((7,), 0.007, dtype=F64),
-    )
+    ref_mean, ref_cov = env_reference([first, second], X, Y, sigma_s2, 0.007)
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(2, 3, 2, dtype=F64))
     # the per-point training noise is exactly [sigma_s^2; sigma_a^2]
     torch.testing.assert_close(
@@ -134,29 +146,15 @@ def test_no_target_data_and_standardize():
     source = make_source()
     X, Y = make_target(n=0)
     model = make_env(source, X, Y, source_noise=0.05)
-    ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref,
-        source.X,
-        source.Y.squeeze(-1),
-        torch.full((40,), 0.05, dtype=F64),
-        X,
-        Y.squeeze(-1),
-        Y.squeeze(-1),
-    )
+    ref_mean, ref_cov = env_reference(source, X, Y, 0.05)
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(4, 2, dtype=F64))
     # Standardize: one map fitted on source and target outcomes, applied to both
     X, Y = make_target()
     model = make_env(source, X, Y, source_noise=0.05, outcome_transform=Standardize(1))
     pooled = torch.cat([source.Y, Y])
     o, s = pooled.mean(), pooled.std()
-    ref_mean, ref_cov = env_gp_posterior(
-        kernel_ref,
-        source.X,
-        ((source.Y - o) / s).squeeze(-1),
-        torch.full((40,), 0.05, dtype=F64) / s**2,
-        X,
-        ((Y - o) / s).squeeze(-1),
-        torch.full((7,), TARGET_NOISE, dtype=F64) / s**2,
+    ref_mean, ref_cov = env_reference(
+        source, X, Y, 0.05, outcome_offset=o, outcome_scale=s
     )
     X_test = torch.rand(4, 2, dtype=F64)
     post = model.posterior(X_test)
