@@ -314,3 +314,21 @@ def test_task_data_from_experiment_and_dataframe():
         task_data_from_dataframe(df, ["b"], "y")
     with pytest.raises(TypeError, match="parameter_names"):
         task_data_from_dataframe(df, "a", "y")
+
+
+@pytest.mark.parametrize("force_target_model", [False, True])
+def test_a_guard_takes_ax_queries_with_the_task_column(force_target_model):
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from botorch_transfer import TransferGuard
+
+    model = DeltaBOModel(**DeltaBOModel.construct_inputs(multitask_dataset(n_target=4)))
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    guard = TransferGuard(model, margin=-1e9 if force_target_model else 0.0)
+    assert guard.uses_transfer is not force_target_model
+    X = torch.rand(5, 2, dtype=F64)
+    with_column = guard.posterior(with_task_column(X, 0.0))
+    plain = guard.posterior(X)
+    torch.testing.assert_close(with_column.mean, plain.mean)
+    torch.testing.assert_close(with_column.variance, plain.variance)

@@ -215,7 +215,10 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         **kwargs: Any,
     ) -> Posterior:
         r"""The acting model's posterior at ``X`` (see ``uses_transfer``), ``X``
-        checked as the package's models check it whichever model acts."""
+        checked as the package's models check it whichever model acts (a task
+        column that Ax appends, see the model's ``task_feature``, is dropped first:
+        the target-only GP has none)."""
+        X = self.transfer_model._strip_task_feature(X)
         self._check_X(X)
         return self.model.posterior(
             X,
