@@ -19,7 +19,10 @@ depend on ``N``:
   which is the exact conditional (eq. 5 of the DeltaBO paper) once the factor reaches
   the numerical rank of ``K`` (the residual diagonal falls below ``tolerance``), and
   the Nystrom (DTC) approximation when ``max_rank`` truncates it. It costs
-  ``O(N r^2)`` once and ``O(r^2)`` per point.
+  ``O(N r^2)`` once and ``O(r^2)`` per point. Above ``EXACT_MEAN_MAX_POINTS``
+  observations the mean uses the same factor (the DTC mean
+  ``k(x, Z) (K_ZZ + K_ZN D^{-1} K_NZ)^{-1} K_ZN D^{-1} y``, exact when the factor is),
+  so no ``N x N`` matrix is ever formed: ``O(N r)`` memory, ``O(r)`` per point.
 - :class:`ModelSourcePosterior` wraps any other single-output BoTorch ``Model`` and
   simply calls its ``posterior`` (correct, but as costly as that model is).
 - :class:`SumSourcePosterior` adds independent components (a stack of sources).
@@ -54,6 +57,9 @@ from botorch_transfer.progress import fit_mll_with_progress, progress_bar
 
 #: Smallest per-point noise variance used when conditioning (noise-free data).
 MIN_SOURCE_NOISE = 1e-10
+#: Most source observations for which the posterior mean is solved exactly (one
+#: ``N x N`` Cholesky: 0.8 GB at N=10,000); beyond, the low-rank factor's DTC mean.
+EXACT_MEAN_MAX_POINTS = 10_000
 
 
 def _freeze(module: torch.nn.Module | None) -> torch.nn.Module | None:
@@ -205,9 +211,12 @@ SourceLike = TaskData | Model | SourcePosterior
 class GPSourcePosterior(SourcePosterior):
     r"""The cached posterior of a GP conditioned on noisy observations.
 
-    The mean is exact; the covariance is exact up to ``tolerance`` while the
-    numerical rank of the prior covariance at the data is at most ``max_rank``, and
-    a Nystrom (DTC) approximation of rank ``max_rank`` beyond (a warning says so).
+    The covariance is exact up to ``tolerance`` while the numerical rank of the prior
+    covariance at the data is at most ``max_rank``, and a Nystrom (DTC)
+    approximation of rank ``max_rank`` beyond (a warning says so). The mean is exact
+    up to ``EXACT_MEAN_MAX_POINTS`` observations (see ``exact_mean``) and the DTC
+    mean of the same factor beyond, so that no ``N x N`` matrix is formed: a source
+    of 100,000 points needs ``O(N max_rank)`` memory.
 
     The GP prior is ``m(x) = mean_module(T(x)) [+ prior_source.mean(x)]`` and
     ``k(x, x') = covar_module(T(x), T(x')) [+ prior_source.covariance(x, x')]``,
@@ -231,6 +240,9 @@ class GPSourcePosterior(SourcePosterior):
         tolerance: Relative residual variance at which the factor stops growing.
         progress: Show a progress bar over the factorization when it takes more
             than a few seconds (see :mod:`botorch_transfer.progress`).
+        exact_mean: Solve the mean weights exactly (an ``N x N`` Cholesky) or take
+            the DTC mean of the low-rank factor (``O(N max_rank)``); default
+            ``None``: exact up to ``EXACT_MEAN_MAX_POINTS`` points.
 
     Example:
         >>> kernel = ScaleKernel(RBFKernel())
@@ -251,6 +263,7 @@ class GPSourcePosterior(SourcePosterior):
         max_rank: int = 1000,
         tolerance: float = 1e-10,
         progress: bool = True,
+        exact_mean: bool | None = None,
     ) -> None:
         super().__init__()
         if train_X.dim() != 2:
@@ -305,12 +318,22 @@ class GPSourcePosterior(SourcePosterior):
             G = P.T @ (P / D.unsqueeze(-1))
             evals, evecs = torch.linalg.eigh(G)
             evals = evals.clamp_min(0.0)
-            # exact mean weights: one Cholesky solve of (K + D)
-            K = self._prior_covariance(X, X) + torch.diag(D)
-            mean_weights = torch.cholesky_solve(
-                y_centered.unsqueeze(-1), psd_safe_cholesky(K)
-            ).squeeze(-1)
-            del K
+            if exact_mean is None:
+                exact_mean = n <= EXACT_MEAN_MAX_POINTS
+            if exact_mean:  # one Cholesky solve of (K + D)
+                K = self._prior_covariance(X, X) + torch.diag(D)
+                mean_weights = torch.cholesky_solve(
+                    y_centered.unsqueeze(-1), psd_safe_cholesky(K)
+                ).squeeze(-1)
+                del K
+                mean_inputs = X
+            else:  # DTC: L_Z^{-T} (I + G)^{-1} P^T D^{-1} y, weights on the pivots
+                b = evecs.T @ (P.T @ (y_centered / D))
+                mean_weights = torch.linalg.solve_triangular(
+                    L_Z.T, (evecs @ (b / (1.0 + evals))).unsqueeze(-1), upper=True
+                ).squeeze(-1)
+                mean_inputs = X[pivots]
+            del P
             S = evecs * (evals / (1.0 + evals)).sqrt()
             feature_map = torch.linalg.solve_triangular(L_Z.T, S, upper=True)
         self.rank = int(pivots.numel())
@@ -323,7 +346,9 @@ class GPSourcePosterior(SourcePosterior):
                 "Increase `max_rank` for a closer (up to exact) posterior.",
                 stacklevel=2,
             )
-        self.register_buffer("train_inputs", X)
+        self.exact_mean = bool(exact_mean)
+        # the inputs the mean weights act on: all observations, or the pivots (DTC)
+        self.register_buffer("train_inputs", mean_inputs)
         self.register_buffer("inducing_points", X[pivots])
         self.register_buffer("mean_weights", mean_weights)
         self.register_buffer("feature_map", feature_map)

@@ -114,18 +114,20 @@ class EmpiricalStructure(nn.Module):
     def unit(self, X: Tensor) -> Tensor:
         return (X - self.features.lower) / self.features.range
 
+    def cross(self, X: Tensor) -> Tensor:
+        r"""``k(X, V)``."""
+        return self.base_kernel(self.unit(X), self.index_points).to_dense()
+
     def mean(self, X: Tensor) -> Tensor:
-        k_xv = self.base_kernel(self.unit(X), self.index_points).to_dense()
-        return self.constant + (k_xv @ self.alpha.unsqueeze(-1)).squeeze(-1)
+        return self.constant + (self.cross(X) @ self.alpha.unsqueeze(-1)).squeeze(-1)
 
     def covariance(self, X1: Tensor, X2: Tensor, diag: bool = False) -> Tensor:
-        Z1, Z2 = self.unit(X1), self.unit(X2)
-        k1 = self.base_kernel(Z1, self.index_points).to_dense()
+        k1 = self.cross(X1)
         if diag:
-            base = self.base_kernel(Z1, Z2, diag=True)
+            base = self.base_kernel(self.unit(X1), self.unit(X2), diag=True)
             return base + ((k1 @ self.correction) * k1).sum(-1)
-        k2 = self.base_kernel(Z2, self.index_points).to_dense()
-        base = self.base_kernel(Z1, Z2).to_dense()
+        k2 = k1 if X2 is X1 else self.cross(X2)
+        base = self.base_kernel(self.unit(X1), self.unit(X2)).to_dense()
         return base + k1 @ self.correction @ k2.transpose(-1, -2)
 
 

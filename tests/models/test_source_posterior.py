@@ -199,3 +199,42 @@ def test_a_large_source_fits_its_hyperparameters_on_a_fixed_subset():
     assert small.mean(X_test).shape == (5,)
     with pytest.raises(ValueError, match="`fit_max_points` must be None or an int"):
         frozen_source_posterior(TaskData(X, Y), one, zero, fit_max_points=1)
+
+
+def test_the_low_rank_mean_is_the_dtc_mean_and_exact_at_full_rank():
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(40, 2, generator=gen, dtype=F64)
+    y = torch.sin(4 * X).sum(-1)
+    noise = 0.01 + 0.05 * torch.rand(40, generator=gen, dtype=F64)
+    X_test = torch.rand(6, 2, generator=gen, dtype=F64)
+    k = lambda A, B: rbf(A, B, torch.tensor(0.3, dtype=F64), 1.5)  # noqa: E731
+    # truncated: the DTC mean on the chosen pivots Z, written from its formula
+    with pytest.warns(UserWarning, match="rank 6"):
+        low = GPSourcePosterior(X, y, noise, kernel(), max_rank=6, exact_mean=False)
+    Z = low.inducing_points
+    K_zn = k(Z, X)
+    A = k(Z, Z) + K_zn @ (K_zn.T / noise.unsqueeze(-1))
+    dtc = k(X_test, Z) @ torch.linalg.solve(A, K_zn @ (y / noise))
+    torch.testing.assert_close(low.mean(X_test), dtc, rtol=1e-8, atol=1e-10)
+    assert low.train_inputs.shape == (6, 2)  # nothing of size N kept for the mean
+    # full rank: the exact posterior mean
+    full = GPSourcePosterior(X, y, noise, kernel(), exact_mean=False, tolerance=0.0)
+    ref_mean, _ = gp_posterior(k, X, y, noise)
+    torch.testing.assert_close(
+        full.mean(X_test), ref_mean(X_test), rtol=1e-8, atol=1e-10
+    )
+
+
+def test_the_mean_is_low_rank_above_the_exact_mean_limit(monkeypatch):
+    from botorch_transfer.models import source_posterior as module
+
+    monkeypatch.setattr(module, "EXACT_MEAN_MAX_POINTS", 30)
+    X = torch.rand(31, 2, dtype=F64)
+    source = GPSourcePosterior(
+        X, X.sum(-1), torch.full((31,), 0.01, dtype=F64), kernel()
+    )
+    assert not source.exact_mean
+    source = GPSourcePosterior(
+        X[:30], X[:30].sum(-1), torch.full((30,), 0.01, dtype=F64), kernel()
+    )
+    assert source.exact_mean
