@@ -11,10 +11,13 @@ posterior (fitting the source GP, the pivoted Cholesky factor), e.g. inside
 
 A bar appears only once its work has run for :data:`PROGRESS_DELAY` seconds, so quick
 calls (small sources, a few meta-tasks, BO loops that rebuild models) print nothing.
+Written to a file or pipe rather than a terminal, a bar updates every
+:data:`LOG_UPDATE_INTERVAL` seconds, so logs stay short.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +27,26 @@ from tqdm.auto import tqdm
 
 #: Seconds of work before a progress bar is shown.
 PROGRESS_DELAY = 2.0
+#: Seconds between updates of a bar written to a file or pipe (a log), where every
+#: refresh is kept: tqdm's default (0.1 s) wrote megabytes of bars into CI logs.
+LOG_UPDATE_INTERVAL = 30.0
+
+
+def _writes_to_a_log(file: Any) -> bool:
+    r"""Whether a bar on ``file`` ends up in a log: not a terminal, not a notebook
+    widget."""
+    try:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        if issubclass(tqdm, notebook_tqdm):
+            return False
+    except ImportError:  # pragma: no cover - tqdm without its notebook module
+        pass
+    isatty = getattr(file, "isatty", None)
+    try:
+        return not (callable(isatty) and isatty())
+    except ValueError:  # a closed stream
+        return True
 
 
 def progress_bar(
@@ -42,6 +65,8 @@ def progress_bar(
     """
     if not progress:
         kwargs["disable"] = True  # else tqdm's defaults (TQDM_DISABLE) decide
+    elif _writes_to_a_log(kwargs.get("file", sys.stderr)):
+        kwargs.setdefault("mininterval", LOG_UPDATE_INTERVAL)
     return tqdm(iterable, delay=PROGRESS_DELAY, **kwargs)
 
 

@@ -78,3 +78,26 @@ def test_quick_work_prints_nothing(capsys, monkeypatch):
     monkeypatch.setattr(progress, "PROGRESS_DELAY", 60.0)
     DeltaBOModel(*xy(tasks(1, 3)[0]), source=tasks(1)[0])
     assert capsys.readouterr().err == ""
+
+
+def test_a_bar_written_to_a_log_updates_rarely(monkeypatch):
+    import io
+    import time
+
+    monkeypatch.setattr(progress, "PROGRESS_DELAY", 0.0)
+
+    def lines_written(file):
+        bar = progress.progress_bar(total=50, file=file, desc="work")
+        for _ in range(50):
+            time.sleep(0.01)
+            bar.update(1)
+        bar.close()
+        return file.getvalue().count("\r")
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    # a terminal refreshes every 0.1 s; a log gets the first and the final state
+    assert lines_written(io.StringIO()) <= 3
+    assert lines_written(Terminal()) >= 2
