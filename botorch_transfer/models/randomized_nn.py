@@ -40,6 +40,7 @@ parameter tensor, batched matrix products), deterministically given ``seed``.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,11 +48,13 @@ from typing import Any
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.models.ensemble import EnsembleModel
+from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.optim import optimize_acqf
 from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
+from torch.nn import Module
 
 from botorch_transfer.models.base import SingleOutputTargetMixin
 from botorch_transfer.validation import validate_training_data
@@ -140,6 +143,19 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
     The model is trained at construction. Training data must be ``n x d`` (no batch
     of training sets); ``posterior`` accepts ``batch x q x d`` and ``q x d``.
 
+    Where BoTorch and Ax expect a GP, this model differs:
+
+    - It has no likelihood and no marginal likelihood, so ``fit_gpytorch_mll`` does
+      not apply: build a new model on the new data every iteration (the training is
+      the fit).
+    - ``condition_on_observations(X, Y)`` retrains on the augmented data (same
+      settings and seed); ``fantasize`` raises ``NotImplementedError`` (a fantasy
+      model is a batch of models trained on sampled outcomes): use acquisition
+      functions that need no fantasies (qUCB, qLogEI, qLogNEI, Thompson sampling),
+      not qKnowledgeGradient.
+    - Ax's BoTorch surrogate fits the model's marginal likelihood, so the ensemble
+      cannot be Ax's ``botorch_model_class``; use it in a BoTorch loop.
+
     As on the package's GPs, ``target_X`` and ``target_Y`` are the training data in
     the user's units (``train_targets`` are the networks' targets: standardized
     outcomes, or the LFBO labels); give BoTorch's acquisition functions
@@ -227,7 +243,18 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
     ) -> None:
+        # the settings, for condition_on_observations to train the same ensemble
+        # on more data (the transforms untrained: training fits them in place)
+        settings = {
+            k: v
+            for k, v in locals().items()
+            if k not in ("self", "train_X", "train_Y", "train_Yvar", "__class__")
+        }
+        for name in ("input_transform", "outcome_transform"):
+            if isinstance(settings[name], Module):
+                settings[name] = copy.deepcopy(settings[name])
         super().__init__()
+        self._settings = settings
         validate_training_data(train_X, train_Y, None)
         if train_X.dim() != 2:
             raise ValueError(
@@ -329,6 +356,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         if seed is None:
             seed = int(torch.randint(2**62, (1,)).item())
         self.seed = seed
+        self._settings["seed"] = seed  # the same draws theta_0 when conditioned
         self.lambda_t = _lambda_value(lambda_schedule, n)
 
         # Transforms are fitted on the training data exactly as SingleTaskGP does.
@@ -587,6 +615,58 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
     def objective(self) -> Tensor:
         r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
         return self._objective(self.trained_parameters)
+
+    def condition_on_observations(
+        self, X: Tensor, Y: Tensor, **kwargs: Any
+    ) -> RandomizedNNEnsemble:
+        r"""The ensemble trained again on the training data plus ``(X, Y)``: same
+        settings and seed, so the same prior draws ``theta_0`` (eq. 10). Training is
+        the conditioning here; there is no cheaper update.
+
+        Args:
+            X: ``m x d`` new raw inputs.
+            Y: ``m x 1`` new observations in the user's units.
+
+        Returns:
+            A new, trained ``RandomizedNNEnsemble``.
+        """
+        if kwargs.get("noise") is not None:
+            raise ValueError(
+                "`noise` must be None: the ensemble has no observation noise (eq. 10)."
+            )
+        if X.dim() != 2 or Y.dim() != 2 or Y.shape != (X.shape[0], 1):
+            raise ValueError(
+                "condition_on_observations takes `X` of shape m x d and `Y` of shape "
+                f"m x 1 (no batches of training sets), got {tuple(X.shape)} and "
+                f"{tuple(Y.shape)}."
+            )
+        settings = dict(self._settings)
+        for name in ("input_transform", "outcome_transform"):
+            if isinstance(settings[name], Module):
+                settings[name] = copy.deepcopy(settings[name])
+        return type(self)(
+            torch.cat([self.train_X, X.to(self.train_X)]),
+            torch.cat([self.train_Y, Y.to(self.train_Y)]),
+            **settings,
+        )
+
+    def fantasize(self, *args: Any, **kwargs: Any) -> Model:
+        r"""Not supported: a fantasy model is a batch of models trained on sampled
+        outcomes, and this ensemble trains one training set at construction.
+
+        Use q-batch Monte-Carlo acquisition functions that need no fantasies (qUCB,
+        qLogEI, qLogNEI, or Thompson sampling with
+        :func:`randomized_nn_thompson_candidate`); for one extra observation use
+        :meth:`condition_on_observations`.
+        """
+        raise NotImplementedError(
+            "RandomizedNNEnsemble cannot fantasize: it trains one training set at "
+            "construction, and a fantasy model is a batch of models trained on "
+            "sampled outcomes. Use acquisition functions that need no fantasies "
+            "(qUpperConfidenceBound, qLogExpectedImprovement, "
+            "qLogNoisyExpectedImprovement, randomized_nn_thompson_candidate), or "
+            "condition_on_observations(X, Y) to train on one more observation."
+        )
 
 
 class _MemberOutput(AcquisitionFunction):

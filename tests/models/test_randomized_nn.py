@@ -580,3 +580,41 @@ def test_query_inputs_are_checked_and_cast_to_the_model_dtype():
         model.posterior(X_test * float("nan"))
     with pytest.raises(ValueError, match=r"`X` must have shape .* x q x d"):
         model.posterior(X_test[0])
+
+
+def test_condition_on_observations_retrains_with_the_same_draws():
+    X, Y = data(n=8)
+
+    def settings():  # fresh transforms per model (training fits them in place)
+        return dict(
+            num_members=3,
+            num_steps=30,
+            seed=4,
+            input_transform=Normalize(2),
+            outcome_transform=Standardize(m=1),
+        )
+
+    model = RandomizedNNEnsemble(X[:6], Y[:6], **settings())
+    conditioned = model.condition_on_observations(X[6:], Y[6:])
+    # the same as training on all points from scratch with the same settings
+    direct = RandomizedNNEnsemble(X, Y, **settings())
+    torch.testing.assert_close(
+        conditioned.trained_parameters, direct.trained_parameters, rtol=0, atol=0
+    )
+    torch.testing.assert_close(conditioned.target_Y, Y)
+    # the original model is unchanged
+    assert model.target_X.shape == (6, 2)
+    with pytest.raises(ValueError, match="m x 1"):
+        model.condition_on_observations(X[6:], Y[6:, 0])
+    with pytest.raises(ValueError, match="noise"):
+        model.condition_on_observations(X[6:], Y[6:], noise=torch.ones(2, 1))
+
+
+def test_fantasize_says_why_not_and_what_to_use():
+    from botorch.sampling import SobolQMCNormalSampler
+
+    model = RandomizedNNEnsemble(*data(n=5), num_members=2, num_steps=5, seed=0)
+    with pytest.raises(NotImplementedError, match="qLogNoisyExpectedImprovement"):
+        model.fantasize(
+            torch.rand(1, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([2]))
+        )
