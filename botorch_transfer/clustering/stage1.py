@@ -360,25 +360,67 @@ def meta_task_model(tasks: Sequence[TaskData], bounds: Tensor) -> SingleTaskGP:
     )
 
 
-class _GaussianNLL(torch.autograd.Function):
-    r"""``0.5 r^T K^-1 r + 0.5 log det K`` per batch element, with the closed-form
-    gradients ``0.5 (K^-1 - alpha alpha^T)`` and ``alpha = K^-1 r`` (one
-    ``cholesky_inverse`` instead of differentiating through the Cholesky factor)."""
+class _MetaTaskNLL(torch.autograd.Function):
+    r"""``0.5 r^T K^-1 r + 0.5 log det K`` per task for the Sec. 4.1 kernel, with
+    closed-form gradients.
+
+    ``K = s (1 + sqrt(3) r_32) exp(-sqrt(3) r_32 - r_12) + diag(noise)`` with
+    ``r_c^2 = sum_k w_ck sq_k`` (``w_c = l_c^-2``, ``sq`` the squared input
+    differences). With ``G = dNLL/dK = 0.5 (K^-1 - alpha alpha^T)``, ``alpha = K^-1 r``,
+    the lengthscale gradients are ``sum_ij G_ij dK_ij/dw_ck`` with
+    ``dK/dw_32k = -1.5 s exp(.) sq_k`` and ``dK/dw_12k = -s M32 M12 sq_k / (2 r_12)``:
+    one matrix product with ``sq``, instead of differentiating a dozen ``n x n``
+    operations and the Cholesky factor. Tasks whose ``K`` has NaNs get a NaN loss
+    and zero gradients.
+    """
 
     @staticmethod
-    def forward(ctx: Any, K: Tensor, r: Tensor) -> Tensor:
+    def forward(
+        ctx: Any, sq: Tensor, w: Tensor, scale: Tensor, noise: Tensor, r: Tensor
+    ) -> Tensor:
+        g, n = r.shape
+        # ``g x 2 x n^2`` squared scaled distances; clamped at 1e-300 (distance
+        # 1e-150, where ``sq`` is 0) so that ``sq / dist`` stays finite
+        dist = (w @ sq.transpose(-1, -2)).clamp_min(1e-300).sqrt().view(g, 2, n, n)
+        r32, r12 = math.sqrt(3) * dist[:, 0], dist[:, 1]
+        E = torch.exp(-r32 - r12)
+        C = (1 + r32) * E
+        K = scale.view(-1, 1, 1) * C
+        K.diagonal(dim1=-2, dim2=-1).add_(noise)
+        # a step to extreme hyperparameters can give NaNs (BoTorch's closure then
+        # returns NaN): only for the tasks concerned, the others go on
+        bad = K.isnan().any(-1).any(-1)
+        if bad.any():
+            K = torch.where(bad.view(-1, 1, 1), torch.eye(n).to(K), K)
         chol = psd_safe_cholesky(K)  # jitter where needed, like GPyTorch
         alpha = torch.cholesky_solve(r.unsqueeze(-1), chol)
-        ctx.save_for_backward(chol, alpha)
+        ctx.save_for_backward(sq, scale, dist[:, 1], E, C, chol, alpha, bad)
         log_det = torch.diagonal(chol, dim1=-2, dim2=-1).log().sum(-1)
-        return 0.5 * (r.unsqueeze(-1) * alpha).sum((-2, -1)) + log_det
+        nll = 0.5 * (r.unsqueeze(-1) * alpha).sum((-2, -1)) + log_det
+        return torch.where(bad, torch.full_like(nll, math.nan), nll)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
-        chol, alpha = ctx.saved_tensors
-        grad = grad.reshape(-1, 1, 1)
-        grad_K = 0.5 * (torch.cholesky_inverse(chol) - alpha @ alpha.transpose(-1, -2))
-        return grad * grad_K, (grad * alpha).squeeze(-1)
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        sq, scale, r12, E, C, chol, alpha, bad = ctx.saved_tensors
+        grad = torch.where(bad, torch.zeros_like(grad), grad).view(-1, 1, 1)
+        G = (
+            grad
+            * 0.5
+            * (torch.cholesky_inverse(chol) - alpha @ alpha.transpose(-1, -2))
+        )
+        GC = G * C
+        grad_scale = GC.sum((-2, -1))
+        # per-task factors applied after the products with ``sq`` (g x 1 x d)
+        s = scale.view(-1, 1, 1)
+        grad_w = torch.cat(
+            [
+                -1.5 * s * ((G * E).flatten(-2).unsqueeze(-2) @ sq),
+                -0.5 * s * ((GC / r12).flatten(-2).unsqueeze(-2) @ sq),
+            ],
+            dim=-2,
+        )
+        grad_noise = torch.diagonal(G, dim1=-2, dim2=-1)
+        return None, grad_w, grad_scale, grad_noise, (grad * alpha).squeeze(-1)
 
 
 def _squared_differences(model: SingleTaskGP) -> Tensor:
@@ -416,26 +458,22 @@ def _neg_mll_per_task(
     """
     kernel = model.covar_module
     base = kernel.base_kernel
-    sq = sq_diff[idx]  # g x n^2 x d
-    n = math.isqrt(sq.shape[-2])
-    # scaled squared distances of both Matern factors in one matrix product with the
-    # fixed squared differences: far cheaper to differentiate than ``cdist``
     ls = torch.cat([base.lengthscale_32[idx], base.lengthscale_12[idx]], dim=-2)
-    r2 = (sq @ ls.pow(-2).transpose(-1, -2)).reshape(-1, n, n, 2)
-    # clamped at 1e-300 (distance 1e-150) for a finite gradient at r = 0
-    r = r2.clamp_min(1e-300).sqrt()
-    r32 = math.sqrt(3) * r[..., 0]
-    K = (1 + r32) * torch.exp(-r32 - r[..., 1])
-    K = kernel.outputscale[idx].reshape(-1, 1, 1) * K
     noise = model.likelihood.noise[idx] if noise is None else noise[idx]
-    K = K + torch.diag_embed(noise.expand(K.shape[:-1]))
-    # a step to extreme hyperparameters can give NaNs (BoTorch's closure then returns
-    # NaN): only for the tasks concerned, the others go on
-    bad = K.isnan().any(-1).any(-1)
-    if bad.any():
-        K = torch.where(bad.reshape(-1, 1, 1), torch.eye(n).to(K), K)
     resid = model.train_targets[idx] - model.mean_module.constant[idx].unsqueeze(-1)
-    nll = _GaussianNLL.apply(K, resid) + 0.5 * n * math.log(2 * math.pi)
+    n = resid.shape[-1]
+    # all tasks running (the first rounds): no copy of the n^2 x d differences
+    everyone = torch.equal(idx, torch.arange(sq_diff.shape[0], device=idx.device))
+    sq = sq_diff if everyone else sq_diff[idx]
+    nll = _MetaTaskNLL.apply(
+        sq,
+        ls.pow(-2),
+        kernel.outputscale[idx],
+        noise.expand(resid.shape),
+        resid,
+    )
+    nll = nll + 0.5 * n * math.log(2 * math.pi)
+    bad = nll.isnan()
     # priors on the whole batch (elementwise and cheap), then the rows of ``idx``; a
     # value outside a prior's support (e.g. a lengthscale underflowing to 0) is a NaN
     # loss for its task rather than an error for all
