@@ -19,8 +19,15 @@ iteration (an exact fit is O(n^3) per optimizer step): its hyperparameters are
 fitted once with a 1000-point source subset and loaded, marked ``*`` in the table,
 and it runs ``--large-n-iterations`` iterations.
 
+With ``--stage1`` it times cm-BO's Stage 1 instead (the meta-task GPs of
+:func:`~botorch_transfer.clustering.fit_meta_task_gps`): ``--stage1-tasks`` meta-tasks
+of ``--stage1-points`` points on shared inputs, the batched fit against the per-task
+loop (``batched=False``, optionally on the first ``--stage1-loop-tasks`` tasks only and
+scaled up linearly), each in its own single-threaded process.
+
 Run: ``python -m botorch_transfer.benchmarks.timing [--methods ...] [--dims 2 8]
-[--sizes 400 2000 10000]``
+[--sizes 400 2000 10000]`` or ``python -m botorch_transfer.benchmarks.timing --stage1
+[--stage1-tasks 100] [--stage1-points 50] [--dims 4]``
 """
 
 from __future__ import annotations
@@ -207,6 +214,92 @@ def run_config(
     return result
 
 
+def stage1_tasks(n_tasks: int, n_points: int, dim: int, seed: int) -> list[TaskData]:
+    r"""Meta-tasks on shared inputs in ``[0, 1]^dim``: random sums of sines
+    (frequencies and phases per task) with noise sd 0.05, noise not given.
+
+    Args:
+        n_tasks: Number of meta-tasks.
+        n_points: Points per task (the same inputs for all tasks).
+        dim: Input dimension.
+        seed: Seed of the data.
+
+    Returns:
+        The meta-tasks.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n_points, dim, generator=gen, dtype=torch.float64)
+    tasks = []
+    for _ in range(n_tasks):
+        freq = 1 + 4 * torch.rand(dim, generator=gen, dtype=torch.float64)
+        phase = 6 * torch.rand(dim, generator=gen, dtype=torch.float64)
+        noise = torch.randn(n_points, 1, generator=gen, dtype=torch.float64)
+        Y = torch.sin(freq * X + phase).sum(-1, keepdim=True) + 0.05 * noise
+        tasks.append(TaskData(X, Y))
+    return tasks
+
+
+def run_stage1(n_tasks: int, n_points: int, dim: int, batched: bool, seed: int) -> dict:
+    r"""Time cm-BO's Stage 1 (``fit_meta_task_gps``) in this (fresh) process.
+
+    Args:
+        n_tasks: Number of meta-tasks.
+        n_points: Points per task.
+        dim: Input dimension.
+        batched: Fit batched (else the per-task loop).
+        seed: Seed of the data.
+
+    Returns:
+        ``{"n_tasks", "n_points", "dim", "batched", "fit_s"}``.
+    """
+    from botorch_transfer.clustering import fit_meta_task_gps
+
+    warnings.filterwarnings("ignore")
+    tasks = stage1_tasks(n_tasks, n_points, dim, seed)
+    bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64)
+    with torch_run_context(num_threads=1, seed=seed):
+        start = time.perf_counter()
+        fit_meta_task_gps(tasks, bounds, progress=False, batched=batched)
+        fit_s = time.perf_counter() - start
+    return {
+        "n_tasks": n_tasks,
+        "n_points": n_points,
+        "dim": dim,
+        "batched": batched,
+        "fit_s": fit_s,
+    }
+
+
+def main_stage1(args: argparse.Namespace) -> list[dict]:
+    r"""The ``--stage1`` table: batched fit, per-task loop and their ratio per ``d``."""
+    context = multiprocessing.get_context("spawn")
+    M, n = args.stage1_tasks, args.stage1_points
+    loop_M = min(args.stage1_loop_tasks or M, M)
+    print(f"cm-BO stage 1: {M} meta-tasks x {n} points (1 thread)")
+    if loop_M < M:
+        print(f"per-task loop timed on {loop_M} tasks, scaled x{M / loop_M:g}")
+    header = f"{'d':>2} | {'batched s':>10} {'loop s':>10} | {'loop/batched':>12}"
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for dim in args.dims:
+        res = {}
+        for batched, tasks in ((True, M), (False, loop_M)):
+            with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+                res[batched] = pool.submit(
+                    run_stage1, tasks, n, dim, batched, args.seed
+                ).result()
+            rows.append(res[batched])
+        loop_s = res[False]["fit_s"] * M / loop_M
+        batched_s = res[True]["fit_s"]
+        print(
+            f"{dim:>2} | {batched_s:>10.1f} {loop_s:>10.1f} | "
+            f"{loop_s / batched_s:>12.1f}",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -232,7 +325,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--large-n-iterations", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stage1",
+        action="store_true",
+        help="time cm-BO's stage 1 (batched vs per-task fits) instead",
+    )
+    parser.add_argument("--stage1-tasks", type=int, default=100)
+    parser.add_argument("--stage1-points", type=int, default=50)
+    parser.add_argument(
+        "--stage1-loop-tasks",
+        type=int,
+        default=None,
+        help="time the per-task loop on this many tasks and scale it up (default: all)",
+    )
     args = parser.parse_args(argv)
+    if args.stage1:
+        return main_stage1(args)
 
     context = multiprocessing.get_context("spawn")
     rows = []

@@ -238,6 +238,15 @@ def test_timing_freezes_hyperparameters_of_large_models():
     assert result["refit"]  # a target-only model is small: re-fitted every iteration
 
 
+def test_timing_stage1_case_runs_both_fits():
+    tasks = timing.stage1_tasks(n_tasks=3, n_points=6, dim=2, seed=0)
+    assert len(tasks) == 3 and all(t.X.shape == (6, 2) for t in tasks)
+    assert torch.equal(tasks[0].X, tasks[2].X)  # shared inputs
+    for batched in (True, False):
+        result = timing.run_stage1(3, 6, 2, batched=batched, seed=0)
+        assert result["batched"] is batched and result["fit_s"] > 0
+
+
 def test_cmbo_stage1_cache_is_keyed_on_the_data_not_on_object_ids():
     def problem(family_seed):
         return dataclasses.replace(

@@ -5,16 +5,66 @@ import math
 
 import pytest
 import torch
+from botorch.optim.closures import get_loss_closure
+from botorch.optim.utils import get_parameters
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import LogNormalPrior
 
+from botorch_transfer import TaskData
 from botorch_transfer.clustering import (
     ProductMaternKernel,
     fit_meta_task_gps,
     meta_task_kernel,
+    meta_task_model,
     meta_task_posteriors,
     product_matern,
 )
+from botorch_transfer.clustering.stage1 import _neg_mll_per_task, _squared_differences
 from tests.clustering.reference import F64, D, matern32x12, task_posterior
+
+UNIT = torch.tensor([[0.0] * D, [1.0] * D], dtype=F64)
+#: Largest shortfall, in nats per data point, of a task's MLL at the batched fit's
+#: optimum below the MLL of the task's own fit. The two run the same L-BFGS-B on the
+#: same objective; only rounding differs (measured: at most ~1e-6).
+MLL_SHORTFALL = 1e-4
+
+
+def _task_mlls(fitted):
+    r"""Each task's exact MLL / n (with priors) at its fitted hyperparameters."""
+    out = {}
+    for idx, model in fitted:
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        mll.train()
+        with torch.no_grad():
+            values = -get_loss_closure(mll)()
+        out.update(zip(idx, values.reshape(-1).tolist()))
+        mll.eval()
+    return out
+
+
+def _reference_posterior(model, g, X_train, Y_train, X):
+    r"""Posterior mean and covariance of batch ``g`` of a fitted batched meta-task GP
+    (user units) by a dense float64 solve from its hyperparameters (eqs. 1-2)."""
+    base = model.covar_module.base_kernel
+    ls32, ls12 = base.lengthscale_32[g, 0], base.lengthscale_12[g, 0]
+    s2 = model.covar_module.outputscale[g]
+
+    def k(A, B):
+        return matern32x12(A, B, ls32, ls12, s2, UNIT)
+
+    if isinstance(model.likelihood, FixedNoiseGaussianLikelihood):
+        noise = model.likelihood.noise_covar.noise[g]
+    else:
+        noise = model.likelihood.noise[g].expand(X_train.shape[0])
+    offset = model.outcome_transform.means[g, 0, 0]
+    scale = model.outcome_transform.stdvs[g, 0, 0]
+    z = (Y_train[:, 0] - offset) / scale
+    c = model.mean_module.constant[g]
+    Kn = k(X_train, X_train) + torch.diag(noise)
+    mean = offset + scale * (c + k(X, X_train) @ torch.linalg.solve(Kn, z - c))
+    cov = k(X, X) - k(X, X_train) @ torch.linalg.solve(Kn, k(X_train, X))
+    return mean, scale**2 * cov
 
 
 def test_meta_task_posteriors_equal_botorch_gps(meta):
@@ -111,3 +161,131 @@ def test_frozen_prior_kernel_shapes(meta, batch):
             torch.testing.assert_close(
                 out[j].reshape(-1, 5, 6)[b], expected, rtol=1e-12, atol=1e-14
             )
+
+
+@pytest.mark.parametrize("fixed_noise", [False, True])
+def test_batched_objective_equals_botorch_mll(fixed_noise):
+    r"""The batched fit's objective on a subset of tasks is BoTorch's loss closure
+    (exact MLL / n with priors) of those tasks: values and gradients."""
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(5, 9, D, generator=gen, dtype=F64)
+    Y = torch.randn(5, 9, 1, generator=gen, dtype=F64)
+    Yvar = torch.full_like(Y, 0.01) if fixed_noise else None
+    tasks = [TaskData(X[j], Y[j], None if Yvar is None else Yvar[j]) for j in range(5)]
+    model = meta_task_model(tasks, UNIT)
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    mll.train()
+    params = get_parameters(mll, requires_grad=True)
+    with torch.no_grad():  # away from the (shared) initial values
+        for name, p in params.items():
+            if "noise" in name:  # no transform: keep it positive
+                p.mul_(torch.exp(torch.randn(p.shape, generator=gen, dtype=F64)))
+            else:
+                p.add_(0.5 * torch.randn(p.shape, generator=gen, dtype=F64))
+    idx = torch.tensor([3, 0, 4])
+    noise = model.likelihood.noise_covar.noise if fixed_noise else None
+    loss = _neg_mll_per_task(model, _squared_differences(model), idx, noise)
+    loss.sum().backward()
+    grads = {name: p.grad.clone() for name, p in params.items()}
+    mll.zero_grad()
+    expected = get_loss_closure(mll)()[idx]
+    expected.sum().backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-12, atol=1e-12)
+    for name, p in params.items():
+        torch.testing.assert_close(grads[name], p.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_batched_fit_posteriors_equal_dense_reference(meta):
+    r"""(a) Each task of a batched fit has the exact GP posterior of its own fitted
+    hyperparameters: BoTorch's posterior of the batched model and the frozen bank
+    both equal a dense float64 solve."""
+    tasks = meta[0]
+    fitted = fit_meta_task_gps(tasks, UNIT, progress=False)
+    assert any(len(idx) > 1 for idx, _ in fitted)
+    post = meta_task_posteriors(tasks, UNIT, fitted=fitted)
+    X = torch.rand(7, D, dtype=F64)
+    means, covs = post.means(X), post.covariances(X, X)
+    for idx, model in fitted:
+        p = model.posterior(X.unsqueeze(0).expand(len(idx), -1, -1))
+        for g, j in enumerate(idx):
+            mean, cov = _reference_posterior(model, g, tasks[j].X, tasks[j].Y, X)
+            torch.testing.assert_close(p.mean[g, :, 0], mean, rtol=1e-8, atol=1e-10)
+            torch.testing.assert_close(
+                p.distribution.covariance_matrix[g], cov, rtol=1e-8, atol=1e-10
+            )
+            torch.testing.assert_close(means[j], mean, rtol=1e-8, atol=1e-10)
+            torch.testing.assert_close(covs[j], cov, rtol=1e-8, atol=1e-10)
+
+
+def test_batched_fit_mll_no_worse_than_per_task_fits(meta):
+    r"""(b) At the batched fit's hyperparameters each task's MLL is at least that of
+    its own fit minus ``MLL_SHORTFALL`` nats per point."""
+    tasks = meta[0]
+    batched = fit_meta_task_gps(tasks, UNIT, progress=False)
+    single = fit_meta_task_gps(tasks, UNIT, progress=False, batched=False)
+    assert [idx for idx, _ in single] == [[j] for j in range(len(tasks))]
+    mll_batched, mll_single = _task_mlls(batched), _task_mlls(single)
+    assert sorted(mll_batched) == list(range(len(tasks)))
+    for j in range(len(tasks)):
+        assert mll_batched[j] >= mll_single[j] - MLL_SHORTFALL, j
+
+
+def test_batched_fit_groups_by_size_and_keeps_input_order(meta):
+    r"""Tasks of two sizes (and with / without known noise) are fitted in one batched
+    model per kind; the frozen bank keeps the input order, and a group's fit does not
+    depend on the other groups."""
+    tasks = meta[0]
+    fitted = fit_meta_task_gps(tasks, UNIT, progress=False)
+    indices = [j for idx, _ in fitted for j in idx]
+    assert sorted(indices) == list(range(len(tasks)))
+    kinds = {(t.n, t.Yvar is None) for t in tasks}
+    assert len(kinds) == 4 and len(fitted) == 4
+    for idx, model in fitted:
+        assert idx == sorted(idx) and model.batch_shape == torch.Size([len(idx)])
+        assert len({(tasks[j].n, tasks[j].Yvar is None) for j in idx}) == 1
+        for g, j in enumerate(idx):
+            torch.testing.assert_close(
+                model.train_inputs[0][g], tasks[j].X, rtol=0, atol=0
+            )
+    post = meta_task_posteriors(tasks, UNIT, fitted=fitted)
+    for j, task in enumerate(tasks):
+        torch.testing.assert_close(post.X[j, : task.n], task.X, rtol=0, atol=0)
+        assert int(post.mask[j].sum()) == task.n
+        torch.testing.assert_close(post.y_offset[j], task.Y.mean(), rtol=1e-12, atol=0)
+    # one group fitted on its own: the same hyperparameters as in the mixed call
+    idx, model = fitted[1]
+    (alone_idx, alone), *rest = fit_meta_task_gps(
+        [tasks[j] for j in idx], UNIT, progress=False
+    )
+    assert not rest and alone_idx == list(range(len(idx)))
+    for (name, a), (_, b) in zip(alone.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_batched_objective_isolates_invalid_tasks():
+    r"""A task stepped to a zero lengthscale gets a NaN loss and NaN-free gradients
+    for the others (BoTorch's closure would fail or return NaN for the whole batch)."""
+    gen = torch.Generator().manual_seed(4)
+    X = torch.rand(3, 6, D, generator=gen, dtype=F64)
+    Y = torch.randn(3, 6, 1, generator=gen, dtype=F64)
+    model = meta_task_model([TaskData(X[j], Y[j]) for j in range(3)], UNIT)
+    model.train()
+    base = model.covar_module.base_kernel
+    with torch.no_grad():
+        base.raw_lengthscale_32[1] = -1000.0  # softplus underflows to 0
+    loss = _neg_mll_per_task(model, _squared_differences(model), torch.arange(3))
+    assert loss[1].isnan() and loss[[0, 2]].isfinite().all()
+    loss[[0, 2]].sum().backward()
+    assert base.raw_lengthscale_32.grad[[0, 2]].isfinite().all()
+
+
+def test_batched_optimizer_needs_the_meta_task_kernel():
+    from botorch.models import SingleTaskGP
+
+    from botorch_transfer.clustering import fit_meta_task_mll_batched
+
+    X = torch.rand(2, 5, D, dtype=F64)
+    model = SingleTaskGP(X, torch.randn(2, 5, 1, dtype=F64))
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    with pytest.raises(ValueError, match="meta_task_kernel"):
+        fit_meta_task_mll_batched(mll)
