@@ -228,7 +228,9 @@ class _Stage1Cache:
             return posteriors, fit_s, True
         start = time.perf_counter()
         bounds = torch.stack([torch.zeros(problem.dim), torch.ones(problem.dim)])
-        posteriors = meta_task_posteriors(history, bounds.to(torch.float64))
+        posteriors = meta_task_posteriors(
+            history, bounds.to(torch.float64), progress=False
+        )
         fit_s = time.perf_counter() - start
         if len(self._entries) >= self.size:
             self._entries.popitem(last=False)
