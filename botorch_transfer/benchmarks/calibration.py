@@ -102,7 +102,7 @@ def leave_one_task_out_coverage(
         seconds.append(time.perf_counter() - start)
         z = (tasks[i].Y.squeeze(-1) - mean) / variance.clamp_min(1e-30).sqrt()
         covered.append((z.abs() <= Z90).double().mean().item())
-    values = torch.tensor(covered)
+    values = torch.tensor(covered, dtype=torch.float64)
     return {
         "coverage": values.mean().item(),
         "min": values.min().item(),

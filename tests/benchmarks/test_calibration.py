@@ -1,0 +1,40 @@
+r"""The leave-one-task-out calibration benchmark of the meta priors."""
+
+import torch
+
+from botorch_transfer.benchmarks import calibration
+from botorch_transfer.benchmarks.meta import (
+    _split,
+    make_meta_problem,
+    meta_training_data,
+)
+
+
+def test_coverage_is_the_fraction_of_left_out_values_inside_the_interval(monkeypatch):
+    seen = []
+
+    def fixed_prior(tasks, X, problem):  # mean 1, sd 0.5: interval 1 +- 0.822
+        seen.append(len(tasks))
+        return torch.ones(X.shape[0], dtype=X.dtype), torch.full(
+            (X.shape[0],), 0.25, dtype=X.dtype
+        )
+
+    monkeypatch.setitem(calibration.PRIORS, "fixed", fixed_prior)
+    row = calibration.leave_one_task_out_coverage("gp-tasks", "fixed", left_out=3)
+    problem = make_meta_problem("gp-tasks")
+    tasks = meta_training_data(problem, _split(problem, 0)[0], 0)
+    expected = [
+        ((t.Y - 1).abs() <= calibration.Z90 * 0.5).double().mean().item()
+        for t in tasks[:3]
+    ]
+    assert row["tasks"] == 3 and seen == [len(tasks) - 1] * 3
+    assert abs(row["coverage"] - sum(expected) / 3) < 1e-12
+    assert row["min"] == min(expected) and row["max"] == max(expected)
+
+
+def test_the_cli_prints_a_row_per_problem_and_prior(capsys):
+    rows = calibration.main(
+        ["--problems", "gp-tasks", "--priors", "hyperbo", "--left-out", "1"]
+    )
+    assert len(rows) == 1 and 0.0 <= rows[0]["coverage"] <= 1.0
+    assert "gp-tasks" in capsys.readouterr().out
