@@ -27,7 +27,11 @@ scaled up linearly), each in its own single-threaded process.
 
 Run: ``python -m botorch_transfer.benchmarks.timing [--methods ...] [--dims 2 8]
 [--sizes 400 2000 10000]`` or ``python -m botorch_transfer.benchmarks.timing --stage1
-[--stage1-tasks 100] [--stage1-points 50] [--dims 4]``
+[--stage1-tasks 100] [--stage1-points 50] [--dims 4]`` or, for HyperBO's
+pre-training (the default prior against NLL pre-training with the meta track's
+budget, on the same kind of meta-data, with each prior's NLL on held-out tasks),
+``python -m botorch_transfer.benchmarks.timing --pretrain --stage1-tasks 34
+--stage1-points 100 --dims 7``
 """
 
 from __future__ import annotations
@@ -300,6 +304,79 @@ def main_stage1(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def run_pretrain(
+    n_tasks: int, n_points: int, dim: int, objective: str | None, steps: int, seed: int
+) -> dict:
+    r"""Time ``pretrain_prior`` in this (fresh) process on :func:`stage1_tasks` data
+    (shared inputs), and score the prior on 5 held-out tasks of the same family.
+
+    Args:
+        n_tasks: Number of meta-tasks.
+        n_points: Points per task.
+        dim: Input dimension.
+        objective: ``None`` (the default: the empirical prior on shared inputs) or
+            ``"nll"``.
+        steps: Adam steps of ``"nll"`` (lr 5e-3, the meta track's setting).
+        seed: Seed of the data.
+
+    Returns:
+        ``{"objective", "dim", "fit_s", "heldout_nll"}`` (held-out NLL per point).
+    """
+    from botorch_transfer import pretrain_prior
+    from botorch_transfer.pretraining.objectives import nll_objective
+
+    warnings.filterwarnings("ignore")
+    tasks = stage1_tasks(n_tasks + 5, n_points, dim, seed)
+    kwargs = {"progress": False}
+    if objective == "nll":
+        kwargs.update(objective="nll", num_steps=steps, lr=5e-3)
+    with torch_run_context(num_threads=1, seed=seed):
+        start = time.perf_counter()
+        prior = pretrain_prior(tasks[:n_tasks], **kwargs)
+        fit_s = time.perf_counter() - start
+        with torch.no_grad():
+            heldout = float(nll_objective(prior, tasks[n_tasks:])) / n_points
+    return {
+        "objective": objective or "default",
+        "dim": dim,
+        "fit_s": fit_s,
+        "heldout_nll": heldout,
+    }
+
+
+def main_pretrain(args: argparse.Namespace) -> list[dict]:
+    r"""The ``--pretrain`` table: the default prior against NLL pre-training."""
+    context = multiprocessing.get_context("spawn")
+    M, n = args.stage1_tasks, args.stage1_points
+    print(
+        f"pretrain_prior: {M} meta-tasks x {n} points on shared inputs (1 thread); "
+        f"nll: {args.pretrain_steps} Adam steps"
+    )
+    header = (
+        f"{'d':>2} | {'default s':>10} {'nll s':>10} | {'nll/default':>11} | "
+        f"{'held-out NLL/pt: default':>24} {'nll':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for dim in args.dims:
+        res = {}
+        for objective in (None, "nll"):
+            with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+                res[objective] = pool.submit(
+                    run_pretrain, M, n, dim, objective, args.pretrain_steps, args.seed
+                ).result()
+            rows.append(res[objective])
+        default, nll = res[None], res["nll"]
+        print(
+            f"{dim:>2} | {default['fit_s']:>10.1f} {nll['fit_s']:>10.1f} | "
+            f"{nll['fit_s'] / default['fit_s']:>11.1f} | "
+            f"{default['heldout_nll']:>24.3f} {nll['heldout_nll']:>8.3f}",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -338,9 +415,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
         default=None,
         help="time the per-task loop on this many tasks and scale it up (default: all)",
     )
+    parser.add_argument(
+        "--pretrain",
+        action="store_true",
+        help="time pretrain_prior (the default prior vs NLL) on --stage1-tasks x "
+        "--stage1-points meta-data instead",
+    )
+    parser.add_argument("--pretrain-steps", type=int, default=3000)
     args = parser.parse_args(argv)
     if args.stage1:
         return main_stage1(args)
+    if args.pretrain:
+        return main_pretrain(args)
 
     context = multiprocessing.get_context("spawn")
     rows = []

@@ -1,7 +1,9 @@
+
 r"""The one registry of benchmark methods, and that every consumer resolves names
 through it: the CLI, the transfer and meta protocols and the timing script."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -245,6 +247,13 @@ def test_timing_stage1_case_runs_both_fits():
     for batched in (True, False):
         result = timing.run_stage1(3, 6, 2, batched=batched, seed=0)
         assert result["batched"] is batched and result["fit_s"] > 0
+
+
+def test_timing_pretrain_case_runs_both_priors():
+    for objective in (None, "nll"):
+        result = timing.run_pretrain(6, 8, 2, objective, steps=3, seed=0)
+        assert result["objective"] == (objective or "default")
+        assert result["fit_s"] > 0 and math.isfinite(result["heldout_nll"])
 
 
 def test_cmbo_stage1_cache_is_keyed_on_the_data_not_on_object_ids():
