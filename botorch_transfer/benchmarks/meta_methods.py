@@ -338,7 +338,8 @@ class ClusterMetaBO(Method):
             )
         acqf = UpperConfidenceBound(model, beta=CMBO_UCB_XI**2)
         best = maximize_on_pool(acqf, split.pool[~queried])
-        # Alg. 1 lines 19-21: distances of GP^(tau) (this model) to the prototypes
+        # the package's default weight update (cluster likelihoods; the paper's Alg. 1
+        # lines 19-21 with method="paper")
         start = time.perf_counter()
         state.weights = model.updated_weights()
         split.weight_update_s.append(time.perf_counter() - start)

@@ -353,6 +353,50 @@ class ClusterMetaPrior(Module):
         )
         return d.to(mean.dtype)
 
+    def cluster_log_likelihoods(
+        self, X: Tensor, Y: Tensor, noise: Tensor, spread: bool = True
+    ) -> Tensor:
+        r"""Log marginal likelihood of target data under each cluster's prototype.
+
+        ``log N(Y; mu_Ci(X), k_Ci(X, X) + B_Ci(X) + diag(noise))``, where ``B_Ci`` is
+        the covariance of the cluster members' posterior means at ``X`` (with
+        ``spread``): the prototype moment-matched to the mixture of its members, so
+        that a target that differs from the members as much as they differ from each
+        other is not ruled out by the members' small posterior variances.
+
+        Args:
+            X: ``n x d`` raw target inputs.
+            Y: ``n`` target observations.
+            noise: ``n`` noise variances (user units).
+            spread: Add the members' between-task covariance ``B_Ci``.
+
+        Returns:
+            ``C`` log likelihoods (float64).
+        """
+        f64 = {"dtype": torch.float64, "device": X.device}
+        C, n = self.n_clusters, X.shape[-2]
+        if n == 0:
+            return torch.zeros(C, **f64)
+        eye = torch.eye(C, dtype=X.dtype, device=X.device)
+        if self.prototype == "barycenter":
+            idx = self.index_of(X)
+            member_means = self.task_means[:, idx]  # K x n
+        else:
+            member_means = self.posteriors.means(X)
+        out = []
+        for c in range(C):
+            mean = self.mean(X, eye[c]).to(**f64)
+            cov = self.covariance(X, X, eye[c]).to(**f64)
+            if spread:
+                M = member_means[self.assignments == c].to(**f64)
+                R = M - M.mean(0)
+                cov = cov + R.T @ R / M.shape[0]
+            cov = 0.5 * (cov + cov.T) + torch.diag(noise.to(**f64))
+            cov = self.add_jitter(cov)
+            dist = torch.distributions.MultivariateNormal(mean, cov)
+            out.append(dist.log_prob(Y.to(**f64)))
+        return torch.stack(out)
+
     def add_jitter(self, cov: Tensor) -> Tensor:
         r"""``cov + jitter * mean(diag(cov)) * I`` (the discretization jitter)."""
         diag = torch.diagonal(cov, dim1=-2, dim2=-1)
