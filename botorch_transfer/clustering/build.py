@@ -40,6 +40,7 @@ def build_cluster_prior(
     n_clusters_range: tuple[int, int] = (1, 6),
     n_clusters_criterion: str = "silhouette",
     jitter: float = 1e-6,
+    prior_covariance: str = "mixture",
     seed: int = 0,
     n_init: int = 10,
     max_iter: int = 100,
@@ -78,6 +79,10 @@ def build_cluster_prior(
         jitter: Relative diagonal jitter: every discretized covariance gets
             ``jitter * mean(diag(S))`` added, since GP posterior covariances on many
             points are numerically singular (the Jeffreys divergence inverts them).
+        prior_covariance: ``"mixture"`` (default: the moment-matched covariance of
+            the mixture of meta-task posteriors, calibrated) or ``"paper"``
+            (``sum_i w_i^2 k_Ci``, Theorem 3.1, far too confident); see
+            :meth:`ClusterMetaPrior.covariance`.
         seed: Seed of the index points and of k-means.
         n_init: k-means restarts.
         max_iter: k-means iteration cap.
@@ -236,6 +241,7 @@ def build_cluster_prior(
         distance=distance,
         prototype=prototype,
         jitter=jitter,
+        prior_covariance=prior_covariance,
         task_names=[t.name for t in tasks],
         info=info,
     )

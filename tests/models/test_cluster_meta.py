@@ -54,7 +54,10 @@ def meta():
 
 @pytest.fixture(scope="module")
 def prior(meta):
-    return build_cluster_prior(meta[0], n_clusters=3, n_index_points=24, n_init=3)
+    # the paper's prior covariance (Theorem 3.1), which the references implement
+    return build_cluster_prior(
+        meta[0], n_clusters=3, n_index_points=24, n_init=3, prior_covariance="paper"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,7 @@ def bary_prior(meta, prior):
         n_init=3,
         prototype="barycenter",
         posteriors=prior.posteriors,
+        prior_covariance="paper",
     )
 
 
@@ -314,6 +318,89 @@ def test_likelihood_weights_equal_reference(prior):
     assert empty.updated_weights().tolist() == pytest.approx([1 / 3] * 3)
     with pytest.raises(ValueError, match="method"):
         model.updated_weights(method="softmax")
+
+
+@pytest.mark.parametrize("prototype", ["center", "barycenter"])
+def test_mixture_prior_covariance_equals_reference(meta, prior, prototype):
+    from tests.clustering.reference import task_posterior
+
+    mixture = build_cluster_prior(
+        meta[0],
+        n_clusters=3,
+        n_index_points=24,
+        n_init=3,
+        prototype=prototype,
+        posteriors=prior.posteriors,
+    )
+    assert mixture.prior_covariance == "mixture"
+    w = torch.tensor([0.5, 0.3, 0.2], dtype=F64)
+    sizes = torch.bincount(mixture.assignments)
+    zeta = (w / sizes)[mixture.assignments]
+    V = mixture.index_points
+    A, B = V[:7], V[5:]
+    if prototype == "center":
+        parts = [task_posterior(mixture.posteriors, j) for j in range(mixture.n_tasks)]
+        r = [lambda X, m=m: m(X).reshape(-1) for m, _ in parts]
+        mu0A = sum(z * f(A) for z, f in zip(zeta, r))
+        mu0B = sum(z * f(B) for z, f in zip(zeta, r))
+        expected = sum(
+            z * (k(A, B) + torch.outer(f(A) - mu0A, f(B) - mu0B))
+            for z, f, (_, k) in zip(zeta, r, parts)
+        )
+    else:
+        T = mixture.task_means
+        R = T - zeta @ T
+        full = torch.einsum("c,cij->ij", w, mixture.prototype_covs) + (R.T * zeta) @ R
+        expected = full[:7, 5:]
+    got = mixture.covariance(A, B, w)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(
+        mixture.covariance(A, A, w, diag=True),
+        torch.diagonal(mixture.covariance(A, A, w)),
+        rtol=1e-6,
+        atol=1e-9,
+    )
+    batched = mixture.covariance(A.expand(2, 7, D), B.expand(2, -1, D), w)
+    torch.testing.assert_close(batched, got.expand(2, 7, -1))
+
+
+def test_mixture_prior_is_calibrated_leave_one_task_out():
+    r"""Issue 22: the paper's prior covariance is far too confident.
+
+    Leave-one-task-out 90% coverage of a held-out task's values (default settings,
+    fitted Stage 1, 3 draws with C = 3, 2, 1, 47 tasks): 29% with the paper's form
+    (5.5% on the C = 3 draw), 96% with the mixture form. Here on one draw with
+    fixed Stage-1 hyperparameters (fast).
+    """
+    from botorch_transfer.clustering import MetaTaskPosteriors
+    from tests.clustering.synthetic import clustered_tasks, fixed_posteriors
+
+    tasks, _, _, _ = clustered_tasks(3, 0)
+    state = fixed_posteriors(tasks).state()
+    inside = {"mixture": 0, "paper": 0}
+    total = 0
+    for j in range(0, len(tasks), 2):
+        keep = [i for i in range(len(tasks)) if i != j]
+        sub = MetaTaskPosteriors(
+            **{k: v if k == "bounds" else v[keep] for k, v in state.items()}
+        )
+        X, Y = tasks[j].X, tasks[j].Y.squeeze(-1)
+        total += len(Y)
+        for form in inside:
+            p = build_cluster_prior(
+                [tasks[i] for i in keep],
+                n_clusters=3,
+                n_index_points=20,
+                n_init=2,
+                posteriors=sub,
+                prior_covariance=form,
+                progress=False,
+            )
+            w = p.check_weights(None)
+            sd = (p.covariance(X, X, w, diag=True).clamp_min(0) + 1e-4).sqrt()
+            inside[form] += int(((Y - p.mean(X, w)).abs() <= 1.645 * sd).sum())
+    assert inside["mixture"] / total >= 0.8
+    assert inside["paper"] / total <= 0.5
 
 
 # ----------------------------------------------------------------------- contract
