@@ -4,10 +4,13 @@ prototypes, cluster weights, GPyTorch mean/kernel modules, saving/loading.
 A :class:`ClusterMetaPrior` holds the frozen Stage-1 meta-task posteriors
 (:class:`~botorch_transfer.clustering.stage1.MetaTaskPosteriors`), their clustering
 and one prototype per cluster. For cluster weights ``w`` it gives the prior mean
-``sum_i w_i mu_Ci`` and kernel ``sum_i w_i^2 k_Ci`` (Theorem 3.1), as plain tensors
+``sum_i w_i mu_Ci`` and kernel (the moment-matched mixture covariance, or
+``sum_i w_i^2 k_Ci``, Theorem 3.1, with ``prior_covariance="paper"``), as plain tensors
 (:meth:`ClusterMetaPrior.mean` / :meth:`ClusterMetaPrior.covariance`) or as GPyTorch
 modules (:class:`ClusterPriorMean` / :class:`ClusterPriorKernel`, in model units).
-The weights are updated from distances to the prototypes with
+The weights are updated from the clusters' likelihoods of the target data
+(:meth:`ClusterMetaPrior.cluster_log_likelihoods`) or, as in the paper, from distances
+to the prototypes with
 :func:`~botorch_transfer.clustering.cluster_weights_from_distances` (Alg. 1 lines
 19-21). Build a prior with
 :func:`~botorch_transfer.clustering.build_cluster_prior`; use it with

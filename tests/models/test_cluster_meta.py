@@ -282,8 +282,8 @@ def test_weights_pick_the_right_cluster_within_five_points():
     r"""Issue 22: the paper's update hardly moves the weights.
 
     Measured (4 draws x 3 clusters): the right cluster had the largest weight after
-    1/2/3/4/5 points in 83/92/92/100/100 % of the targets (likelihood) and
-    33/42/50/75/75 % (paper, weights 0.27-0.47).
+    1/2/3/4/5 points in 83/92/92/100/100 % of the targets (likelihood), 58/83/92/
+    100/100 % (paper; 33/42/50/75/75 % with the paper's prior covariance).
     """
     runs = _synthetic_weight_runs("likelihood")
     assert all(history[-1][0] for history in runs)
