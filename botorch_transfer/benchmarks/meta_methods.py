@@ -348,9 +348,11 @@ class ClusterMetaBO(Method):
             )
         acqf = UpperConfidenceBound(model, beta=CMBO_UCB_XI**2)
         best = maximize_on_pool(acqf, split.pool[~queried])
-        # Alg. 1 lines 19-21: distances of GP^(tau) (this model) to the prototypes
+        # Alg. 1 lines 19-21: distances of GP^(tau) (this model) to the prototypes (the
+        # methods are the paper's distance variants; the package default is
+        # method="likelihood")
         start = time.perf_counter()
-        state.weights = model.updated_weights()
+        state.weights = model.updated_weights(method="paper")
         split.weight_update_s.append(time.perf_counter() - start)
         state.weight_history.append(state.weights.tolist())
         return best

@@ -34,6 +34,7 @@ from botorch_transfer.clustering.kmeans import (
     inter_cluster_separation,
     intra_cluster_entropy,
     select_n_clusters,
+    silhouette_score,
 )
 from botorch_transfer.clustering.prior import (
     ClusterMetaPrior,
@@ -85,6 +86,7 @@ __all__ = [
     "pairwise_divergence",
     "product_matern",
     "select_n_clusters",
+    "silhouette_score",
     "symmetric_sqrtm",
     "wasserstein_barycenter",
     "wasserstein_distance",

@@ -18,7 +18,11 @@ from torch import Tensor
 
 from botorch_transfer.clustering.barycenter import wasserstein_barycenter
 from botorch_transfer.clustering.divergences import check_distance
-from botorch_transfer.clustering.kmeans import gaussian_kmeans, select_n_clusters
+from botorch_transfer.clustering.kmeans import (
+    CLUSTER_COUNT_CRITERIA,
+    gaussian_kmeans,
+    select_n_clusters,
+)
 from botorch_transfer.clustering.prior import PROTOTYPES, ClusterMetaPrior
 from botorch_transfer.clustering.stage1 import MetaTaskPosteriors, meta_task_posteriors
 from botorch_transfer.data import TaskData, validate_task_set
@@ -33,8 +37,10 @@ def build_cluster_prior(
     prototype: str = "center",
     bounds: Tensor | None = None,
     n_index_points: int = 100,
-    n_clusters_range: tuple[int, int] = (2, 6),
+    n_clusters_range: tuple[int, int] = (1, 6),
+    n_clusters_criterion: str = "silhouette",
     jitter: float = 1e-6,
+    prior_covariance: str = "mixture",
     seed: int = 0,
     n_init: int = 10,
     max_iter: int = 100,
@@ -49,8 +55,8 @@ def build_cluster_prior(
        normalized by ``bounds``, standardized outcomes; Sec. 4.1) and discretizes each
        posterior on the index points as ``N(m_j, S_j + jitter)``.
     2. Clusters them by k-means with ``distance`` (eq. 7 centers); with
-       ``n_clusters=None`` the count in ``n_clusters_range`` with the best
-       inter/intra ratio (eqs. 10-11) is chosen.
+       ``n_clusters=None`` the count in ``n_clusters_range`` is chosen by
+       ``n_clusters_criterion`` (see :func:`select_n_clusters`).
     3. Builds one prototype per cluster (``"center"`` or ``"barycenter"``).
 
     Args:
@@ -64,9 +70,19 @@ def build_cluster_prior(
         bounds: ``2 x d`` bounds of the input space (default: the unit cube).
         n_index_points: Number of default index points.
         n_clusters_range: Inclusive range of ``C`` tried when ``n_clusters=None``.
+        n_clusters_criterion: ``"silhouette"`` (default: the best mean silhouette
+            of the 2-Wasserstein distance matrix, or one cluster when no split has a
+            silhouette of at least 0.5) or ``"paper"`` (the paper's inter/intra
+            ratio, eqs. 10-11, undefined for one cluster and prone to choose the
+            largest ``C``: it chose 6 of 2..6 for 7 and 13 meta-tasks with four
+            singleton clusters in a user's runs, issue 22).
         jitter: Relative diagonal jitter: every discretized covariance gets
             ``jitter * mean(diag(S))`` added, since GP posterior covariances on many
             points are numerically singular (the Jeffreys divergence inverts them).
+        prior_covariance: ``"mixture"`` (default: the moment-matched covariance of
+            the mixture of meta-task posteriors, calibrated) or ``"paper"``
+            (``sum_i w_i^2 k_Ci``, Theorem 3.1, far too confident); see
+            :meth:`ClusterMetaPrior.covariance`.
         seed: Seed of the index points and of k-means.
         n_init: k-means restarts.
         max_iter: k-means iteration cap.
@@ -108,6 +124,11 @@ def build_cluster_prior(
             "`n_clusters` must be None or an integer between 1 and the number of "
             f"tasks "
             f"({K}), got {n_clusters!r}."
+        )
+    if n_clusters_criterion not in CLUSTER_COUNT_CRITERIA:
+        raise ValueError(
+            f"`n_clusters_criterion` must be one of {CLUSTER_COUNT_CRITERIA}, got "
+            f"{n_clusters_criterion!r}."
         )
     if not jitter >= 0:
         raise ValueError(f"`jitter` must be non-negative, got {jitter}.")
@@ -174,10 +195,12 @@ def build_cluster_prior(
             task_covs,
             candidates=range(lo, min(hi, K) + 1) if lo <= K else [K],
             distance=distance,
+            criterion=n_clusters_criterion,
             **kmeans_options,
         )
         result = selection.results[selection.candidates.index(selection.n_clusters)]
         info["selection"] = {
+            "criterion": selection.criterion,
             "candidates": selection.candidates,
             "scores": selection.scores,
             "intra": selection.intra,
@@ -218,6 +241,7 @@ def build_cluster_prior(
         distance=distance,
         prototype=prototype,
         jitter=jitter,
+        prior_covariance=prior_covariance,
         task_names=[t.name for t in tasks],
         info=info,
     )

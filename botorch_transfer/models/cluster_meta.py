@@ -46,16 +46,20 @@ from botorch_transfer.models.base import (
 class ClusterMetaPriorGP(SourceConditionedGP):
     r"""Exact GP on the target task with the cm-BO meta prior (Alg. 1 lines 15-16).
 
-    Prior mean ``mu_0 = sum_i w_i mu_Ci`` and prior kernel ``k_0 = sum_i w_i^2 k_Ci``
-    (Theorem 3.1) from the frozen :class:`ClusterMetaPrior`; the posterior is eqs. 1-2.
+    Prior mean ``mu_0 = sum_i w_i mu_Ci`` and prior kernel from the frozen
+    :class:`ClusterMetaPrior`: by default the moment-matched covariance of the
+    mixture of meta-task posteriors, or ``k_0 = sum_i w_i^2 k_Ci`` (Theorem 3.1)
+    with ``prior_covariance="paper"`` (see :meth:`ClusterMetaPrior.covariance`); the
+    posterior is eqs. 1-2.
     The only free hyperparameter is the target noise (when ``train_Yvar`` is not
     given): ``fit_gpytorch_mll`` never touches the prior.
 
     The GP is trained on ``y - mu_0(X)`` with a zero mean and the prior mean is added
     back at prediction (identical posterior; the prior mean at the training points is
     then not recomputed for every test batch). After each BO query,
-    :meth:`updated_weights` gives the next weights (Alg. 1 lines 19-21); rebuild the
-    model with them.
+    :meth:`updated_weights` gives the next weights (by default the clusters'
+    posterior probabilities; Alg. 1 lines 19-21 with ``method="paper"``); rebuild
+    the model with them.
 
     So ``train_targets`` are ``y - mu_0(X)`` (model units). The target data in the
     user's units are ``target_X``, ``target_Y`` and ``target_Yvar``; give BoTorch's
@@ -86,7 +90,7 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         ...     x_next, _ = optimize_acqf(
         ...         UpperConfidenceBound(model, beta=3.0), bounds, q=1, ...
         ...     )
-        ...     weights = model.updated_weights()  # Alg. 1 lines 19-21
+        ...     weights = model.updated_weights()  # p(cluster | target data)
         ...     X, Y = torch.cat([X, x_next]), torch.cat([Y, f(x_next)])
     """
 
@@ -184,20 +188,60 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         mean = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
         return MultivariateNormal(mean, self.covar_module(self._raw_inputs(x)))
 
-    def updated_weights(self, distance: str | None = None) -> Tensor:
-        r"""Next cluster weights from this model's posterior (Alg. 1 lines 19-21).
+    def updated_weights(
+        self, distance: str | None = None, method: str = "likelihood"
+    ) -> Tensor:
+        r"""Next cluster weights from the target data.
 
-        The latent posterior on the prior's index points, ``N(m, S + jitter)``, is
-        compared with every prototype (``W2`` or Jeffreys, default: the prior's
-        distance); ``w_i = exp(1 - d_i/d_max) / sum_j exp(1 - d_j/d_max)``.
+        - ``method="likelihood"`` (default): the posterior probability of each
+          cluster having generated the target data, with equal prior probabilities:
+          ``w_i ~ p(y | cluster i)``, the marginal likelihood of the target data under
+          the prototype GP moment-matched to the cluster's members
+          (:meth:`ClusterMetaPrior.cluster_log_likelihoods`) and the target noise.
+        - ``method="paper"``: Alg. 1 lines 19-21. The latent posterior on the
+          prior's index points, ``N(m, S + jitter)``, is compared with every
+          prototype (``W2`` or Jeffreys, default: the prior's distance);
+          ``w_i = exp(1 - d_i/d_max) / sum_j exp(1 - d_j/d_max)``. No weight can
+          exceed ``e`` times another, however strong the evidence, and with the
+          paper's prior covariance the posterior on ``V`` stays close to the prior
+          at a few target points, so the weights hardly move.
+
+        Measured on synthetic meta-data with 3 clusters (12 targets, each drawn from
+        one cluster's function plus a new member perturbation; Stage 1 with fixed
+        hyperparameters; issue 22): after
+        1/2/3/4/5 target points the right cluster had the largest weight in
+        83/92/92/100/100 % of the targets with ``"likelihood"`` (mean weight
+        0.70/0.92/0.93/0.96/0.97), in 58/83/92/100/100 % with ``"paper"`` (mean
+        weight 0.39-0.49) and in 33/42/50/75/75 % with ``"paper"`` on the paper's
+        prior covariance (``prior_covariance="paper"``, mean weight 0.34-0.41).
 
         Args:
-            distance: ``"wasserstein"`` or ``"jeffreys"`` (default: ``prior.distance``).
+            distance: ``"wasserstein"`` or ``"jeffreys"`` (``method="paper"``;
+                default: ``prior.distance``).
+            method: ``"likelihood"`` or ``"paper"``.
 
         Returns:
             ``C`` weights summing to 1 (pass them to the next model).
         """
-        return cluster_weights_from_distances(self.prototype_distances(distance))
+        if method == "paper":
+            return cluster_weights_from_distances(self.prototype_distances(distance))
+        if method != "likelihood":
+            raise ValueError(
+                f"`method` must be 'likelihood' or 'paper', got {method!r}."
+            )
+        if len(self.batch_shape) != 0:
+            raise UnsupportedError(
+                "Weight updates need a non-batched ClusterMetaPriorGP."
+            )
+        with torch.no_grad():
+            X, Y = self.target_X, self.target_Y.squeeze(-1)
+            if self.learns_target_noise:
+                noise = self.likelihood.noise.reshape(-1).expand(Y.shape)
+                noise = noise * self.output_scale.pow(2)
+            else:
+                noise = self.target_Yvar.squeeze(-1)
+            loglik = self.prior.cluster_log_likelihoods(X, Y, noise)
+            return torch.softmax(loglik, -1).to(self.weights)
 
     def prototype_distances(self, distance: str | None = None) -> Tensor:
         r"""Distances ``d_i`` from the posterior on the index points to each prototype

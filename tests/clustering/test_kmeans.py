@@ -121,8 +121,11 @@ def test_criteria_by_hand():
 
 def test_select_n_clusters_finds_three():
     means, covs, truth = three_families(per_family=(4, 5, 4), seed=2)
-    selection = select_n_clusters(means, covs, candidates=range(2, 7), n_init=3)
+    selection = select_n_clusters(
+        means, covs, candidates=range(2, 7), n_init=3, criterion="paper"
+    )
     assert selection.candidates == [2, 3, 4, 5, 6]
+    assert select_n_clusters(means, covs, n_init=3).n_clusters == 3  # silhouette
     assert selection.n_clusters == 3
     best = selection.results[selection.candidates.index(3)]
     assert same_partition(best.assignments, truth)
