@@ -67,6 +67,8 @@ CMBO_NOISE_FLOOR = 1e-6
 STBO_UCB_BETA = 1.8**2
 #: UCB weight of the README's PretrainedPriorGP loop (``hyperbo``): stbo-ucb's.
 README_UCB_BETA = STBO_UCB_BETA
+#: UCB weight of the README's ClusterMetaPriorGP loop (``cmbo``).
+README_CMBO_BETA = 3.0
 
 
 def maximize_on_pool(acqf: AcquisitionFunction, pool: Tensor) -> Tensor:
@@ -379,6 +381,47 @@ class ClusterMetaBO(Method):
         }
 
 
+class ClusterMetaBOReadme(ClusterMetaBO):
+    r"""cm-BO as the README loop runs it: ``build_cluster_prior`` with its defaults
+    (``C`` chosen by the silhouette, W2 distance, center prototypes, the mixture
+    prior covariance); every iteration a ``ClusterMetaPriorGP`` whose target noise
+    is fitted by ``fit_gpytorch_mll``, UCB with ``beta = README_CMBO_BETA`` over the
+    pool points not yet queried, then ``updated_weights()`` (its default, the
+    clusters' posterior probabilities)."""
+
+    def __init__(self) -> None:
+        super().__init__("center", "wasserstein")
+
+    def build_prior(
+        self, problem: MetaProblem, history: list[TaskData], pool: Tensor, seed: int
+    ) -> tuple[ClusterMetaPrior, dict[str, Any]]:
+        posteriors, fit_s, cached = _STAGE1.get(problem, history, seed)
+        start = time.perf_counter()
+        prior = build_cluster_prior(history, seed=seed, posteriors=posteriors)
+        clustering_s = time.perf_counter() - start
+        return prior, {
+            "fit_s": fit_s,
+            "clustering_s": clustering_s,
+            "stage1_cached": cached,
+        }
+
+    def propose(self, state: ClusterMetaBOTaskState, X: Tensor, Y: Tensor) -> Tensor:
+        split = state.split
+        model = ClusterMetaPriorGP(X, Y, prior=split.prior, weights=state.weights)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        queried = (split.pool.unsqueeze(-2) == X).all(-1).any(-1)
+        acqf = UpperConfidenceBound(model, beta=README_CMBO_BETA)
+        best = maximize_on_pool(acqf, split.pool[~queried])
+        start = time.perf_counter()
+        state.weights = model.updated_weights()
+        split.weight_update_s.append(time.perf_counter() - start)
+        state.weight_history.append(state.weights.tolist())
+        return best
+
+    def settings(self, problem: MetaProblem) -> dict[str, Any]:
+        return {"ucb_beta": README_CMBO_BETA, "n_clusters_setting": None}
+
+
 # one line each for `list`: model, acquisition, fixed or fitted hyperparameters, paper
 register_method(
     "stbo",
@@ -414,6 +457,13 @@ register_method(
     HyperBO("ekl"),
     "HyperBO (Wang et al.): PretrainedPriorGP, prior pre-trained per split by EKL "
     "(L-BFGS), then frozen; PI as stbo",
+)
+register_method(
+    "cmbo",
+    ClusterMetaBOReadme(),
+    "cm-BO as the README loop: ClusterMetaPriorGP on build_cluster_prior's defaults "
+    "(silhouette C, W2, center prototypes, mixture covariance), target noise fitted, "
+    "UCB beta = 3, posterior-probability weights",
 )
 register_method(
     "rgpe-meta",

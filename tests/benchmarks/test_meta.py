@@ -144,9 +144,22 @@ def small_cmbo_problem():
     )
 
 
+#: the paper's variants (the README loop, ``cmbo``, is tested on its own)
 CMBO_METHODS = [
-    m for m in available_methods(META) if isinstance(get_method(m), ClusterMetaBO)
+    m for m in available_methods(META) if type(get_method(m)) is ClusterMetaBO
 ]
+
+
+def test_cmbo_readme_loop_chooses_its_clusters_and_updates_its_weights():
+    record = run_meta_experiment(small_cmbo_problem(), "cmbo", seed=0, iterations=3)
+    assert record["settings"]["ucb_beta"] == 3.0
+    assert record["settings"]["n_clusters_setting"] is None
+    assert 1 <= record["n_clusters"] <= 6  # chosen, not the problem's C = 2
+    for task in record["tasks"]:
+        assert len(task["weights"]) == 3
+        for w in task["weights"]:
+            assert len(w) == record["n_clusters"] and sum(w) == pytest.approx(1.0)
+    json.dumps(record)
 
 
 @pytest.mark.parametrize("method", CMBO_METHODS)

@@ -1,4 +1,3 @@
-
 r"""The one registry of benchmark methods, and that every consumer resolves names
 through it: the CLI, the transfer and meta protocols and the timing script."""
 
