@@ -79,8 +79,8 @@ class DeltaBOModel(SourceConditionedGP):
         train_Yvar: Optional ``batch_shape x n x 1`` known target noise variances.
             If ``None``, a homoscedastic target noise ``sigma^2`` is learned.
         source: The source task(s) (keyword): a ``TaskData`` (a ``SingleTaskGP`` is
-            built and fitted on it once, here; above 2,000 points its
-            hyperparameters are fitted on a fixed random subset of 2,000 and the
+            built and fitted on it once, here; above 1,000 points its
+            hyperparameters are fitted on a fixed random subset of 1,000 and the
             posterior conditions on all points), a fitted single-output BoTorch
             ``Model`` (used as is, frozen; exact GPs are cached for fast
             evaluation, and passing the same unchanged model again, e.g. when
