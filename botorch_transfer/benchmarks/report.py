@@ -414,6 +414,80 @@ def average_rank_table(records: list[dict], peers: tuple[str, ...] = PEERS) -> s
     return "\n".join(lines)
 
 
+#: The no-meta reference of the meta track's ratio table.
+NO_META = "stbo-ucb"
+
+
+def meta_cumulative_regret_ratio_table(
+    records: list[dict], reference: str = NO_META
+) -> str:
+    r"""Meta track: each method's cumulative simple regret relative to the no-meta
+    GP's, per problem (the meta-priors issue's measure).
+
+    Per test task and seed, the cumulative regret is ``sum_{t=1..T} r_t`` (the simple
+    regret after each BO iteration, at the group's shortest ``T``). Over the
+    (seed, test task) pairs both the method and ``reference`` ran: ``ratio`` is the
+    ratio of the means; per test task (means over its seeds) ``worst`` is the
+    largest ratio and ``> 1`` counts the tasks where the method is worse.
+
+    Args:
+        records: Run records (transfer records are ignored).
+        reference: The no-meta method.
+
+    Returns:
+        The table, or ``""`` without meta records of ``reference``.
+    """
+    meta = [r for r in records if _is_simple_regret(r) and r.get("tasks")]
+    groups = _group(meta)
+    rows = []
+    for problem in sorted({p for p, m in groups if m == reference}):
+        runs_of = {m: runs for (p, m), runs in groups.items() if p == problem}
+        T = min(len(r["simple_regret"]) for runs in runs_of.values() for r in runs) - 1
+
+        def cumulative(runs: list[dict]) -> dict[tuple[int, int], float]:
+            return {
+                (r["seed"], t["task"]): float(np.sum(t["simple_regret"][1 : T + 1]))
+                for r in runs
+                for t in r["tasks"]
+            }
+
+        ref = cumulative(runs_of[reference])
+        for method, runs in sorted(runs_of.items()):
+            if method == reference:
+                continue
+            values = cumulative(runs)
+            keys = sorted(set(values) & set(ref))
+            if not keys:
+                continue
+            ref_mean = np.mean([ref[k] for k in keys])
+            ratio = np.mean([values[k] for k in keys]) / ref_mean
+            per_task = []
+            for task in sorted({k[1] for k in keys}):
+                ks = [k for k in keys if k[1] == task]
+                denominator = sum(ref[k] for k in ks)
+                numerator = sum(values[k] for k in ks)
+                per_task.append(numerator / denominator if denominator > 0 else np.inf)
+            worse = sum(r > 1 for r in per_task)
+            rows.append(
+                (problem, method, len(keys), ratio, max(per_task), worse, len(per_task))
+            )
+    if not rows:
+        return ""
+    pw = max(len("problem"), *(len(r[0]) for r in rows))
+    mw = max(len("method"), *(len(r[1]) for r in rows))
+    lines = [
+        f"cumulative simple regret sum_t r_t relative to {reference} (same seeds and "
+        "test tasks); worst: largest per-task ratio; > 1: tasks where worse",
+        f"{'problem':<{pw}} {'method':<{mw}} {'pairs':>5} {'ratio':>6} {'worst':>7} "
+        f"{'> 1':>6}",
+    ]
+    lines += [
+        f"{p:<{pw}} {m:<{mw}} {n:>5} {r:>6.3f} {w:>7.2f} {k:>3}/{t:<2}"
+        for p, m, n, r, w, k, t in rows
+    ]
+    return "\n".join(lines)
+
+
 def summary_table(records: list[dict]) -> str:
     r"""Method x problem table: final cumulative regret R_T (mean +- 95% CI),
     time/iteration and simple regret r_T (the gap of the best query); meta-learning
@@ -432,6 +506,8 @@ def summary_table(records: list[dict]) -> str:
                 + ")"
             )
         meta += "\n\n" + ranks if ranks else ""
+        ratios = meta_cumulative_regret_ratio_table(records)
+        meta += "\n\n" + ratios if ratios else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
     if not groups and meta:

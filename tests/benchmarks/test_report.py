@@ -7,6 +7,7 @@ from botorch_transfer.benchmarks.report import (
     average_rank_table,
     budget_to_target,
     mean_ci,
+    meta_cumulative_regret_ratio_table,
     no_transfer_ratio_table,
     plot_regret,
     regret_figure,
@@ -261,3 +262,25 @@ def test_budget_to_target_by_hand():
     assert "evals to 1%" in table.splitlines()[0] and "censored" in table
     assert "median number of evaluations (the initial points included)" in table
     assert "evals to 1%" in summary_table(records)
+
+
+def test_meta_cumulative_regret_ratios_by_hand():
+    def run(method, seed, curves):
+        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
+        return _meta_record(method, seed, tasks, n_init=1, normalized=False)
+
+    records = [
+        # reference: cumulative (t = 1..3) 3 on task 1 and 6 on task 2, both seeds
+        run("stbo-ucb", 0, {1: [9, 1, 1, 1], 2: [9, 2, 2, 2]}),
+        run("stbo-ucb", 1, {1: [9, 1, 1, 1], 2: [9, 2, 2, 2]}),
+        # method: 1.5 on task 1 (both seeds), 9 on task 2 (seed 0 only)
+        run("meta", 0, {1: [0, 0.5, 0.5, 0.5], 2: [0, 3, 3, 3]}),
+        run("meta", 1, {1: [0, 0.5, 0.5, 0.5]}),
+    ]
+    table = meta_cumulative_regret_ratio_table(records)
+    row = next(line for line in table.splitlines() if " meta " in line).split()
+    # pairs: (0,1), (0,2), (1,1); means 12/3 = 4 vs 12/3 = 4 for the reference
+    assert row[2] == "3" and float(row[3]) == pytest.approx((1.5 + 9 + 1.5) / 12)
+    # per task: 3/6 = 0.5 on task 1, 9/6 = 1.5 on task 2
+    assert float(row[4]) == pytest.approx(1.5) and row[5] == "1/2"
+    assert meta_cumulative_regret_ratio_table(records[2:]) == ""
