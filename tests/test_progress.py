@@ -101,3 +101,14 @@ def test_a_bar_written_to_a_log_updates_rarely(monkeypatch):
     # a terminal refreshes every 0.1 s; a log gets the first and the final state
     assert lines_written(io.StringIO()) <= 3
     assert lines_written(Terminal()) >= 2
+
+
+def test_an_early_stop_completes_the_pretraining_bar(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "PROGRESS_DELAY", 0.0)
+    prior = pretrain_prior(
+        tasks(6), objective="nll", num_steps=500, eval_every=1, patience=1, lr=0.5
+    )
+    steps = prior.training_history[-1]["step"]
+    assert steps < 500  # stopped early
+    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "100%" in final and f"{steps}/{steps}" in final

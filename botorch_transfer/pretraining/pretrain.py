@@ -264,6 +264,7 @@ def pretrain_prior(
             history.append(record)
             bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k != "step"})
             if val_tasks and bad_checks >= patience:
+                bar.total = bar.n  # an early stop is a finished run, not a failure
                 break
     bar.close()
     if best_state is not None:
