@@ -58,8 +58,9 @@ class PretrainedPriorGP(SourceConditionedGP):
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
-        >>> model = PretrainedPriorGP(train_X, train_Y, prior=prior)
-        >>> acqf = hyperbo_probability_of_improvement(model)
+        >>> model = PretrainedPriorGP(train_X, train_Y, prior=prior)  # n may be 0
+        >>> acqf = UpperConfidenceBound(model, beta=1.8**2)  # the README's loop
+        >>> # the paper's acquisition: hyperbo_probability_of_improvement(model)
         >>> candidate, _ = optimize_acqf(
         ...     acqf, bounds, q=1, num_restarts=5, raw_samples=256
         ... )
