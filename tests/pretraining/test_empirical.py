@@ -216,3 +216,22 @@ def test_tasks_with_extra_inputs_use_the_shared_ones():
     )
     prior = pretrain_prior([first] + tasks[1:], objective="empirical", progress=False)
     assert prior.config["num_index_points"] == tasks[0].n
+
+
+def test_float32_meta_data_give_a_float32_prior():
+    tasks = [
+        TaskData(t.X.float(), t.Y.float(), None if t.Yvar is None else t.Yvar.float())
+        for t in family()
+    ]
+    prior = pretrain_prior(tasks, objective="empirical", progress=False)
+    X = torch.rand(5, 2)
+    with torch.no_grad():
+        mean, cov = prior.mean(X), prior.covariance(X)
+    assert mean.dtype == cov.dtype == torch.float32
+    assert torch.isfinite(mean).all() and torch.isfinite(cov).all()
+    # the same prior as from float64 data, up to float32 rounding of the fit
+    prior64 = pretrain_prior(family(), objective="empirical", progress=False)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            mean.double(), prior64.mean(X.double()), rtol=1e-2, atol=1e-2
+        )
