@@ -17,6 +17,10 @@ from ax.core.auxiliary import AuxiliaryExperimentPurpose  # noqa: E402
 from ax.core.auxiliary_source import AuxiliarySource  # noqa: E402
 from botorch.fit import fit_gpytorch_mll  # noqa: E402
 from botorch.models.transforms import Normalize, Standardize  # noqa: E402
+from botorch.models.transforms.input import (  # noqa: E402
+    ChainedInputTransform,
+    LearnedFeatureImputation,
+)
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset  # noqa: E402
 from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
 
@@ -205,12 +209,53 @@ def test_source_experiment_missing_a_parameter():
     )
 
 
-def test_source_experiment_with_an_extra_parameter_is_refused_clearly():
-    # `z` has no backfill value: Ax hands over per-task feature sets. (With model
-    # selection Ax falls back to its plain GP when the transfer model fails.)
+@pytest.mark.parametrize("use_model_selection", [False, True])
+def test_source_experiment_with_an_extra_parameter(use_model_selection):
+    # `z` has no backfill value: Ax hands over per-task feature sets (the source's
+    # with `z`). Ours use the source on the target's parameters, averaging over `z`
+    # (Ax's MultiTaskGP imputes a learned `z` for the target instead).
     source = source_experiment("source_z", shift=0.5, extra=True)
-    with pytest.raises(ValueError, match="backfill_value"):
-        run_target(EnvGP, [source], trials=3)
+    with pytest.warns(UserWarning, match=r"\['z'\]"):
+        client = run_target(
+            DeltaBOModel, [source], trials=5, use_model_selection=use_model_selection
+        )
+    assert len(client._experiment.trials) == 5
+    if use_model_selection:
+        # Ax 1.3's cross-validation cannot run on per-task feature sets (for its
+        # MultiTaskGP neither): it warns and generates from the transfer model
+        node = client._generation_strategy._curr
+        botl = node.generator_specs[0]
+        assert node.generator_spec_to_gen_from is botl
+        assert type(botl.fitted_adapter.generator.surrogate.model) is DeltaBOModel
+        return
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is DeltaBOModel
+    n = model.target_X.shape[-2]
+    X, Y = target_data(client, n)
+    by_hand = DeltaBOModel(
+        X,
+        Y,
+        source=task_data_from_experiment(source, "y", parameter_names=["x0", "x1"]),
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    X_test = torch.rand(4, 2, generator=torch.Generator().manual_seed(4), dtype=F64)
+    expected = by_hand.posterior(X_test)
+    # Ax generates with the task column appended, and cross-validates with the
+    # source-only column (any value) before it as well
+    z = torch.full_like(X_test[:, :1], 0.7)
+    for query in (
+        with_task_column(X_test),
+        with_task_column(torch.cat([X_test, z], -1)),
+    ):
+        got = model.posterior(query)
+        torch.testing.assert_close(got.mean, expected.mean, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            got.variance, expected.variance, rtol=1e-5, atol=1e-5
+        )
+    # (Ax 1.3 cannot `predict` here, whatever the model: the client refuses `z`
+    # as not the target's, the adapter needs it.)
 
 
 def test_heterogeneous_sources_are_refused_with_a_clear_error():
@@ -297,6 +342,70 @@ def test_axs_normalize_over_the_task_column_is_restricted():
     model = DiffGP(**DeltaBOModel.construct_inputs(data), input_transform=transform)
     assert model.input_transform.bounds.shape == (2, 2)
     torch.testing.assert_close(model.input_transform.bounds.to(F64), BOUNDS)
+
+
+def heterogeneous_dataset():
+    # the source has a parameter `z` the target lacks, and its columns in another
+    # order (as Ax hands them over when `z` has no backfill value)
+    data = multitask_dataset()
+    gen = torch.Generator().manual_seed(5)
+    X = torch.rand(6, 3, generator=gen, dtype=F64)
+    source = SupervisedDataset(
+        X=with_task_column(X, 1.0),
+        Y=X[:, 1:].sum(dim=-1, keepdim=True),
+        feature_names=["z", "x1", "x0", "task"],
+        outcome_names=["a_y"],
+    )
+    return MultiTaskDataset(
+        datasets=[data.datasets["y"], source],
+        target_outcome_name="y",
+        task_feature_index=-1,
+    )
+
+
+def test_a_source_with_an_extra_parameter_is_used_on_the_targets_parameters():
+    data = heterogeneous_dataset()
+    with pytest.warns(UserWarning, match=r"\['z'\].*averaging"):
+        inputs = EnvGP.construct_inputs(data)
+    (source,) = inputs["source"]
+    # the target's parameters x0, x1 in the target's order; z dropped
+    torch.testing.assert_close(source.X, data.datasets["a_y"].X[:, [2, 1]])
+    assert inputs["source_only_features"] == 1 and inputs["task_feature"] == -1
+    # Ax's transforms over its layout (x0, x1, z, task): Normalize of the three
+    # parameters, and an imputation of `z` for the target that is not needed here
+    layout_bounds = torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 1.0]], dtype=F64)
+    transform = ChainedInputTransform(
+        tf0=Normalize(d=4, indices=[0, 1, 2], bounds=layout_bounds),
+        tf1=LearnedFeatureImputation(
+            feature_indices={0: [0, 1], 1: [0, 1, 2]}, d=3, target_task=0
+        ),
+    )
+    model = EnvGP(**inputs, input_transform=transform)
+    assert isinstance(model.input_transform, Normalize)
+    torch.testing.assert_close(model.input_transform.bounds.to(F64), BOUNDS)
+    X = torch.rand(4, 2, dtype=F64)
+    expected = model.posterior(X).mean
+    z = torch.rand(4, 1, dtype=F64)
+    for query in (with_task_column(X), with_task_column(torch.cat([X, z], -1))):
+        torch.testing.assert_close(model.posterior(query).mean, expected)
+    with pytest.raises(ValueError, match="predicts the target task"):
+        model.posterior(with_task_column(torch.cat([X, z], -1), 1.0))
+
+
+def test_a_source_missing_a_target_parameter_is_refused_clearly():
+    data = heterogeneous_dataset()
+    target = data.datasets["y"]
+    narrow = SupervisedDataset(
+        X=with_task_column(torch.rand(4, 1, dtype=F64), 1.0),
+        Y=torch.rand(4, 1, dtype=F64),
+        feature_names=["x0", "task"],
+        outcome_names=["a_y"],
+    )
+    mixed = MultiTaskDataset(
+        datasets=[target, narrow], target_outcome_name="y", task_feature_index=-1
+    )
+    with pytest.raises(ValueError, match=r"'a_y' lacks the target's parameter.*x1"):
+        DeltaBOModel.construct_inputs(mixed)
 
 
 def test_task_data_from_experiment_and_dataframe():

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -58,7 +59,12 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import _fit_fallback
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
-from botorch.models.transforms.input import InputTransform, Normalize
+from botorch.models.transforms.input import (
+    ChainedInputTransform,
+    InputTransform,
+    LearnedFeatureImputation,
+    Normalize,
+)
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.models.utils.assorted import gpt_posterior_settings
@@ -308,6 +314,12 @@ class SourceConditionedGP(
         target_task_value: The value of the task column for the target task; if
             given, queries at other task values are refused (the model predicts the
             target task only).
+        source_only_features: How many parameters only source experiments have
+            (Ax hands those over when they have no ``backfill_value``). Ax's
+            queries then hold the ``d`` inputs, these columns and the task column
+            last; the extra columns are dropped with the task column (the sources
+            are used on the target's parameters, see ``split_multitask_dataset``).
+            Set by ``construct_inputs``.
 
     Class attributes a subclass may set:
         transfer_argument: The keyword that carries the transfer input
@@ -337,14 +349,23 @@ class SourceConditionedGP(
         transfer: Any,
         task_feature: int | None = None,
         target_task_value: float | None = None,
+        source_only_features: int = 0,
     ) -> None:
         validate_training_data(train_X, train_Y, train_Yvar)
+        d = train_X.shape[-1]
+        width = d + source_only_features + 1
+        if source_only_features and task_feature not in (-1, width - 1):
+            raise ValueError(
+                "`source_only_features` needs the task column last in the query "
+                f"layout (`task_feature=-1`); got task_feature={task_feature}."
+            )
         self._task_feature = task_feature
         self._target_task_value = target_task_value
+        self._query_width = width
+        self._extra_columns = source_only_features
         if task_feature is not None and input_transform is not None:
-            input_transform = _without_task_column(
-                input_transform, task_feature, train_X.shape[-1]
-            )
+            columns = [i for i in range(width) if i != task_feature % width][:d]
+            input_transform = _on_target_inputs(input_transform, columns, width)
         transfer = self._prepare_transfer(transfer, train_X)
         if input_transform is not None and self.needs_invertible_input_transform:
             check_invertible_input_transform(
@@ -612,12 +633,16 @@ class SourceConditionedGP(
         return X
 
     def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
-        r"""Drop the task column from query inputs that carry one (Ax's
-        transfer-learning path queries ``d + 1`` columns; see ``task_feature``)."""
-        d = self.target_X.shape[-1]
-        if self._task_feature is None or X.dim() < 2 or X.shape[-1] != d + 1:
+        r"""Reduce query inputs in Ax's layout to the ``d`` inputs (Ax's
+        transfer-learning path appends a task column, and for parameters only the
+        sources have, columns that it fills when it predicts, but not when it
+        generates; see ``task_feature`` and ``source_only_features``)."""
+        d = self._query_width - 1 - self._extra_columns
+        if self._task_feature is None or X.dim() < 2:
             return X
-        column = self._task_feature % (d + 1)
+        if X.shape[-1] not in (d + 1, self._query_width):
+            return X
+        column = self._task_feature % X.shape[-1]
         if self._target_task_value is not None:
             task = X[..., column]
             if not (task == self._target_task_value).all():
@@ -626,8 +651,8 @@ class SourceConditionedGP(
                     f"column {column}; {type(self).__name__} predicts the target task "
                     f"({self._target_task_value}) only."
                 )
-        keep = [i for i in range(d + 1) if i != column]
-        return X[..., keep]
+        others = [i for i in range(X.shape[-1]) if i != column]
+        return X[..., others[:d]]
 
     # ---------------------------------------------------------------- BoTorch
     def posterior(
@@ -909,6 +934,15 @@ class SourceConditionedGP(
         inputs = cls.construct_inputs(training_data=target, **kwargs)
         inputs.setdefault("task_feature", column)
         inputs.setdefault("target_task_value", target_value)
+        if training_data.has_heterogeneous_features:
+            names = {
+                n for ds in training_data.datasets.values() for n in ds.feature_names
+            }
+            # the union of all parameters, less the target's and the task column
+            extra = len(names) - len(target.feature_names) - 1
+            inputs["source_only_features"] = extra
+            # Ax's layout: the target's inputs, the source-only ones, the task last
+            inputs["task_feature"] = -1
         return inputs
 
 
@@ -931,9 +965,16 @@ def split_multitask_dataset(
         several), the non-negative index of the task column, and the target's task
         value (``None`` when the target has no observations).
 
+    A source with parameters the target does not have (in Ax: a source
+    experiment's parameter without a ``backfill_value``, so that Ax hands over
+    per-task feature sets) is used on the target's parameters only: its variation
+    in the others is averaged over, i.e. counts as noise of the source. A
+    ``UserWarning`` names those parameters. (Ax's ``MultiTaskGP`` instead imputes a
+    learned value for them on the target, ``LearnedFeatureImputation``.)
+
     Raises:
-        ValueError: If the dataset has no task column, heterogeneous features, or a
-            source row with the target's task value.
+        ValueError: If the dataset has no task column, a source lacks one of the
+            target's parameters, or a source row has the target's task value.
 
     Example:
         >>> target, sources, column, value = split_multitask_dataset(mt_dataset)
@@ -943,18 +984,9 @@ def split_multitask_dataset(
             "`training_data` is a MultiTaskDataset without a task column "
             "(`task_feature_index` is None); cannot tell target from sources."
         )
-    if dataset.has_heterogeneous_features:
-        raise ValueError(
-            "`training_data` is a MultiTaskDataset whose tasks have different "
-            "features (in Ax: a parameter of a source experiment or of the target "
-            "has no `backfill_value`); the source-conditioned models need every "
-            "source on the target's parameters. In Ax, give such parameters a "
-            "`backfill_value` (or the experiments a status quo) so that "
-            "FillMissingParameters fills them."
-        )
     name = dataset.target_outcome_name
-    column = dataset.task_feature_index % len(dataset.feature_names)
     target_full = dataset.datasets[name]
+    column = dataset.task_feature_index % len(target_full.feature_names)
     values = target_full.X[:, column].unique()
     if values.numel() > 1:
         raise ValueError(
@@ -963,19 +995,21 @@ def split_multitask_dataset(
         )
     target_value = float(values[0]) if values.numel() == 1 else None
     target = dataset.get_dataset_without_task_feature(name)
-    keep = [i for i in range(len(dataset.feature_names)) if i != column]
+    target_names = [n for i, n in enumerate(target_full.feature_names) if i != column]
     sources = []
     for source_name, data in dataset.datasets.items():
         if source_name == name:
             continue
-        task_values = data.X[:, column].unique()
+        task = dataset.task_feature_index % len(data.feature_names)
+        keep = _target_columns(source_name, data.feature_names, task, target_names)
+        task_values = data.X[:, task].unique()
         for value in task_values.tolist():
             if value == target_value:
                 raise ValueError(
                     f"`training_data`: dataset {source_name!r} has rows with the "
                     f"target's task value {value}."
                 )
-            rows = data.X[:, column] == value
+            rows = data.X[:, task] == value
             label = source_name if len(task_values) == 1 else f"{source_name}[{value}]"
             sources.append(
                 TaskData(
@@ -988,20 +1022,62 @@ def split_multitask_dataset(
     return target, sources, column, target_value
 
 
-def _without_task_column(
-    transform: InputTransform, task_feature: int, d: int
-) -> InputTransform:
-    r"""An input transform over ``d`` inputs from one built for ``d`` inputs plus a
-    task column (as Ax builds ``Normalize`` for its transfer-learning path)."""
-    if not isinstance(transform, Normalize) or transform._d != d + 1:
+def _target_columns(
+    source_name: str, names: list[str], column: int, target_names: list[str]
+) -> list[int]:
+    r"""The columns of a source dataset (feature ``names``, task column ``column``)
+    that hold the target's parameters, in the target's order."""
+    source_names = [n for i, n in enumerate(names) if i != column]
+    missing = [n for n in target_names if n not in source_names]
+    if missing:
+        raise ValueError(
+            f"`training_data`: source task {source_name!r} lacks the target's "
+            f"parameter(s) {missing}; the source-conditioned models need every "
+            "source on the target's parameters. In Ax, give them a `backfill_value` "
+            "(or the experiments a status quo) so that FillMissingParameters fills "
+            "them."
+        )
+    extra = [n for n in source_names if n not in target_names]
+    if extra:
+        warnings.warn(
+            f"Source task {source_name!r} has parameter(s) {extra} that the target "
+            "does not have; it is used on the target's parameters, averaging over "
+            f"{extra} (their effect counts as source noise).",
+            UserWarning,
+            stacklevel=3,
+        )
+    return [names.index(n) for n in target_names]
+
+
+def _on_target_inputs(
+    transform: InputTransform, columns: list[int], width: int
+) -> InputTransform | None:
+    r"""An input transform over the target's ``d`` inputs from one Ax built over its
+    query layout (``width`` columns; the target's inputs are ``columns``).
+
+    Ax builds a ``Normalize`` over the layout (all columns but the task column); it
+    is restricted to ``columns``. With source-only parameters Ax adds a
+    ``LearnedFeatureImputation`` for them, which has nothing to do here (the
+    sources are used on the target's parameters) and is dropped. Other transforms
+    are returned unchanged.
+    """
+    if isinstance(transform, ChainedInputTransform):
+        kept = [
+            _on_target_inputs(t, columns, width)
+            for t in transform.values()
+            if not isinstance(t, LearnedFeatureImputation)
+        ]
+        if len(kept) == 1:
+            return kept[0]
+        return ChainedInputTransform(**{f"tf{i}": t for i, t in enumerate(kept)})
+    if not isinstance(transform, Normalize) or transform._d != width:
         return transform
-    column = task_feature % (d + 1)
-    # Ax normalizes every column but the task column: keep those, renumbered
     indices = (
-        list(range(d + 1)) if transform.indices is None else transform.indices.tolist()
+        list(range(width)) if transform.indices is None else transform.indices.tolist()
     )
-    kept = [p for p, i in enumerate(indices) if i != column]
-    new_indices = [i - (i > column) for i in indices if i != column]
+    kept = [p for p, i in enumerate(indices) if i in columns]
+    new_indices = [columns.index(indices[p]) for p in kept]
+    d = len(columns)
     # undo the centre shift Normalize folds into its offset
     coefficient = transform.coefficient.detach()
     lower = transform.offset.detach() - (0.5 - transform.center) * coefficient

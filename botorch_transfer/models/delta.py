@@ -137,6 +137,8 @@ class DeltaBOModel(SourceConditionedGP):
             :class:`~botorch_transfer.models.base.SourceConditionedGP`).
         target_task_value: The target's value in that column (other values are
             refused).
+        source_only_features: Columns of Ax's queries for parameters only the
+            sources have, dropped (set by ``construct_inputs``).
 
     Example:
         >>> source = TaskData(X_src, Y_src)
@@ -166,6 +168,7 @@ class DeltaBOModel(SourceConditionedGP):
         progress: bool = True,
         task_feature: int | None = None,
         target_task_value: float | None = None,
+        source_only_features: int = 0,
     ) -> None:
         if residual_covariance not in RESIDUAL_COVARIANCES:
             raise ValueError(
@@ -193,6 +196,7 @@ class DeltaBOModel(SourceConditionedGP):
             transfer=source,
             task_feature=task_feature,
             target_task_value=target_task_value,
+            source_only_features=source_only_features,
             likelihood=likelihood,
             covar_module=covar_module
             if covar_module is not None

@@ -81,6 +81,8 @@ class DiffGP(PooledTransferGP):
             :class:`~botorch_transfer.models.base.SourceConditionedGP`).
         target_task_value: The target's value in that column (other values are
             refused).
+        source_only_features: Columns of Ax's queries for parameters only the
+            sources have, dropped (set by ``construct_inputs``).
 
     Example:
         >>> model = DiffGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -103,6 +105,7 @@ class DiffGP(PooledTransferGP):
         source_Yvar: float | None = None,
         task_feature: int | None = None,
         target_task_value: float | None = None,
+        source_only_features: int = 0,
     ) -> None:
         if source_Yvar is not None and not (
             isinstance(source_Yvar, (int, float))
@@ -121,6 +124,7 @@ class DiffGP(PooledTransferGP):
             transfer=source,
             task_feature=task_feature,
             target_task_value=target_task_value,
+            source_only_features=source_only_features,
             likelihood=likelihood,
             covar_module=covar_module,
             mean_module=mean_module,

@@ -89,6 +89,8 @@ class EnvGP(PooledTransferGP):
             :class:`~botorch_transfer.models.base.SourceConditionedGP`).
         target_task_value: The target's value in that column (other values are
             refused).
+        source_only_features: Columns of Ax's queries for parameters only the
+            sources have, dropped (set by ``construct_inputs``).
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -112,6 +114,7 @@ class EnvGP(PooledTransferGP):
         source_map: Literal["affine", "identity"] = "affine",
         task_feature: int | None = None,
         target_task_value: float | None = None,
+        source_only_features: int = 0,
     ) -> None:
         if source_map not in ("affine", "identity"):
             raise ValueError(
@@ -126,6 +129,7 @@ class EnvGP(PooledTransferGP):
             transfer=source,
             task_feature=task_feature,
             target_task_value=target_task_value,
+            source_only_features=source_only_features,
             likelihood=likelihood,
             covar_module=covar_module,
             mean_module=mean_module,

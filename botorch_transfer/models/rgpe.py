@@ -144,6 +144,8 @@ class RGPE(SourceConditionedGP):
             :class:`~botorch_transfer.models.base.SourceConditionedGP`).
         target_task_value: The target's value in that column (other values are
             refused).
+        source_only_features: Columns of Ax's queries for parameters only the
+            sources have, dropped (set by ``construct_inputs``).
 
     Example:
         >>> model = RGPE(train_X, train_Y, source=[TaskData(X1, Y1), TaskData(X2, Y2)])
@@ -169,6 +171,7 @@ class RGPE(SourceConditionedGP):
         progress: bool = True,
         task_feature: int | None = None,
         target_task_value: float | None = None,
+        source_only_features: int = 0,
     ) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(
@@ -189,6 +192,7 @@ class RGPE(SourceConditionedGP):
             transfer=source,
             task_feature=task_feature,
             target_task_value=target_task_value,
+            source_only_features=source_only_features,
         )
 
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[SourceLike]:
