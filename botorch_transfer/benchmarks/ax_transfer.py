@@ -11,8 +11,8 @@ extra.
 
 Run from the command line (a few minutes per seed on 2 cores)::
 
-    python -m botorch_transfer.benchmarks.ax_transfer --problem bohachevsky \
-        --trials 15 --seeds 3
+    python -m botorch_transfer.benchmarks.ax_transfer --problems bohachevsky \
+        gaussian-bumps --methods MultiTaskGP DeltaBOModel --trials 15 --seeds 3
 """
 
 from __future__ import annotations
@@ -170,13 +170,46 @@ def ax_transfer_comparison(
     return pd.DataFrame(rows)
 
 
+def summary_table(df: pd.DataFrame, baseline: str = "MultiTaskGP") -> pd.DataFrame:
+    r"""Per problem and method: mean final simple regret, mean cumulative regret
+    (the sum of the per-trial simple regret) with its standard error, and the
+    cumulative regret relative to ``baseline`` (same problem, same seeds).
+
+    Args:
+        df: Rows of :func:`ax_transfer_comparison`, with a ``problem`` column.
+        baseline: The method the ratio is taken against.
+
+    Returns:
+        A DataFrame indexed by ``problem`` and ``method``.
+    """
+    per_run = df.groupby(["problem", "method", "seed"]).agg(
+        final=("regret", "last"), cumulative=("regret", "sum")
+    )
+    grouped = per_run.groupby(["problem", "method"])
+    table = pd.DataFrame(
+        {
+            "seeds": grouped.size(),
+            "final_regret": grouped.final.mean(),
+            "cumulative_regret": grouped.cumulative.mean(),
+            "cumulative_se": grouped.cumulative.sem(),
+        }
+    )
+    if baseline in df.method.unique():
+        reference = table.xs(baseline, level="method").cumulative_regret
+        problems = table.index.get_level_values("problem")
+        table[f"vs_{baseline}"] = (
+            table.cumulative_regret.to_numpy() / reference.loc[problems].to_numpy()
+        )
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    r"""Command line: print the mean final regret per method."""
+    r"""Command line: print regret per problem and method (see ``summary_table``)."""
     from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP
 
     classes = {c.__name__: c for c in (MultiTaskGP, DeltaBOModel, EnvGP, DiffGP, RGPE)}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problem", default="bohachevsky")
+    parser.add_argument("--problem", "--problems", nargs="+", default=["bohachevsky"])
     parser.add_argument(
         "--methods", nargs="+", default=["MultiTaskGP", "DeltaBOModel"], choices=classes
     )
@@ -184,17 +217,24 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--init", type=int, default=3)
     parser.add_argument("--n-source", type=int, default=60)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--output", help="CSV file for the per-trial regret rows")
     args = parser.parse_args(argv)
-    df = ax_transfer_comparison(
-        args.problem,
-        [classes[m] for m in args.methods],
-        trials=args.trials,
-        initialization_trials=args.init,
-        n_source=args.n_source,
-        seeds=range(args.seeds),
-    )
-    final = df[df.trial == df.trial.max()].groupby("method").regret
-    print(pd.DataFrame({"mean": final.mean(), "std": final.std()}).to_string())
+    frames = []
+    for problem in args.problem:
+        frame = ax_transfer_comparison(
+            problem,
+            [classes[m] for m in args.methods],
+            trials=args.trials,
+            initialization_trials=args.init,
+            n_source=args.n_source,
+            seeds=range(args.seeds),
+        )
+        frames.append(frame.assign(problem=problem))
+        df = pd.concat(frames, ignore_index=True)
+        if args.output:
+            df.to_csv(args.output, index=False)
+    with pd.option_context("display.float_format", "{:.3f}".format):
+        print(summary_table(df).to_string())
     return df
 
 

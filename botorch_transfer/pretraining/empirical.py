@@ -77,18 +77,6 @@ def shared_inputs(tasks: Sequence[TaskData]) -> MatchingInputGroup:
     return groups[0]
 
 
-def _model_at_index_points(
-    K: Tensor, K_noisy: Tensor, mean_hat: Tensor, cov: Tensor, c: Tensor
-) -> tuple[Tensor, Tensor]:
-    r"""The empirical prior's mean and (noise-free) covariance at ``V``."""
-    L = torch.linalg.cholesky(K_noisy)
-    alpha = torch.cholesky_solve((mean_hat - c).unsqueeze(-1), L)
-    P = torch.cholesky_solve(K, L).transpose(-1, -2)  # K (K + s^2 I)^{-1}
-    mean = c + (K @ alpha).squeeze(-1)
-    cov = K + P @ (cov - K_noisy) @ P.transpose(-1, -2)
-    return mean, cov
-
-
 def _gaussian_log_likelihood(y: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
     L = torch.linalg.cholesky(cov)
     z = torch.linalg.solve_triangular(L, (y - mean).unsqueeze(-1), upper=False)
@@ -161,6 +149,10 @@ def fit_empirical_prior(
         K = kernel(V).to_dense()
         jitter = 1e-8 if dtype == torch.float64 else 1e-5
         K_noisy = K + (noise + Yvar + jitter) * eye
+        L = torch.linalg.cholesky(K_noisy)
+        # the hierarchical GP at V: given f(V) ~ N(m, S), its mean is c + P (m - c)
+        # and its covariance K + P (S - K_noisy) P^T, with P = K (K + s^2 I)^{-1}
+        P = torch.cholesky_solve(K, L).transpose(-1, -2)
         # --- shrinkage by leave-one-task-out likelihood (needs >= 2 tasks left) ---
         if N >= 3:
             others = (~torch.eye(N, dtype=torch.bool, device=device)).float().to(Y)
@@ -168,11 +160,12 @@ def fit_empirical_prior(
             centered = Y.unsqueeze(0) - mean_loo.unsqueeze(1)  # N(left out) x N x M
             centered = centered * others.unsqueeze(-1)
             cov_loo = centered.transpose(-1, -2) @ centered / (N - 2)
+            mean = c + (mean_loo - c) @ P.transpose(-1, -2)
+            # S - K_noisy = (1 - lam) (cov_loo - K_noisy): one product for all lam
+            spread = P @ (cov_loo - K_noisy) @ P.transpose(-1, -2)
             scores = []
             for lam in SHRINKAGE_GRID:
-                S = (1 - lam) * cov_loo + lam * K_noisy
-                mean, cov = _model_at_index_points(K, K_noisy, mean_loo, S, c)
-                cov = cov + (noise + Yvar + jitter) * eye
+                cov = K + (1 - lam) * spread + (noise + Yvar + jitter) * eye
                 loo = -_gaussian_log_likelihood(Y, mean, cov).mean() / M
                 scores.append(float(loo))
                 history.append({"shrinkage": lam, "loo_nll": scores[-1]})
@@ -183,7 +176,6 @@ def fit_empirical_prior(
         mean_hat = Y.mean(0)
         cov_hat = (Y - mean_hat).transpose(0, 1) @ (Y - mean_hat) / max(N - 1, 1)
         S = (1 - lam) * cov_hat + lam * K_noisy
-        L = torch.linalg.cholesky(K_noisy)
         alpha = torch.cholesky_solve((mean_hat - c).unsqueeze(-1), L).squeeze(-1)
         K_inv = torch.cholesky_inverse(L)
         structure.index_points.copy_(V)

@@ -187,12 +187,7 @@ def pretrain_prior(
                 "No matching-input group has a non-zero empirical covariance."
             )
 
-    X_all, offset, scale = _outcome_statistics(train_tasks)
-    lower, upper = (
-        (X_all.min(0).values, X_all.max(0).values)
-        if bounds is None
-        else (bounds[0], bounds[1])
-    )
+    lower, upper, offset, scale = _prior_maps(train_tasks, bounds)
     with torch.random.fork_rng(devices=[X0.device] if X0.device.type == "cuda" else []):
         torch.manual_seed(seed)
         prior = PretrainedPrior(
@@ -286,16 +281,21 @@ def _all_inputs_shared(tasks: Sequence[TaskData]) -> bool:
     )
 
 
-def _outcome_statistics(tasks: Sequence[TaskData]) -> tuple[Tensor, Tensor, Tensor]:
-    r"""All inputs, and the mean and standard deviation of all outcomes (1 when
-    they are constant): the prior's fixed outcome map."""
+def _prior_maps(
+    tasks: Sequence[TaskData], bounds: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""The prior's fixed maps: input bounds (``bounds``, or the range of all
+    inputs), and the mean and standard deviation of all outcomes (1 when they are
+    constant)."""
     Y_all = torch.cat([t.Y.reshape(-1) for t in tasks])
     X_all = torch.cat([t.X for t in tasks])
     offset = Y_all.mean()
     scale = Y_all.std() if Y_all.numel() > 1 else torch.ones_like(offset)
     if not scale > 0:
         scale = torch.ones_like(offset)
-    return X_all, offset, scale
+    if bounds is None:
+        return X_all.min(0).values, X_all.max(0).values, offset, scale
+    return bounds[0], bounds[1], offset, scale
 
 
 def _empirical_prior(
@@ -303,12 +303,7 @@ def _empirical_prior(
 ) -> PretrainedPrior:
     r"""``objective="empirical"``: see :mod:`botorch_transfer.pretraining.empirical`."""
     group = shared_inputs(tasks)
-    X_all, offset, scale = _outcome_statistics(tasks)
-    lower, upper = (
-        (X_all.min(0).values, X_all.max(0).values)
-        if bounds is None
-        else (bounds[0], bounds[1])
-    )
+    lower, upper, offset, scale = _prior_maps(tasks, bounds)
     prior = PretrainedPrior(
         lower,
         upper,
@@ -317,8 +312,8 @@ def _empirical_prior(
         mean="empirical",
         kernel="empirical",
         num_index_points=group.X.shape[0],
-    ).to(X_all)
-    with torch.random.fork_rng(devices=[X_all.device] if X_all.is_cuda else []):
+    ).to(group.X)
+    with torch.random.fork_rng(devices=[group.X.device] if group.X.is_cuda else []):
         torch.manual_seed(seed)
         history = fit_empirical_prior(prior, group)
     prior.training_history = history

@@ -4,10 +4,14 @@ import pytest
 
 pytest.importorskip("ax")
 
+import pandas as pd  # noqa: E402
 from botorch.models import MultiTaskGP  # noqa: E402
 
 from botorch_transfer import DeltaBOModel  # noqa: E402
-from botorch_transfer.benchmarks.ax_transfer import ax_transfer_comparison  # noqa: E402
+from botorch_transfer.benchmarks.ax_transfer import (  # noqa: E402
+    ax_transfer_comparison,
+    summary_table,
+)
 
 
 def test_multitask_gp_and_delta_bo_through_ax():
@@ -31,3 +35,19 @@ def test_multitask_gp_and_delta_bo_through_ax():
 def test_trials_must_exceed_the_initialization():
     with pytest.raises(ValueError, match="trials"):
         ax_transfer_comparison(trials=2, initialization_trials=2)
+
+
+def test_summary_table_cumulative_regret_and_ratio():
+    rows = [
+        ("p", method, seed, trial, regret)
+        for method, scale in (("MultiTaskGP", 1.0), ("DeltaBOModel", 0.5))
+        for seed in (0, 1)
+        for trial, regret in enumerate([3.0 * scale, (1.0 + seed) * scale])
+    ]
+    df = pd.DataFrame(rows, columns=["problem", "method", "seed", "trial", "regret"])
+    table = summary_table(df)
+    mtgp, delta = table.loc[("p", "MultiTaskGP")], table.loc[("p", "DeltaBOModel")]
+    # cumulative regret per seed: 4 and 5 (mean 4.5); final regret 1 and 2
+    assert mtgp.cumulative_regret == 4.5 and mtgp.final_regret == 1.5
+    assert mtgp.cumulative_se == pytest.approx(0.5) and mtgp.seeds == 2
+    assert delta.cumulative_regret == 2.25 and delta.vs_MultiTaskGP == 0.5
