@@ -166,29 +166,7 @@ def rbv2_xgboost(target: str = "acc") -> MetaProblem:
     16 s with Jeffreys but over 4 minutes with the Wasserstein distance on ~100
     meta-tasks, per split and variant, on one shared CPU core).
     """
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
-
-    bench = YahpoSurrogate("rbv2_xgboost", target)
-
-    def evaluate(task: int, X: Tensor) -> Tensor:
-        return bench(bench.instances[task], X)
-
-    return MetaProblem(
-        name="rbv2-xgboost",
-        description=f"rbv2_xgboost (YAHPO surrogate): {len(bench.instances)} tasks, "
-        f"booster + 12 XGBoost hyperparameters, {target}",
-        dim=bench.dim,
-        n_tasks=len(bench.instances),
-        evaluate=evaluate,
-        n_history=50,
-        observation_noise=0.0,
-        pool_size=300,
-        iterations=50,
-        n_init=5,
-        test_fraction=0.15,
-        normalize_regret=True,
-        cmbo_n_clusters=3,
-    )
+    return _rbv2_problem("rbv2_xgboost", target, "booster + 12 XGBoost hyperparameters")
 
 
 def rbv2_rpart(target: str = "acc") -> MetaProblem:
@@ -205,17 +183,23 @@ def rbv2_rpart(target: str = "acc") -> MetaProblem:
     their maxima (``trainsize=1``, ``repl=10``); no parameter is conditional. The
     surrogate is noise-free.
     """
+    return _rbv2_problem("rbv2_rpart", target, "imputation + 4 rpart hyperparameters")
+
+
+def _rbv2_problem(scenario: str, target: str, space: str) -> MetaProblem:
+    r"""A YAHPO rbv2 scenario under the cm-BO Sec. 4.1 protocol (see
+    :func:`rbv2_xgboost`); ``space`` describes its search space."""
     from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
 
-    bench = YahpoSurrogate("rbv2_rpart", target)
+    bench = YahpoSurrogate(scenario, target)
 
     def evaluate(task: int, X: Tensor) -> Tensor:
         return bench(bench.instances[task], X)
 
     return MetaProblem(
-        name="rbv2-rpart",
-        description=f"rbv2_rpart (YAHPO surrogate): {len(bench.instances)} tasks, "
-        f"imputation + 4 rpart hyperparameters, {target}",
+        name=scenario.replace("_", "-"),
+        description=f"{scenario} (YAHPO surrogate): {len(bench.instances)} tasks, "
+        f"{space}, {target}",
         dim=bench.dim,
         n_tasks=len(bench.instances),
         evaluate=evaluate,

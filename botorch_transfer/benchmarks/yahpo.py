@@ -25,6 +25,19 @@ import torch
 from torch import Tensor
 
 #: Column orders of the surrogates' inputs and outputs (checked against yahpo-gym).
+#: The outputs of every rbv2 surrogate, in its column order.
+RBV2_TARGETS = [
+    "acc",
+    "bac",
+    "auc",
+    "brier",
+    "f1",
+    "logloss",
+    "timetrain",
+    "timepredict",
+    "memory",
+]
+
 SCENARIOS = {
     "lcbench": {
         "instance": "OpenML_task_id",
@@ -72,17 +85,7 @@ SCENARIOS = {
             "trainsize",
             "repl",
         ],
-        "targets": [
-            "acc",
-            "bac",
-            "auc",
-            "brier",
-            "f1",
-            "logloss",
-            "timetrain",
-            "timepredict",
-            "memory",
-        ],
+        "targets": RBV2_TARGETS,
         "fidelity": {"trainsize": 1.0, "repl": 10},
         "tuned_cat": ["booster"],
         "fixed_cat": {"num.impute.selected.cpo": "impute.mean"},
@@ -95,17 +98,7 @@ SCENARIOS = {
         "instance": "task_id",
         "cat": ["task_id", "num.impute.selected.cpo"],
         "cont": ["cp", "maxdepth", "minbucket", "minsplit", "trainsize", "repl"],
-        "targets": [
-            "acc",
-            "bac",
-            "auc",
-            "brier",
-            "f1",
-            "logloss",
-            "timetrain",
-            "timepredict",
-            "memory",
-        ],
+        "targets": RBV2_TARGETS,
         "fidelity": {"trainsize": 1.0, "repl": 10},
         "tuned_cat": ["num.impute.selected.cpo"],
     },

@@ -310,13 +310,13 @@ def test_rank_and_solved_hand_computed():
         rank_and_solved(records + [{**records[0], "problem": "q"}])
 
 
-def _rbv2_bench():
+def _rbv2_bench(scenario="rbv2_xgboost"):
     pytest.importorskip("onnxruntime")
     from botorch_transfer.benchmarks.yahpo import YahpoSurrogate, default_data_dir
 
-    if not (default_data_dir() / "rbv2_xgboost" / "model.onnx").exists():
-        pytest.skip("YAHPO rbv2_xgboost data not available")
-    return YahpoSurrogate("rbv2_xgboost", "acc")
+    if not (default_data_dir() / scenario / "model.onnx").exists():
+        pytest.skip(f"YAHPO {scenario} data not available")
+    return YahpoSurrogate(scenario, "acc")
 
 
 def test_rbv2_surrogate_imputes_inactive_parameters_like_yahpo_gym():
@@ -398,17 +398,8 @@ def test_rbv2_surrogate_values_and_determinism():
     assert problem.test_fraction == 0.15 and problem.normalize_regret
 
 
-def _rpart_bench():
-    pytest.importorskip("onnxruntime")
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate, default_data_dir
-
-    if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
-        pytest.skip("YAHPO rbv2_rpart data not available")
-    return YahpoSurrogate("rbv2_rpart", "acc")
-
-
 def test_rbv2_rpart_surrogate_inputs_and_values():
-    bench = _rpart_bench()
+    bench = _rbv2_bench("rbv2_rpart")
     assert bench.dim == 5 and len(bench.instances) == 117
     assert [p.name for p in bench.params] == [
         "num.impute.selected.cpo",
@@ -447,7 +438,7 @@ def test_rbv2_rpart_surrogate_inputs_and_values():
 
 
 def test_rbv2_rpart_meta_run_from_the_cli(tmp_path, capsys):
-    _rpart_bench()
+    _rbv2_bench("rbv2_rpart")
     main(["list"])
     assert "rbv2-rpart" in capsys.readouterr().out
     main(
