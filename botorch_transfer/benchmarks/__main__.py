@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import multiprocessing
+import signal
 import sys
 import textwrap
 from collections import defaultdict
@@ -130,14 +131,32 @@ def _report(path: Path, records: list[dict], skipped: list[str], dropped: int) -
         )
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @contextmanager
 def _executor(args: argparse.Namespace) -> Iterator[Executor]:
     r"""A local process pool, or a dask.distributed cluster's executor."""
     if args.dask_scheduler is None:
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")
-        ) as pool:
+        )
+        # SIGTERM (e.g. `kill`, a job scheduler) ends the sweep as Ctrl-C does
+        previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        try:
             yield pool
+        except BaseException:
+            # stop the workers too: left alone, they would go on with the queued
+            # runs and append them to the results file after the parent is gone
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in list((pool._processes or {}).values()):
+                process.terminate()
+            raise
+        else:
+            pool.shutdown(wait=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         return
     try:
         from dask.distributed import Client
@@ -189,6 +208,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.problems = list(track.problems)
     if args.methods is None:
         args.methods = list(track.methods)
+    if args.seeds is None:
+        args.seeds = track.seeds
     for module in args.plugin:
         importlib.import_module(module)
     _check_names(args.problems, args.methods)
@@ -376,7 +397,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME",
         help="methods listed below (default: the track's)",
     )
-    run.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
+    run.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=None,
+        help="seeds 0..N-1 (default: the track's, 3 for quick, 5 otherwise)",
+    )
     run.add_argument(
         "--iterations",
         type=positive_int,
@@ -437,6 +463,12 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args)
     except UsageError as e:
         command.error(str(e))
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: the workers are stopped; finished runs stay recorded
+        raise SystemExit(
+            f"interrupted; the finished runs are in {args.out / RESULTS} (the same "
+            "command resumes)"
+        ) from None
 
 
 if __name__ == "__main__":

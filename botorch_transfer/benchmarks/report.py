@@ -674,8 +674,14 @@ def plot_regret(
 
     fig = regret_figure(records, log_y=log_y)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    # write aside and rename: a reader (or an interrupted run) never sees half a PNG
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        fig.savefig(partial, dpi=dpi, format=path.suffix[1:] or "png")
+        partial.replace(path)
+    finally:
+        plt.close(fig)
+        partial.unlink(missing_ok=True)
     return path
 
 

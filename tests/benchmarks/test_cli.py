@@ -136,3 +136,38 @@ def test_run_help_names_the_problems_and_methods(capsys):
     words = set(out.replace(",", " ").split())  # names are never split by wrapping
     assert set(PROBLEMS) | set(META_PROBLEMS) | set(available_methods()) <= words
     assert "`list`" in words
+
+
+# ------------------------------------------------------------ interruption
+
+
+def _lines(path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_sigterm_stops_the_workers_too(tmp_path):
+    # a sweep of quick runs; after SIGTERM to `run` no worker may go on appending
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "botorch_transfer.benchmarks", "run", *RUN]
+    command += ["--seeds", "400", "--iterations", "2", "--out", str(out)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while _lines(results) < 3 and time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.2)
+    assert _lines(results) >= 3, "the sweep did not start"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0 and "interrupted" in stderr
+    stopped = _lines(results)
+    assert stopped < 400
+    time.sleep(3)  # a surviving worker would append a run every few milliseconds
+    assert _lines(results) == stopped

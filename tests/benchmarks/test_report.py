@@ -50,6 +50,34 @@ def test_summary_and_plot(tmp_path):
     assert table.count(f"{2.0:>14.4f} +- {1.96 / math.sqrt(3):<7.4f}") == 2
     assert plot_regret(records, tmp_path / "r.png").stat().st_size > 0
     assert plot_regret(records, tmp_path / "log.png", log_y=True).stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.png", "r.png"]
+
+
+def test_an_interrupted_plot_leaves_the_previous_one(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    records = [
+        {
+            "problem": "p",
+            "method": "a",
+            "seed": s,
+            "cumulative_regret": [1.0, 1.5],
+            "optimum_is_exact": True,
+        }
+        for s in range(2)
+    ]
+    path = tmp_path / "regret.png"
+    path.write_bytes(b"previous plot")
+
+    def half_written(self, fname, **kwargs):
+        open(fname, "wb").write(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", half_written)
+    with pytest.raises(KeyboardInterrupt):
+        plot_regret(records, path)
+    assert path.read_bytes() == b"previous plot"
+    assert [p.name for p in tmp_path.iterdir()] == ["regret.png"]
 
 
 def test_ratio_to_the_no_transfer_gp_by_hand():
