@@ -48,16 +48,17 @@ from typing import Any
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.models.ensemble import EnsembleModel
-from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.optim import optimize_acqf
+from botorch.sampling.base import MCSampler
+from botorch.sampling.index_sampler import IndexSampler
 from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.models.base import SingleOutputTargetMixin
-from botorch_transfer.validation import validate_training_data
+from botorch_transfer.validation import check_query_inputs, validate_training_data
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
@@ -383,8 +384,10 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         self._has_transformed_inputs = True
         # the input transform is fitted; anchors and predictions use it as is
         self.eval()
-        self.register_buffer("train_X", train_X.detach().clone())
-        self.register_buffer("train_Y", train_Y.detach().clone())
+        # Only theta_0 (and the transforms) are the model's state: everything else
+        # is derived from the data and retrained, never loaded (see `fit`).
+        self.register_buffer("train_X", train_X.detach().clone(), persistent=False)
+        self.register_buffer("train_Y", train_Y.detach().clone(), persistent=False)
 
         # Layer layout of the flat whitened parameter vector theta (one row per member).
         in_dim = self._features(
@@ -420,34 +423,19 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
                     raise ValueError("`anchors` contains NaN or infinite values.")
                 with torch.no_grad():
                     anchors_model = self.transform_inputs(anchors.to(train_X))
-            reg_points = torch.cat([X_model, anchors_model], dim=0)
-            if reg_points.shape[0] == 0:
+            if n + anchors_model.shape[0] == 0:
                 raise ValueError(
                     "regularizer='function' needs training data or anchors; "
                     "both are empty."
                 )
-            with torch.no_grad():
-                g0 = self._net(self.initial_parameters, reg_points)
         else:
             if anchors is not None:
                 raise ValueError("`anchors` are only used with regularizer='function'.")
-            reg_points, g0 = None, None
-        # Z (model input space) and g_theta_0(Z) of the function-space regularizer
-        self.register_buffer("regularization_points", reg_points)
-        self.register_buffer("initial_outputs", g0)
-
-        y = train_Y_model.squeeze(-1)
-        if loss == "cross_entropy" and n > 0:
-            # u_t(y) = 1[y >= tau_t], tau_t the empirical (1 - gamma)-quantile
-            # (Sec. 2.3)
-            tau = torch.quantile(train_Y.squeeze(-1), 1.0 - self.gamma)
-            y = (train_Y.squeeze(-1) >= tau).to(train_Y)
-        else:
-            tau = None
-        self.register_buffer("tau", None if tau is None else tau.detach().clone())
-        self.register_buffer("train_targets", y.detach().clone())
-        self.register_buffer("train_X_model", X_model.detach().clone())
-        self.register_buffer("trained_parameters", self._train())
+            anchors_model = None
+        # the anchors of the function-space regularizer, in model input space
+        self.register_buffer("anchors_model", anchors_model, persistent=False)
+        self._set_training_data(X_model, train_Y_model, train_Y)
+        self.register_load_state_dict_post_hook(_retrain_if_draws_changed)
         self.eval()
 
     # ----------------------------------------------------------------- network
@@ -458,36 +446,87 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         r"""The raw output (regression value or logit) of every member.
 
         Args:
-            theta: ``s x P`` whitened parameters.
-            X: ``N x d`` inputs in the model's input space.
+            theta: ``batch x s x P`` whitened parameters (``batch`` may be empty).
+            X: ``batch' x N x d`` inputs in the model's input space, ``batch'``
+                broadcastable with ``batch``.
 
         Returns:
-            ``s x N`` outputs.
+            ``broadcast(batch, batch') x s x N`` outputs.
         """
         act = ACTIVATIONS[self.activation]
-        h = self._features(X).unsqueeze(0).expand(theta.shape[0], -1, -1)
+        h = self._features(X).unsqueeze(-3)  # batch' x 1 x N x F: shared by members
         offset, last = 0, len(self._layout) - 1
         for layer, (fan_out, fan_in) in enumerate(self._layout):
-            W = theta[:, offset : offset + fan_out * fan_in].reshape(
-                -1, fan_out, fan_in
+            W = theta[..., offset : offset + fan_out * fan_in].unflatten(
+                -1, (fan_out, fan_in)
             )
             offset += fan_out * fan_in
-            b = theta[:, offset : offset + fan_out]
+            b = theta[..., offset : offset + fan_out]
             offset += fan_out
             scale = (self.input_scale if layer == 0 else self.weight_scale) / math.sqrt(
                 fan_in
             )
-            # batched over members: s x N x fan_in @ s x fan_in x fan_out
-            h = torch.baddbmm(
-                (self.bias_scale * b).unsqueeze(-2), h, W.transpose(-1, -2), alpha=scale
-            )
+            # batched over training sets and members (h is shared by the members)
+            h = scale * (h @ W.transpose(-1, -2)) + (self.bias_scale * b).unsqueeze(-2)
             if layer < last:
                 h = act(h)
         return h.squeeze(-1)
 
+    def _set_training_data(self, X_model: Tensor, Y_model: Tensor, Y: Tensor) -> None:
+        r"""Store the data of eq. 10 and train the members on it.
+
+        Args:
+            X_model: ``batch x n x d`` transformed inputs.
+            Y_model: ``batch x n x 1`` transformed outcomes (squared loss).
+            Y: ``batch x n x 1`` raw outcomes (the LFBO labels' threshold).
+        """
+        n = X_model.shape[-2]
+        self.lambda_t = _lambda_value(self.lambda_schedule, n)
+        if self.regularizer == "function":
+            anchors = self.anchors_model.expand(*X_model.shape[:-2], -1, -1)
+            reg_points = torch.cat([X_model, anchors], dim=-2)
+        else:
+            reg_points = None
+        # Z (model input space) of the function-space regularizer; g_theta_0(Z) is
+        # computed with theta_0 when training
+        self.register_buffer("regularization_points", reg_points, persistent=False)
+        y = Y_model.squeeze(-1)
+        if self.loss == "cross_entropy" and n > 0:
+            # u_t(y) = 1[y >= tau_t], tau_t the empirical (1 - gamma)-quantile of each
+            # training set (Sec. 2.3)
+            tau = torch.quantile(Y.squeeze(-1), 1.0 - self.gamma, dim=-1, keepdim=True)
+            y = (Y.squeeze(-1) >= tau).to(Y)
+            tau = tau.squeeze(-1)
+        else:
+            tau = None
+        self.register_buffer(
+            "tau", None if tau is None else tau.detach().clone(), persistent=False
+        )
+        self.register_buffer("train_targets", y.detach().clone(), persistent=False)
+        self.register_buffer(
+            "train_X_model", X_model.detach().clone(), persistent=False
+        )
+        self._retrain()
+
+    def _retrain(self) -> None:
+        r"""Train the members from the current ``initial_parameters`` (eq. 10)."""
+        batch = self.train_X_model.shape[:-2]
+        if self.regularizer == "function":
+            with torch.no_grad():
+                g0 = self._net(self.initial_parameters, self.regularization_points)
+        else:
+            g0 = None
+        self.register_buffer("initial_outputs", g0, persistent=False)
+        theta = self._train(batch)
+        self.register_buffer("trained_parameters", theta, persistent=False)
+        # the draws the members were trained from (`fit` and state-dict loading)
+        self.register_buffer(
+            "_trained_from", self.initial_parameters.detach().clone(), persistent=False
+        )
+
     def _objective(self, theta: Tensor) -> Tensor:
-        r"""Eq. 10 for every member: ``s`` values (the members' problems are
-        separable)."""
+        r"""Eq. 10 for every member of every training set: ``batch x s`` values (the
+        members' problems are separable)."""
         if self.regularizer == "parameter":
             reg = (theta - self.initial_parameters).pow(2).sum(-1)
         else:
@@ -497,21 +536,22 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
                 .sum(-1)
             )
         total = 0.5 * self.lambda_t * reg
-        if self.train_X_model.shape[0] > 0:
+        if self.train_X_model.shape[-2] > 0:
             out = self._net(theta, self.train_X_model)
-            z = self.train_targets
+            z = self.train_targets.unsqueeze(-2).expand_as(out)
             if self.loss == "squared":
                 data = 0.5 * (out - z).pow(2)  # eq. 3
             else:  # eq. 2, with g the logit of the class probability
                 data = torch.nn.functional.binary_cross_entropy_with_logits(
-                    out, z.expand_as(out), reduction="none"
+                    out, z, reduction="none"
                 )
             total = total + data.sum(-1)
         return total
 
-    def _train(self) -> Tensor:
-        theta0 = self.initial_parameters
-        if self.train_X_model.shape[0] == 0:
+    def _train(self, batch: torch.Size = torch.Size()) -> Tensor:
+        # every training set's members start from the same draws theta_0
+        theta0 = self.initial_parameters.expand(*batch, -1, -1)
+        if self.train_X_model.shape[-2] == 0:
             return theta0.clone()  # with no data, theta_0 minimizes eq. 10 exactly
         theta = theta0.clone().requires_grad_(True)
         with torch.enable_grad():
@@ -561,31 +601,29 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         r"""The members' outputs at (already transformed) inputs ``X``.
 
         Args:
-            X: ``batch x q x d`` inputs in the model's input space.
+            X: ``batch x q x d`` inputs in the model's input space (``batch``
+                broadcastable with the model's ``batch_shape``).
             raw: Return the networks' raw outputs (logits for ``"cross_entropy"``)
                 instead of the predictions in model units.
 
         Returns:
             ``batch x s x q x 1`` outputs.
         """
-        batch, q = X.shape[:-2], X.shape[-2]
-        out = self._net(
-            self.trained_parameters, X.reshape(-1, X.shape[-1])
-        )  # s x (batch*q)
+        out = self._net(self.trained_parameters, X)  # batch x s x q
         if self.loss == "cross_entropy" and not raw:
             out = torch.sigmoid(out)
-        out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
         return out.unsqueeze(-1)
 
     @property
     def target_X(self) -> Tensor:
-        r"""``n x d`` training inputs, raw (``X_baseline`` for BoTorch)."""
+        r"""``batch_shape x n x d`` training inputs, raw (``X_baseline`` for
+        BoTorch)."""
         return self.train_X
 
     @property
     def target_Y(self) -> Tensor:
-        r"""``n x 1`` observations in the user's units (``best_f`` for BoTorch:
-        ``model.target_Y.max()``)."""
+        r"""``batch_shape x n x 1`` observations in the user's units (``best_f`` for
+        BoTorch: ``model.target_Y.max()``)."""
         return self.train_Y
 
     @property
@@ -595,9 +633,10 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
 
     @property
     def batch_shape(self) -> torch.Size:
-        r"""Empty: one training set (the members are the ensemble dimension, not a
-        batch)."""
-        return torch.Size([])
+        r"""The batch of training sets: empty for a model built from ``n x d`` data,
+        ``num_fantasies x batch`` for a fantasy model (the members are the ensemble
+        dimension, not a batch)."""
+        return self.trained_parameters.shape[:-2]
 
     def posterior(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
         r"""BoTorch's ``EnsembleModel.posterior`` at ``batch_shape x q x d`` raw ``X``
@@ -613,19 +652,46 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         return self.member_outputs(X.to(dtype)).to(X.dtype)
 
     def objective(self) -> Tensor:
-        r"""Eq. 10 at the trained parameters, one value per member (``s``)."""
+        r"""Eq. 10 at the trained parameters, one value per member (``batch x s``)."""
         return self._objective(self.trained_parameters)
+
+    def fit(self) -> RandomizedNNEnsemble:
+        r"""Train the members on the model's data (eq. 10) unless they already are
+        trained from the current draws ``initial_parameters``.
+
+        The model trains at construction, and again when ``load_state_dict`` brings
+        other draws ``theta_0`` (the state dict holds the draws and the transforms,
+        never the trained members, which depend on the data). So ``fit`` trains only
+        where that has not happened; it is what Ax's surrogate calls (``import
+        botorch_transfer.ax`` registers it with Ax's ``fit_botorch_model``). There is
+        nothing for ``fit_gpytorch_mll`` to fit: the model has no likelihood.
+
+        Returns:
+            The model itself, trained.
+        """
+        if not torch.equal(self._trained_from, self.initial_parameters):
+            self._retrain()
+        return self
 
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, **kwargs: Any
     ) -> RandomizedNNEnsemble:
-        r"""The ensemble trained again on the training data plus ``(X, Y)``: same
-        settings and seed, so the same prior draws ``theta_0`` (eq. 10). Training is
-        the conditioning here; there is no cheaper update.
+        r"""The ensemble trained again on its training data plus ``(X, Y)``, from the
+        same draws ``theta_0`` (eq. 10). Training is the conditioning here; there is no
+        cheaper update.
+
+        - ``X`` ``m x d`` and ``Y`` ``m x 1`` (one training set): the model built
+          on all the data with the same settings and draws, its transforms fitted
+          again, exactly as if constructed on it.
+        - ``Y`` with batch dimensions, ``batch x m x 1`` (fantasies, from
+          :meth:`fantasize`): one training set per batch entry, each the training
+          data plus its ``(X, Y)``; the transforms stay as they are, as BoTorch's GPs
+          condition. The result has ``batch_shape = batch``.
 
         Args:
-            X: ``m x d`` new raw inputs.
-            Y: ``m x 1`` new observations in the user's units.
+            X: ``batch_x x m x d`` new raw inputs (``batch_x`` broadcastable with
+                ``Y``'s batch).
+            Y: ``batch x m x 1`` new observations in the user's units.
 
         Returns:
             A new, trained ``RandomizedNNEnsemble``.
@@ -634,39 +700,128 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             raise ValueError(
                 "`noise` must be None: the ensemble has no observation noise (eq. 10)."
             )
-        if X.dim() != 2 or Y.dim() != 2 or Y.shape != (X.shape[0], 1):
+        check_query_inputs(X, self.train_X.shape[-1], "X")
+        if not isinstance(Y, Tensor) or Y.dim() < 2 or Y.shape[-2:] != (X.shape[-2], 1):
             raise ValueError(
-                "condition_on_observations takes `X` of shape m x d and `Y` of shape "
-                f"m x 1 (no batches of training sets), got {tuple(X.shape)} and "
-                f"{tuple(Y.shape)}."
+                "condition_on_observations takes `X` of shape batch x m x d and `Y` of "
+                f"shape batch x m x 1, got {tuple(X.shape)} and "
+                f"{tuple(getattr(Y, 'shape', ()))}."
             )
+        if X.dim() == 2 and Y.dim() == 2 and self.batch_shape == torch.Size():
+            return self._trained_on_more_data(X, Y)
+        return self._conditioned_batch(X, Y)
+
+    def _trained_on_more_data(self, X: Tensor, Y: Tensor) -> RandomizedNNEnsemble:
         settings = dict(self._settings)
         for name in ("input_transform", "outcome_transform"):
             if isinstance(settings[name], Module):
                 settings[name] = copy.deepcopy(settings[name])
-        return type(self)(
+        model = type(self)(
             torch.cat([self.train_X, X.to(self.train_X)]),
             torch.cat([self.train_Y, Y.to(self.train_Y)]),
             **settings,
         )
+        # draws loaded from a state dict are not the seed's
+        model.initial_parameters.copy_(self.initial_parameters)
+        return model.fit()
 
-    def fantasize(self, *args: Any, **kwargs: Any) -> Model:
-        r"""Not supported: a fantasy model is a batch of models trained on sampled
-        outcomes, and this ensemble trains one training set at construction.
-
-        Use q-batch Monte-Carlo acquisition functions that need no fantasies (qUCB,
-        qLogEI, qLogNEI, or Thompson sampling with
-        :func:`randomized_nn_thompson_candidate`); for one extra observation use
-        :meth:`condition_on_observations`.
-        """
-        raise NotImplementedError(
-            "RandomizedNNEnsemble cannot fantasize: it trains one training set at "
-            "construction, and a fantasy model is a batch of models trained on "
-            "sampled outcomes. Use acquisition functions that need no fantasies "
-            "(qUpperConfidenceBound, qLogExpectedImprovement, "
-            "qLogNoisyExpectedImprovement, randomized_nn_thompson_candidate), or "
-            "condition_on_observations(X, Y) to train on one more observation."
+    def _conditioned_batch(self, X: Tensor, Y: Tensor) -> RandomizedNNEnsemble:
+        batch = torch.broadcast_shapes(X.shape[:-2], Y.shape[:-2], self.batch_shape)
+        n, m, d = self.train_X.shape[-2], X.shape[-2], X.shape[-1]
+        X_all = torch.cat(
+            [
+                self.train_X.expand(*batch, n, d),
+                X.to(self.train_X).expand(*batch, m, d),
+            ],
+            dim=-2,
         )
+        Y_all = torch.cat(
+            [
+                self.train_Y.expand(*batch, n, 1),
+                Y.to(self.train_Y).expand(*batch, m, 1),
+            ],
+            dim=-2,
+        )
+        model = copy.deepcopy(self)
+        model.eval()  # the transforms are applied as fitted, not fitted again
+        with torch.no_grad():
+            X_model = model.transform_inputs(X_all)
+            if hasattr(model, "outcome_transform"):
+                Y_model, _ = model.outcome_transform(Y_all, X=X_all)
+            else:
+                Y_model = Y_all
+        model.train_X, model.train_Y = X_all.detach().clone(), Y_all.detach().clone()
+        model._set_training_data(X_model, Y_model, Y_all)
+        return model
+
+    def fantasize(
+        self,
+        X: Tensor,
+        sampler: MCSampler,
+        observation_noise: Tensor | None = None,
+        **kwargs: Any,
+    ) -> RandomizedNNEnsemble:
+        r"""A fantasy model: outcomes at ``X`` drawn from the ensemble, and one ensemble
+        trained per draw on the training data plus the fantasies.
+
+        The draws are the members' predictions at ``X``: use an ``IndexSampler``
+        (BoTorch's sampler for ensembles; ``sampler.sample_shape`` fantasies, each a
+        randomly chosen member). Every fantasy trains the full ensemble again from
+        the same draws ``theta_0`` with the transforms kept fixed (see
+        :meth:`condition_on_observations`), so a fantasy model costs
+        ``num_fantasies x batch`` trainings, and no gradient flows from the fantasy
+        model back to ``X``. Use it where ``X`` is fixed: pending points of a batch
+        chosen one at a time, ``qKnowledgeGradient.evaluate(X, bounds)`` on given
+        candidates, a discrete search; not to optimize ``X`` of a look-ahead
+        acquisition by gradients (``optimize_acqf`` on ``qKnowledgeGradient``).
+        Not available for ``loss="cross_entropy"``, whose classifier predicts
+        ``P(y >= tau_t)``, not ``y``.
+
+        Args:
+            X: ``batch x q x d`` raw inputs of the fantasized observations.
+            sampler: An ``IndexSampler`` (``sample_shape``: the fantasies).
+            observation_noise: Must be ``None``: the ensemble has no noise.
+            **kwargs: Ignored (``propagate_grads``: no gradient flows).
+
+        Returns:
+            A ``RandomizedNNEnsemble`` with ``batch_shape = sample_shape x batch``.
+
+        Example:
+            >>> from botorch.sampling.index_sampler import IndexSampler
+            >>> X = torch.rand(8, 2, dtype=torch.float64)
+            >>> model = RandomizedNNEnsemble(X, X.sum(-1, keepdim=True), seed=0)
+            >>> fantasy = model.fantasize(
+            ...     torch.rand(1, 2, dtype=torch.float64), IndexSampler(torch.Size([4]))
+            ... )
+            >>> fantasy.batch_shape
+            torch.Size([4])
+        """
+        if self.loss == "cross_entropy":
+            raise NotImplementedError(
+                "fantasize needs a model of y: with loss='cross_entropy' the ensemble "
+                "predicts P(y >= tau_t). Use loss='squared' for fantasies."
+            )
+        if observation_noise is not None:
+            raise ValueError(
+                "`observation_noise` must be None: the ensemble has no observation "
+                "noise (eq. 10)."
+            )
+        if not isinstance(sampler, IndexSampler):
+            raise ValueError(
+                "`sampler` must be an IndexSampler (botorch.sampling.index_sampler): "
+                "the ensemble's fantasies are its members' predictions, got "
+                f"{type(sampler).__name__}. For qKnowledgeGradient pass "
+                "sampler=IndexSampler(torch.Size([num_fantasies]))."
+            )
+        self._check_X(X)
+        with torch.no_grad():
+            Y = sampler(self.posterior(X))  # sample_shape x batch x q x 1
+        return self.condition_on_observations(X.detach(), Y)
+
+
+def _retrain_if_draws_changed(module: RandomizedNNEnsemble, incompatible_keys) -> None:
+    r"""``load_state_dict`` post-hook: retrain when the loaded draws differ."""
+    module.fit()
 
 
 class _MemberOutput(AcquisitionFunction):

@@ -610,11 +610,138 @@ def test_condition_on_observations_retrains_with_the_same_draws():
         model.condition_on_observations(X[6:], Y[6:], noise=torch.ones(2, 1))
 
 
-def test_fantasize_says_why_not_and_what_to_use():
-    from botorch.sampling import SobolQMCNormalSampler
+def test_fantasize_trains_one_ensemble_per_fantasy_as_the_closed_form(device):
+    from botorch.sampling.index_sampler import IndexSampler
 
-    model = RandomizedNNEnsemble(*data(n=5), num_members=2, num_steps=5, seed=0)
-    with pytest.raises(NotImplementedError, match="qLogNoisyExpectedImprovement"):
-        model.fantasize(
-            torch.rand(1, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([2]))
+    X, Y = data(n=10, device=device)
+    model = linear_model(X, Y, lambda_schedule=0.3)
+    X_new = torch.rand(2, 3, 2, dtype=F64, device=device)  # batch 2, q = 3
+    fantasy = model.fantasize(X_new, IndexSampler(torch.Size([4]), seed=0))
+    assert fantasy.batch_shape == torch.Size([4, 2])
+    assert fantasy.target_X.shape == (4, 2, 13, 2)
+    members = model.posterior(X_new).values  # 2 x s x 3 x 1
+    Phi_new = design(model, X_new)  # 2 x 3 x P
+    theta0, eye = model.initial_parameters, torch.eye(Phi_new.shape[-1]).to(X)
+    for k in range(4):
+        for b in range(2):
+            Y_fantasy = fantasy.target_Y[k, b, 10:]
+            # each fantasy is one member's prediction at X_new (the IndexSampler)
+            assert any(
+                torch.allclose(Y_fantasy, members[b, j], atol=1e-12, rtol=0)
+                for j in range(model.num_members)
+            )
+            # eq. 10 on the data plus the fantasy: ridge to theta_0 in closed form
+            Phi = torch.cat([design(model, X), Phi_new[b]])
+            Y_all = torch.cat([Y, Y_fantasy])
+            expected = torch.linalg.solve(
+                Phi.T @ Phi + 0.3 * eye, Phi.T @ Y_all + 0.3 * theta0.T
+            ).T
+            torch.testing.assert_close(
+                fantasy.trained_parameters[k, b], expected, atol=1e-6, rtol=0
+            )
+    # the fantasy model's posterior broadcasts its batch with the query's
+    values = fantasy.posterior(torch.rand(2, 5, 2, dtype=F64, device=device)).values
+    assert values.shape == (4, 2, model.num_members, 5, 1)
+    assert model.batch_shape == torch.Size([])  # the model itself is unchanged
+
+
+def test_fantasies_keep_the_transforms_fixed():
+    from botorch.sampling.index_sampler import IndexSampler
+
+    X, Y = data(n=8)
+    model = RandomizedNNEnsemble(
+        4 * X,
+        10 * Y - 3,
+        num_members=3,
+        hidden=(8,),
+        num_steps=40,
+        seed=2,
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(m=1),
+    )
+    X_new = 4 * torch.rand(1, 2, dtype=F64)
+    fantasy = model.fantasize(X_new, IndexSampler(torch.Size([2]), seed=1))
+    torch.testing.assert_close(
+        fantasy.outcome_transform.means, model.outcome_transform.means
+    )
+    torch.testing.assert_close(
+        fantasy.input_transform.coefficient, model.input_transform.coefficient
+    )
+    # fantasy k is the ensemble trained on the augmented data in model units
+    for k in range(2):
+        X_all, Y_all = fantasy.target_X[k], fantasy.target_Y[k]
+        reference = RandomizedNNEnsemble(
+            model.transform_inputs(X_all),
+            (Y_all - model.outcome_transform.means) / model.outcome_transform.stdvs,
+            num_members=3,
+            hidden=(8,),
+            num_steps=40,
+            seed=2,
+            outcome_transform=None,
         )
+        torch.testing.assert_close(
+            fantasy.trained_parameters[k],
+            reference.trained_parameters,
+            atol=1e-10,
+            rtol=0,
+        )
+
+
+def test_knowledge_gradient_evaluates_given_candidates():
+    from botorch.acquisition import qKnowledgeGradient
+    from botorch.sampling.index_sampler import IndexSampler
+
+    X, Y = data(n=8)
+    model = RandomizedNNEnsemble(X, Y, num_members=3, hidden=(8,), num_steps=30, seed=0)
+    qkg = qKnowledgeGradient(
+        model, num_fantasies=None, sampler=IndexSampler(torch.Size([3]), seed=0)
+    )
+    candidates = torch.rand(4, 1, 2, dtype=F64)
+    values = qkg.evaluate(candidates, bounds=BOUNDS, num_restarts=2, raw_samples=16)
+    assert values.shape == (4,) and torch.isfinite(values).all()
+
+
+def test_fantasize_says_what_it_needs():
+    from botorch.sampling import SobolQMCNormalSampler
+    from botorch.sampling.index_sampler import IndexSampler
+
+    X, Y = data(n=5)
+    model = RandomizedNNEnsemble(X, Y, num_members=2, num_steps=5, seed=0)
+    X_new = torch.rand(1, 2, dtype=F64)
+    with pytest.raises(ValueError, match="`sampler` must be an IndexSampler"):
+        model.fantasize(X_new, SobolQMCNormalSampler(torch.Size([2])))
+    with pytest.raises(ValueError, match="`observation_noise` must be None"):
+        model.fantasize(
+            X_new, IndexSampler(torch.Size([2])), observation_noise=torch.ones(1, 1)
+        )
+    lfbo = RandomizedNNEnsemble(
+        X, Y, num_members=2, num_steps=5, seed=0, loss="cross_entropy"
+    )
+    with pytest.raises(NotImplementedError, match="loss='squared'"):
+        lfbo.fantasize(X_new, IndexSampler(torch.Size([2])))
+
+
+def test_state_dict_holds_the_draws_and_members_are_retrained_on_load():
+    X, Y = data(n=10)
+    options = dict(num_members=3, hidden=(8,), num_steps=30)
+    a = RandomizedNNEnsemble(X, Y, seed=7, **options)
+    assert set(a.state_dict()) == {
+        "initial_parameters",
+        "outcome_transform.means",
+        "outcome_transform.stdvs",
+        "outcome_transform._stdvs_sq",
+        "outcome_transform._is_trained",
+    }
+    # a's draws on other data (of another size): trained on that data, nothing of
+    # a's training is carried over (Ax loads a state dict into its CV-fold models)
+    c = RandomizedNNEnsemble(X[:6], Y[:6], seed=8, **options)
+    c.load_state_dict(a.state_dict())
+    expected = RandomizedNNEnsemble(X[:6], Y[:6], seed=7, **options)
+    torch.testing.assert_close(
+        c.trained_parameters, expected.trained_parameters, atol=1e-12, rtol=0
+    )
+    # fit trains only when the draws changed; condition_on_observations keeps them
+    before = c.trained_parameters
+    assert c.fit() is c and c.trained_parameters is before
+    conditioned = c.condition_on_observations(X[6:], Y[6:])
+    torch.testing.assert_close(conditioned.initial_parameters, a.initial_parameters)
