@@ -58,6 +58,7 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
 
 try:
     import pandas as pd
@@ -73,10 +74,23 @@ try:
     from ax.generation_strategy.generator_spec import GeneratorSpec
     from ax.generation_strategy.transition_criterion import MinTrials
     from ax.generators.torch.botorch_modular.surrogate import ModelConfig, SurrogateSpec
+    from ax.generators.torch.botorch_modular.utils import fit_botorch_model
 except ImportError as e:  # pragma: no cover - exercised only without Ax
     raise ImportError(
         "botorch_transfer.ax needs Ax: pip install 'botorch_transfer[ax]'"
     ) from e
+
+
+@fit_botorch_model.register(RandomizedNNEnsemble)
+def _fit_randomized_nn_ensemble(
+    model: RandomizedNNEnsemble,
+    mll_class: type | None = None,
+    mll_options: dict[str, Any] | None = None,
+) -> None:
+    r"""How Ax's surrogate fits a ``RandomizedNNEnsemble``: the ensemble has no
+    marginal likelihood (``mll_class`` is not used); its fit is the members' training
+    on eq. 10 (:meth:`RandomizedNNEnsemble.fit`)."""
+    model.fit()
 
 
 def check_model_options(

@@ -1,5 +1,7 @@
 r"""The package's models through Ax's Client (skipped when Ax is not installed)."""
 
+import math
+
 import pytest
 import torch
 
@@ -189,3 +191,68 @@ def test_a_prior_of_another_dimension_is_a_clear_error_under_normalize():
         PretrainedPriorGP(
             X, X.sum(-1, keepdim=True), prior=prior, input_transform=Normalize(3)
         )
+
+
+def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
+    from ax.adapter.cross_validation import cross_validate
+    from ax.adapter.registry import Generators
+    from ax.generation_strategy.generation_node import GenerationNode
+    from ax.generation_strategy.generator_spec import GeneratorSpec
+    from ax.generators.torch.botorch_modular.surrogate import (
+        ModelConfig,
+        SurrogateSpec,
+    )
+
+    from botorch_transfer import RandomizedNNEnsemble
+    from botorch_transfer.ax import _with_sobol
+
+    options = {"num_members": 4, "hidden": (16,), "num_steps": 60, "seed": 0}
+    # Ax's own BoTorch generator, default transforms, the ensemble as model class
+    node = GenerationNode(
+        name="RandomizedNN",
+        generator_specs=[
+            GeneratorSpec(
+                generator_enum=Generators.BOTORCH_MODULAR,
+                generator_kwargs={
+                    "surrogate_spec": SurrogateSpec(
+                        model_configs=[
+                            ModelConfig(
+                                botorch_model_class=RandomizedNNEnsemble,
+                                model_options=options,
+                            )
+                        ]
+                    )
+                },
+            )
+        ],
+    )
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x0", parameter_type="float", bounds=(0.0, 1.0)),
+            RangeParameterConfig(name="x1", parameter_type="float", bounds=(-1.0, 2.0)),
+        ]
+    )
+    client.configure_optimization(objective="y")
+    client.set_generation_strategy(_with_sobol(node, 3, 0, "Sobol+RandomizedNN"))
+    for _ in range(6):
+        for index, params in client.get_next_trials(max_trials=1).items():
+            x = torch.tensor([[params["x0"], params["x1"]]], dtype=F64)
+            client.complete_trial(index, raw_data={"y": float(f(x))})
+    summary = client.summarize()
+    assert (summary.generation_node == "RandomizedNN").sum() == 3
+    adapter = client._generation_strategy.adapter
+    model = adapter.generator.surrogate.model
+    assert type(model) is RandomizedNNEnsemble
+    assert model.target_X.shape == (5, 2)  # fitted before the sixth trial
+    assert torch.equal(model._trained_from, model.initial_parameters)
+    # Ax's leave-one-out CV: each fold model is trained on its fold only (the state
+    # dict Ax loads into it holds theta_0, not the full-data members): the left-out
+    # point is predicted, not recalled as the full-data model recalls it
+    results = cross_validate(adapter)
+    assert len(results) == 5
+    for result in results:
+        cv_mean = result.predicted.means[0]
+        full_mean = client.predict([result.observed.features.parameters])[0]["y"][0]
+        assert math.isfinite(cv_mean) and math.isfinite(full_mean)
+        assert abs(cv_mean - full_mean) > 1e-6

@@ -42,17 +42,24 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.objective import (
+    PosteriorTransform,
+    ScalarizedPosteriorTransform,
+)
 from botorch.models.ensemble import EnsembleModel
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.optim import optimize_acqf
+from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.index_sampler import IndexSampler
+from botorch.utils.datasets import SupervisedDataset
 from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
 from torch.nn import Module
@@ -438,6 +445,33 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         self.register_load_state_dict_post_hook(_retrain_if_draws_changed)
         self.eval()
 
+    @classmethod
+    def construct_inputs(
+        cls, training_data: SupervisedDataset, **kwargs: Any
+    ) -> dict[str, Any]:
+        r"""Constructor arguments from a ``SupervisedDataset`` (how Ax builds the
+        model): its ``X`` and ``Y`` and the options in ``kwargs`` (Ax's
+        ``model_options``, e.g. ``num_members``).
+
+        Args:
+            training_data: One outcome's data, ``n x d`` and ``n x 1``.
+            **kwargs: Further constructor arguments.
+
+        Returns:
+            A dict for ``RandomizedNNEnsemble(**inputs)``. Observation variances in
+            the dataset are not used, with a warning: eq. 10 has no per-point noise.
+        """
+        inputs = super().construct_inputs(training_data=training_data)
+        if inputs.pop("train_Yvar", None) is not None:
+            warnings.warn(
+                "RandomizedNNEnsemble does not use the dataset's observation "
+                "variances (Yvar): eq. 10 has no per-point noise; noise enters "
+                "through `lambda_schedule`.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return {**inputs, **kwargs}
+
     # ----------------------------------------------------------------- network
     def _features(self, X: Tensor) -> Tensor:
         return X if self.feature_map is None else self.feature_map(X)
@@ -638,11 +672,26 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         dimension, not a batch)."""
         return self.trained_parameters.shape[:-2]
 
-    def posterior(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> EnsemblePosterior:
         r"""BoTorch's ``EnsembleModel.posterior`` at ``batch_shape x q x d`` raw ``X``
-        (checked as the GP models check it)."""
+        (checked as the GP models check it).
+
+        A ``ScalarizedPosteriorTransform`` (what Ax passes for an objective) is
+        applied to the members' values, which BoTorch's ``EnsembleModel`` cannot do
+        (``scalarize_posterior`` needs a Gaussian).
+        """
         self._check_X(X)
-        return super().posterior(X, *args, **kwargs)
+        if isinstance(posterior_transform, ScalarizedPosteriorTransform):
+            values = super().posterior(X, output_indices, **kwargs).values
+            values = posterior_transform.evaluate(values).unsqueeze(-1)
+            return EnsemblePosterior(values=values, weights=self.ensemble_weights)
+        return super().posterior(X, output_indices, posterior_transform, **kwargs)
 
     def forward(self, X: Tensor) -> Tensor:
         r"""Members' predictions, ``batch x s x q x 1`` (model units; class
@@ -790,9 +839,8 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             >>> from botorch.sampling.index_sampler import IndexSampler
             >>> X = torch.rand(8, 2, dtype=torch.float64)
             >>> model = RandomizedNNEnsemble(X, X.sum(-1, keepdim=True), seed=0)
-            >>> fantasy = model.fantasize(
-            ...     torch.rand(1, 2, dtype=torch.float64), IndexSampler(torch.Size([4]))
-            ... )
+            >>> sampler = IndexSampler(torch.Size([4]))
+            >>> fantasy = model.fantasize(torch.rand(1, 2, dtype=X.dtype), sampler)
             >>> fantasy.batch_shape
             torch.Size([4])
         """

@@ -745,3 +745,34 @@ def test_state_dict_holds_the_draws_and_members_are_retrained_on_load():
     assert c.fit() is c and c.trained_parameters is before
     conditioned = c.condition_on_observations(X[6:], Y[6:])
     torch.testing.assert_close(conditioned.initial_parameters, a.initial_parameters)
+
+
+def test_scalarized_posterior_transform_applies_to_the_members():
+    from botorch.acquisition.objective import ScalarizedPosteriorTransform
+
+    X, Y = data(n=6)
+    model = RandomizedNNEnsemble(X, Y, num_members=3, num_steps=10, seed=0)
+    X_test = torch.rand(2, 4, 2, dtype=F64)
+    transform = ScalarizedPosteriorTransform(
+        weights=torch.tensor([-2.0], dtype=F64), offset=0.5
+    )
+    posterior = model.posterior(X_test, posterior_transform=transform)
+    assert isinstance(posterior, EnsemblePosterior)
+    torch.testing.assert_close(
+        posterior.values, 0.5 - 2.0 * model.posterior(X_test).values
+    )
+
+
+def test_construct_inputs_from_a_dataset():
+    from botorch.utils.datasets import SupervisedDataset
+
+    X, Y = data(n=6)
+    dataset = SupervisedDataset(X, Y, feature_names=["a", "b"], outcome_names=["y"])
+    inputs = RandomizedNNEnsemble.construct_inputs(dataset, num_members=2, seed=1)
+    assert set(inputs) == {"train_X", "train_Y", "num_members", "seed"}
+    noisy = SupervisedDataset(
+        X, Y, Yvar=0.1 * torch.ones_like(Y), feature_names=["a", "b"], outcome_names=["y"]
+    )
+    with pytest.warns(UserWarning, match="does not use the dataset's observation"):
+        inputs = RandomizedNNEnsemble.construct_inputs(noisy)
+    assert "train_Yvar" not in inputs
