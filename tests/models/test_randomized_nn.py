@@ -771,7 +771,11 @@ def test_construct_inputs_from_a_dataset():
     inputs = RandomizedNNEnsemble.construct_inputs(dataset, num_members=2, seed=1)
     assert set(inputs) == {"train_X", "train_Y", "num_members", "seed"}
     noisy = SupervisedDataset(
-        X, Y, Yvar=0.1 * torch.ones_like(Y), feature_names=["a", "b"], outcome_names=["y"]
+        X,
+        Y,
+        Yvar=0.1 * torch.ones_like(Y),
+        feature_names=["a", "b"],
+        outcome_names=["y"],
     )
     with pytest.warns(UserWarning, match="does not use the dataset's observation"):
         inputs = RandomizedNNEnsemble.construct_inputs(noisy)
