@@ -148,21 +148,31 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
     ``hidden=()`` gives a model that is linear in its parameters, on the inputs or on
     the fixed features of ``feature_map``.
 
-    The model is trained at construction. Training data must be ``n x d`` (no batch
-    of training sets); ``posterior`` accepts ``batch x q x d`` and ``q x d``.
+    The model is trained at construction. Training data must be ``n x d`` (a batch
+    of training sets arises only from fantasies); ``posterior`` accepts
+    ``batch x q x d`` and ``q x d``.
 
     Where BoTorch and Ax expect a GP, this model differs:
 
     - It has no likelihood and no marginal likelihood, so ``fit_gpytorch_mll`` does
       not apply: build a new model on the new data every iteration (the training is
-      the fit).
+      the fit). :meth:`fit` trains where that has not happened yet (after
+      ``load_state_dict``).
+    - ``state_dict`` holds the draws ``theta_0`` and the transforms, not the trained
+      members (they depend on the data): loading it into a model trains that model's
+      members from the loaded draws on its own data.
     - ``condition_on_observations(X, Y)`` retrains on the augmented data (same
-      settings and seed); ``fantasize`` raises ``NotImplementedError`` (a fantasy
-      model is a batch of models trained on sampled outcomes): use acquisition
-      functions that need no fantasies (qUCB, qLogEI, qLogNEI, Thompson sampling),
-      not qKnowledgeGradient.
-    - Ax's BoTorch surrogate fits the model's marginal likelihood, so the ensemble
-      cannot be Ax's ``botorch_model_class``; use it in a BoTorch loop.
+      settings and draws). ``fantasize`` retrains one ensemble per fantasy (draws
+      from an ``IndexSampler``): ``num_fantasies`` trainings per call and no
+      gradient to ``X``, so it serves fixed ``X`` (pending points, a discrete set,
+      ``qKnowledgeGradient.evaluate``) but not gradient-based optimization of a
+      look-ahead acquisition. Acquisition functions that need no fantasies (qUCB,
+      qLogEI, qLogNEI, Thompson sampling) are the efficient choice.
+    - In Ax it can be the ``botorch_model_class`` of a ``ModelConfig`` once
+      ``botorch_transfer.ax`` is imported (that registers :meth:`fit` with Ax's
+      ``fit_botorch_model``); Ax's cross-validation trains every fold's members on
+      the fold. Observation variances (``Yvar``) Ax passes are not used, with a
+      warning.
 
     As on the package's GPs, ``target_X`` and ``target_Y`` are the training data in
     the user's units (``train_targets`` are the networks' targets: standardized
