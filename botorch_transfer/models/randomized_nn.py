@@ -498,23 +498,29 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             ``broadcast(batch, batch') x s x N`` outputs.
         """
         act = ACTIVATIONS[self.activation]
-        h = self._features(X).unsqueeze(-3)  # batch' x 1 x N x F: shared by members
+        s = theta.shape[-2]
+        batch = torch.broadcast_shapes(theta.shape[:-2], X.shape[:-2])
+        # (batch * s) x N x F and (batch * s) x P: batched matrix products below
+        h = self._features(X).unsqueeze(-3)
+        h = h.expand(*batch, s, *h.shape[-2:]).reshape(-1, *h.shape[-2:])
+        theta = theta.expand(*batch, *theta.shape[-2:]).reshape(-1, theta.shape[-1])
         offset, last = 0, len(self._layout) - 1
         for layer, (fan_out, fan_in) in enumerate(self._layout):
-            W = theta[..., offset : offset + fan_out * fan_in].unflatten(
-                -1, (fan_out, fan_in)
+            W = theta[:, offset : offset + fan_out * fan_in].reshape(
+                -1, fan_out, fan_in
             )
             offset += fan_out * fan_in
-            b = theta[..., offset : offset + fan_out]
+            b = theta[:, offset : offset + fan_out]
             offset += fan_out
             scale = (self.input_scale if layer == 0 else self.weight_scale) / math.sqrt(
                 fan_in
             )
-            # batched over training sets and members (h is shared by the members)
-            h = scale * (h @ W.transpose(-1, -2)) + (self.bias_scale * b).unsqueeze(-2)
+            h = torch.baddbmm(
+                (self.bias_scale * b).unsqueeze(-2), h, W.transpose(-1, -2), alpha=scale
+            )
             if layer < last:
                 h = act(h)
-        return h.squeeze(-1)
+        return h.reshape(*batch, s, -1)
 
     def _set_training_data(self, X_model: Tensor, Y_model: Tensor, Y: Tensor) -> None:
         r"""Store the data of eq. 10 and train the members on it.
@@ -653,7 +659,13 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         Returns:
             ``batch x s x q x 1`` outputs.
         """
-        out = self._net(self.trained_parameters, X)  # batch x s x q
+        if self.batch_shape == torch.Size():
+            # one training set: all query points in one matrix product per member
+            batch, q = X.shape[:-2], X.shape[-2]
+            out = self._net(self.trained_parameters, X.reshape(-1, X.shape[-1]))
+            out = out.reshape(self.num_members, *batch, q).movedim(0, -2)
+        else:
+            out = self._net(self.trained_parameters, X)  # batch x s x q
         if self.loss == "cross_entropy" and not raw:
             out = torch.sigmoid(out)
         return out.unsqueeze(-1)
