@@ -58,6 +58,7 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
 
 try:
@@ -82,14 +83,16 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
 
 
 @fit_botorch_model.register(RandomizedNNEnsemble)
-def _fit_randomized_nn_ensemble(
-    model: RandomizedNNEnsemble,
+@fit_botorch_model.register(TransferGuard)
+def _fit_with_the_models_own_fit(
+    model: RandomizedNNEnsemble | TransferGuard,
     mll_class: type | None = None,
     mll_options: dict[str, Any] | None = None,
 ) -> None:
-    r"""How Ax's surrogate fits a ``RandomizedNNEnsemble``: the ensemble has no
-    marginal likelihood (``mll_class`` is not used); its fit is the members' training
-    on eq. 10 (:meth:`RandomizedNNEnsemble.fit`)."""
+    r"""How Ax's surrogate fits the package's models that are not one GPyTorch GP
+    (``mll_class`` is not used): a ``RandomizedNNEnsemble`` trains its members on
+    eq. 10, a guard (``TransferGuard.of(DeltaBOModel)``) fits its two GPs by
+    marginal likelihood and chooses (their ``fit``)."""
     model.fit()
 
 

@@ -61,7 +61,14 @@ def source_experiment(name, shift, n=8, seed=1, extra=False):
     return client._experiment
 
 
-def run_target(model_class, sources, trials=5, init=2, use_model_selection=False):
+def run_target(
+    model_class,
+    sources,
+    trials=5,
+    init=2,
+    use_model_selection=False,
+    model_options=None,
+):
     client = Client(random_seed=0)
     client.configure_experiment(name="target", parameters=parameters())
     client.configure_optimization(objective="y")
@@ -72,6 +79,7 @@ def run_target(model_class, sources, trials=5, init=2, use_model_selection=False
             model_class,
             initialization_trials=init,
             use_model_selection=use_model_selection,
+            model_options=model_options,
             seed=0,
         )
     )
@@ -441,3 +449,65 @@ def test_a_guard_takes_ax_queries_with_the_task_column(force_target_model):
     plain = guard.posterior(X)
     torch.testing.assert_close(with_column.mean, plain.mean)
     torch.testing.assert_close(with_column.variance, plain.variance)
+
+
+@pytest.mark.parametrize("margin", [0.0, -1e9])  # -1e9: the target-only GP acts
+def test_a_guarded_model_class_through_the_transfer_learning_adapter(margin):
+    from botorch_transfer import TransferGuard
+
+    guarded_class = TransferGuard.of(DeltaBOModel)
+    assert TransferGuard.of(DeltaBOModel) is guarded_class  # one class per model
+    sources = [source_experiment("source_a", shift=0.5)]
+    client = run_target(
+        guarded_class, sources, trials=6, init=2, model_options={"margin": margin}
+    )
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is guarded_class
+    assert type(model.transfer_model) is DeltaBOModel
+    n = model.target_X.shape[-2]
+    X, Y = target_data(client, n)
+    # the guard Ax fitted equals a guard around a DeltaBOModel fitted by hand
+    by_hand = DeltaBOModel(
+        X,
+        Y,
+        source=[task_data_from_experiment(sources[0], "y")],
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    guard = TransferGuard(by_hand, margin=margin)
+    assert model.uses_transfer == guard.uses_transfer == (margin == 0.0)
+    for key in ("transfer", "target"):
+        assert model.loo_log_density[key] == pytest.approx(
+            guard.loo_log_density[key], rel=1e-5, abs=1e-5
+        )
+    X_test = torch.rand(6, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
+    X_test = BOUNDS[0] + (BOUNDS[1] - BOUNDS[0]) * X_test
+    a, b = model.posterior(with_task_column(X_test)), guard.posterior(X_test)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-5)
+
+
+def test_ax_cross_validation_runs_on_a_guarded_model_class():
+    from botorch_transfer import TransferGuard
+
+    guarded_class = TransferGuard.of(DeltaBOModel)
+    sources = [source_experiment("source_a", shift=0.5)]
+    client = run_target(
+        guarded_class, sources, trials=6, init=3, use_model_selection=True
+    )
+    node = client._generation_strategy._curr
+    botl, plain = node.generator_specs
+    assert type(botl.fitted_adapter.generator.surrogate.model) is guarded_class
+    for spec in (botl, plain):
+        assert spec.cv_results is not None and len(spec.cv_results) == 5
+        assert "Rank correlation" in spec.diagnostics
+
+
+def test_guard_of_refuses_a_class_that_is_not_a_transfer_model():
+    from botorch.models import SingleTaskGP
+
+    from botorch_transfer import TransferGuard
+
+    with pytest.raises(TypeError, match="`model_class` must be a source-conditioned"):
+        TransferGuard.of(SingleTaskGP)

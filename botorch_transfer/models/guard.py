@@ -153,33 +153,105 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         if not isinstance(min_points, int) or min_points < 2:
             raise ValueError(f"`min_points` must be an int >= 2, got {min_points!r}.")
         self.transfer_model = model
-        self.margin = float(margin)
-        n = model.target_X.shape[-2]
-        self.loo_log_density: dict[str, float] = {}
-        if n < min_points:
-            self.target_model = target_model
-            self.uses_transfer = True
-            return
-        if target_model is None:
+        self.margin, self.min_points = float(margin), min_points
+        if target_model is None and model.target_X.shape[-2] >= min_points:
             target_model = self._fit_target_model(model)
         self.target_model = target_model
+        self._choose()
+
+    def _choose(self) -> None:
+        r"""Compare the two models' LOO densities and set ``uses_transfer``."""
+        self.loo_log_density: dict[str, float] = {}
+        n = self.transfer_model.target_X.shape[-2]
+        if n < self.min_points or self.target_model is None:
+            self.uses_transfer = True  # too few points to judge
+            return
         self.loo_log_density = {
-            "transfer": transfer_loo_log_density(model).mean().item(),
-            "target": single_task_loo_log_density(target_model).mean().item(),
+            "transfer": transfer_loo_log_density(self.transfer_model).mean().item(),
+            "target": single_task_loo_log_density(self.target_model).mean().item(),
         }
         gain = self.loo_log_density["target"] - self.loo_log_density["transfer"]
         self.uses_transfer = gain <= self.margin
 
+    def fit(self) -> TransferGuard:
+        r"""Fit both models' hyperparameters (``fit_gpytorch_mll``, BoTorch's
+        defaults) and choose again; what Ax's surrogate calls (``import
+        botorch_transfer.ax`` registers it with Ax's ``fit_botorch_model``).
+
+        Returns:
+            The guard itself.
+        """
+        models = [self.transfer_model]
+        if self.target_model is None:
+            self.target_model = self._target_model_for(self.transfer_model)
+        models.append(self.target_model)
+        for model in models:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        self._choose()
+        return self
+
+    @classmethod
+    def of(cls, model_class: type[SourceConditionedGP]) -> type[TransferGuard]:
+        r"""A model class that builds a ``model_class`` from its constructor
+        arguments and guards it: the guard as Ax's ``botorch_model_class``.
+
+        Its constructor takes ``model_class``'s arguments (``train_X``, ``train_Y``,
+        ..., the sources) plus ``margin`` and ``min_points``, builds the transfer
+        model and a target-only ``SingleTaskGP`` unfitted (acting as the transfer
+        model); :meth:`fit` fits both and chooses. ``construct_inputs`` is
+        ``model_class``'s (a ``MultiTaskDataset`` from Ax's transfer-learning
+        adapter works). After ``load_state_dict`` (Ax's cross-validation loads the
+        fitted hyperparameters into each fold's model) the guard chooses again on
+        its own data.
+
+        Args:
+            model_class: A source-conditioned model class, e.g. ``DeltaBOModel``.
+
+        Returns:
+            The class ``Guarded<model_class name>`` (one per ``model_class``).
+
+        Example:
+            >>> strategy = transfer_learning_generation_strategy(
+            ...     TransferGuard.of(DeltaBOModel)
+            ... )
+        """
+        if not (
+            isinstance(model_class, type)
+            and issubclass(model_class, SourceConditionedGP)
+        ):
+            raise TypeError(
+                "`model_class` must be a source-conditioned model class of this "
+                f"package (e.g. DeltaBOModel), got {model_class!r}."
+            )
+        if model_class not in _GUARDED_CLASSES:
+            name = f"Guarded{model_class.__name__}"
+            _GUARDED_CLASSES[model_class] = type(
+                name,
+                (GuardedTransferModel,),
+                {
+                    "transfer_model_class": model_class,
+                    "transfer_argument": model_class.transfer_argument,
+                    "__qualname__": name,
+                    "__module__": __name__,
+                    "__doc__": f"``TransferGuard.of({model_class.__name__})``.",
+                },
+            )
+        return _GUARDED_CLASSES[model_class]
+
     @staticmethod
-    def _fit_target_model(model: SourceConditionedGP) -> SingleTaskGP:
+    def _target_model_for(model: SourceConditionedGP) -> SingleTaskGP:
         transform = getattr(model, "input_transform", None)
-        target = SingleTaskGP(
+        return SingleTaskGP(
             model.target_X,
             model.target_Y,
             model.target_Yvar,
             input_transform=copy.deepcopy(transform),
             outcome_transform=Standardize(m=1),
         )
+
+    @classmethod
+    def _fit_target_model(cls, model: SourceConditionedGP) -> SingleTaskGP:
+        target = cls._target_model_for(model)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(target.likelihood, target))
         return target
 
@@ -241,3 +313,81 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             "TransferGuard has a single output; subset_output does not apply. Guard "
             "one model per outcome and combine them in a ModelListGP."
         )
+
+
+_GUARDED_CLASSES: dict[type, type] = {}
+
+
+class GuardedTransferModel(TransferGuard):
+    r"""Base of the classes :meth:`TransferGuard.of` makes: a guard constructed from
+    the transfer model's own arguments (what Ax's surrogate constructs)."""
+
+    transfer_model_class: type[SourceConditionedGP]
+    # before `fit` (or a loaded state dict) there are no hyperparameters to compare
+    _fitted: bool = False
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        likelihood: Any = None,
+        covar_module: Any = None,
+        mean_module: Any = None,
+        outcome_transform: Any = None,
+        input_transform: Any = None,
+        *,
+        margin: float = 0.0,
+        min_points: int = 3,
+        **kwargs: Any,
+    ) -> None:
+        model = self.transfer_model_class(
+            train_X,
+            train_Y,
+            train_Yvar,
+            likelihood,
+            covar_module,
+            mean_module,
+            outcome_transform,
+            input_transform,
+            **kwargs,
+        )
+        # both models exist (unfitted) from the start, so that every guard of this
+        # class has the same state dict; `fit` fits them and chooses
+        super().__init__(
+            model,
+            target_model=self._target_model_for(model),
+            margin=margin,
+            min_points=min_points,
+        )
+        self.register_load_state_dict_post_hook(_choose_again)
+
+    def _choose(self) -> None:
+        if not self._fitted:  # acts as the transfer model until fitted
+            self.loo_log_density, self.uses_transfer = {}, True
+            return
+        super()._choose()
+
+    def fit(self) -> GuardedTransferModel:
+        self._fitted = True
+        return super().fit()
+
+    @classmethod
+    def construct_inputs(
+        cls,
+        training_data: Any,
+        *,
+        margin: float = 0.0,
+        min_points: int = 3,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        r"""The transfer model's ``construct_inputs`` plus ``margin`` and
+        ``min_points``."""
+        inputs = cls.transfer_model_class.construct_inputs(training_data, **kwargs)
+        return {**inputs, "margin": margin, "min_points": min_points}
+
+
+def _choose_again(module: GuardedTransferModel, incompatible_keys: Any) -> None:
+    r"""``load_state_dict`` post-hook: choose with the loaded hyperparameters."""
+    module._fitted = True
+    module._choose()
