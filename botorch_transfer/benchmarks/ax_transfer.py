@@ -205,9 +205,11 @@ def summary_table(df: pd.DataFrame, baseline: str = "MultiTaskGP") -> pd.DataFra
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     r"""Command line: print regret per problem and method (see ``summary_table``)."""
-    from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP
+    from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TransferGuard
 
-    classes = {c.__name__: c for c in (MultiTaskGP, DeltaBOModel, EnvGP, DiffGP, RGPE)}
+    models = (MultiTaskGP, DeltaBOModel, EnvGP, DiffGP, RGPE)
+    guarded = tuple(TransferGuard.of(c) for c in (DeltaBOModel, EnvGP, DiffGP))
+    classes = {c.__name__: c for c in models + guarded}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", "--problems", nargs="+", default=["bohachevsky"])
     parser.add_argument(

@@ -10,6 +10,7 @@ from botorch.models import MultiTaskGP  # noqa: E402
 from botorch_transfer import DeltaBOModel  # noqa: E402
 from botorch_transfer.benchmarks.ax_transfer import (  # noqa: E402
     ax_transfer_comparison,
+    main,
     summary_table,
 )
 
@@ -51,3 +52,12 @@ def test_summary_table_cumulative_regret_and_ratio():
     assert mtgp.cumulative_regret == 4.5 and mtgp.final_regret == 1.5
     assert mtgp.cumulative_se == pytest.approx(0.5) and mtgp.seeds == 2
     assert delta.cumulative_regret == 2.25 and delta.vs_MultiTaskGP == 0.5
+
+
+def test_the_cli_runs_a_guarded_model_class(capsys):
+    df = main(
+        ["--methods", "GuardedDeltaBOModel", "--trials", "3", "--init", "2"]
+        + ["--n-source", "10", "--seeds", "1"]
+    )
+    assert list(df.method.unique()) == ["GuardedDeltaBOModel"] and len(df) == 3
+    assert "GuardedDeltaBOModel" in capsys.readouterr().out
