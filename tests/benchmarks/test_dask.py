@@ -43,3 +43,15 @@ def test_a_sweep_runs_on_a_local_cluster(tmp_path, scheduler, capsys):
     # a second run finds every run recorded and resumes with nothing to do
     main([*args, "--dask-scheduler", scheduler])
     assert len((out / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_scaling_benchmark_times_each_cluster_size(capsys):
+    from botorch_transfer.benchmarks.scaling import main as scaling_main
+
+    rows = scaling_main(
+        ["--workers", "1", "2", "--methods", "random", "--seeds", "2"]
+        + ["--iterations", "2"]
+    )
+    assert [workers for workers, _, _ in rows] == [1, 2]
+    assert rows[0][2] == 1.0 and rows[1][2] == pytest.approx(rows[0][1] / rows[1][1])
+    assert "2 runs of random on bohachevsky" in capsys.readouterr().out
