@@ -36,7 +36,9 @@ def f(X):
     return g(X) + 0.3 * X[..., :1]
 
 
-def run_client(model_class, model_options, trials=5, init=2):
+def run_client(model_class, model_options, trials=5, init=2, strategy=None):
+    r"""An Ax Client loop on ``f`` with ``transfer_generation_strategy`` (or the
+    given ``strategy``)."""
     client = Client(random_seed=0)
     client.configure_experiment(
         parameters=[
@@ -46,7 +48,8 @@ def run_client(model_class, model_options, trials=5, init=2):
     )
     client.configure_optimization(objective="y")
     client.set_generation_strategy(
-        transfer_generation_strategy(
+        strategy
+        or transfer_generation_strategy(
             model_class, model_options, initialization_trials=init, seed=0
         )
     )
@@ -226,19 +229,8 @@ def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
             )
         ],
     )
-    client = Client(random_seed=0)
-    client.configure_experiment(
-        parameters=[
-            RangeParameterConfig(name="x0", parameter_type="float", bounds=(0.0, 1.0)),
-            RangeParameterConfig(name="x1", parameter_type="float", bounds=(-1.0, 2.0)),
-        ]
-    )
-    client.configure_optimization(objective="y")
-    client.set_generation_strategy(_with_sobol(node, 3, 0, "Sobol+RandomizedNN"))
-    for _ in range(6):
-        for index, params in client.get_next_trials(max_trials=1).items():
-            x = torch.tensor([[params["x0"], params["x1"]]], dtype=F64)
-            client.complete_trial(index, raw_data={"y": float(f(x))})
+    strategy = _with_sobol(node, 3, 0, "Sobol+RandomizedNN")
+    client = run_client(None, None, trials=6, strategy=strategy)
     summary = client.summarize()
     assert (summary.generation_node == "RandomizedNN").sum() == 3
     adapter = client._generation_strategy.adapter
