@@ -41,6 +41,7 @@ parameter tensor, batched matrix products), deterministically given ``seed``.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -574,21 +575,21 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             "_trained_from", self.initial_parameters.detach().clone(), persistent=False
         )
 
-    def _objective(self, theta: Tensor) -> Tensor:
+    def _objective(self, theta: Tensor, index: tuple[int, ...] = ()) -> Tensor:
         r"""Eq. 10 for every member of every training set: ``batch x s`` values (the
-        members' problems are separable)."""
+        members' problems are separable); for the training set ``index`` alone
+        (``s`` values) when one is given."""
+        X_model, targets = self.train_X_model[index], self.train_targets[index]
         if self.regularizer == "parameter":
             reg = (theta - self.initial_parameters).pow(2).sum(-1)
         else:
-            reg = (
-                (self._net(theta, self.regularization_points) - self.initial_outputs)
-                .pow(2)
-                .sum(-1)
-            )
+            reg_points, g0 = self.regularization_points[index], self.initial_outputs
+            g0 = g0[index]
+            reg = (self._net(theta, reg_points) - g0).pow(2).sum(-1)
         total = 0.5 * self.lambda_t * reg
-        if self.train_X_model.shape[-2] > 0:
-            out = self._net(theta, self.train_X_model)
-            z = self.train_targets.unsqueeze(-2).expand_as(out)
+        if X_model.shape[-2] > 0:
+            out = self._net(theta, X_model)
+            z = targets.unsqueeze(-2).expand_as(out)
             if self.loss == "squared":
                 data = 0.5 * (out - z).pow(2)  # eq. 3
             else:  # eq. 2, with g the logit of the class probability
@@ -614,10 +615,14 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
                     self._objective(theta).sum().backward()
                     opt.step()
             else:
-                theta = self._train_lbfgs(theta)
+                # one run per training set (fantasy): on the sum of their separate
+                # problems L-BFGS would stop at the precision of the sum
+                theta = theta.detach().clone()
+                for index in itertools.product(*map(range, batch)):
+                    theta[index] = self._train_lbfgs(theta[index], index)
         return theta.detach()
 
-    def _train_lbfgs(self, theta: Tensor) -> Tensor:
+    def _train_lbfgs(self, theta: Tensor, index: tuple[int, ...] = ()) -> Tensor:
         r"""Full-batch L-BFGS (SciPy's L-BFGS-B, in float64 on the CPU; the objective
         and its gradient are evaluated on the model's device). SciPy's line search keeps
         converging on ill-conditioned problems (small ``lambda_t``) where torch's
@@ -628,7 +633,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
 
         def value_and_grad(x):
             th = torch.from_numpy(x).reshape(shape).to(like).requires_grad_(True)
-            value = self._objective(th).sum()
+            value = self._objective(th, index).sum()
             (grad,) = torch.autograd.grad(value, th)
             return value.item(), grad.reshape(-1).double().cpu().numpy()
 

@@ -610,11 +610,19 @@ def test_condition_on_observations_retrains_with_the_same_draws():
         model.condition_on_observations(X[6:], Y[6:], noise=torch.ones(2, 1))
 
 
-def test_fantasize_trains_one_ensemble_per_fantasy_as_the_closed_form(device):
+@pytest.mark.parametrize("regularizer", ["parameter", "function"])
+def test_fantasize_trains_one_ensemble_per_fantasy_as_the_closed_form(
+    device, regularizer
+):
     from botorch.sampling.index_sampler import IndexSampler
 
     X, Y = data(n=10, device=device)
-    model = linear_model(X, Y, lambda_schedule=0.3)
+    anchors = torch.rand(200, 2, dtype=F64, device=device)
+    # the function-space problem is ill-conditioned (cond ~8e5 for any lambda):
+    # a larger lambda_t keeps L-BFGS's error below the tolerance, as for one model
+    lam = 0.3 if regularizer == "parameter" else 3.0
+    options = {"anchors": anchors} if regularizer == "function" else {}
+    model = linear_model(X, Y, lambda_schedule=lam, regularizer=regularizer, **options)
     X_new = torch.rand(2, 3, 2, dtype=F64, device=device)  # batch 2, q = 3
     fantasy = model.fantasize(X_new, IndexSampler(torch.Size([4]), seed=0))
     assert fantasy.batch_shape == torch.Size([4, 2])
@@ -630,11 +638,17 @@ def test_fantasize_trains_one_ensemble_per_fantasy_as_the_closed_form(device):
                 torch.allclose(Y_fantasy, members[b, j], atol=1e-12, rtol=0)
                 for j in range(model.num_members)
             )
-            # eq. 10 on the data plus the fantasy: ridge to theta_0 in closed form
+            # eq. 10 on the data plus the fantasy in closed form: ridge to theta_0,
+            # in parameter space or over Z = [data; anchors]
             Phi = torch.cat([design(model, X), Phi_new[b]])
             Y_all = torch.cat([Y, Y_fantasy])
+            if regularizer == "parameter":
+                M = eye
+            else:
+                Phi_Z = torch.cat([Phi, design(model, anchors)])
+                M = Phi_Z.T @ Phi_Z
             expected = torch.linalg.solve(
-                Phi.T @ Phi + 0.3 * eye, Phi.T @ Y_all + 0.3 * theta0.T
+                Phi.T @ Phi + lam * M, Phi.T @ Y_all + lam * M @ theta0.T
             ).T
             torch.testing.assert_close(
                 fantasy.trained_parameters[k, b], expected, atol=1e-6, rtol=0
