@@ -49,7 +49,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -545,6 +545,55 @@ class SourceConditionedGP(
         self._has_transformed_inputs = False
         if not self.training:
             self._set_transformed_inputs()
+
+    def load_state_dict(
+        self,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        keep_transforms: bool = True,
+        assign: bool = False,
+    ) -> Any:
+        r"""Load a state, e.g. one fitted on other data (Ax's cross-validation loads
+        the full-data model's state into each fold's model).
+
+        As BoTorch's GPs do, the state's outcome map (``output_scale``,
+        ``output_offset``, the outcome transform) is loaded with everything else,
+        and this model's data are expressed in it: the target observations (and,
+        in pooled models, the source observations, see :meth:`_remap_outcomes`)
+        are kept in the user's units and mapped again, and the GP's training data
+        are derived again. The target data in the user's units do not change.
+
+        Args:
+            state_dict: The state to load.
+            strict: Whether the keys must match exactly.
+            keep_transforms: Accepted for BoTorch's signature; the data are always
+                expressed in the loaded map (BoTorch's ``keep_transforms=True``).
+            assign: As in ``torch.nn.Module.load_state_dict``.
+
+        Returns:
+            torch's named tuple of missing and unexpected keys.
+        """
+        old_scale, old_offset = self.output_scale.clone(), self.output_offset.clone()
+        result = Module.load_state_dict(self, state_dict, strict=strict, assign=assign)
+        self._remap_outcomes(old_scale, old_offset)
+        self.prediction_strategy = None
+        self._set_target_data(
+            self._target_X,
+            self._remapped(self._target_Y, old_scale, old_offset),
+            self._target_Yvar * (old_scale / self.output_scale) ** 2,
+        )
+        return result
+
+    def _remapped(self, Y: Tensor, old_scale: Tensor, old_offset: Tensor) -> Tensor:
+        r"""Outcomes in model units of the map ``(old_scale, old_offset)``, in model
+        units of the current map."""
+        return (old_scale * Y + old_offset - self.output_offset) / self.output_scale
+
+    def _remap_outcomes(self, old_scale: Tensor, old_offset: Tensor) -> None:
+        r"""Hook: express stored outcomes other than the target's (in model units of
+        the old map) in the current map, after ``load_state_dict`` loaded another
+        map. Nothing by default (a source posterior's copy of the map is part of
+        the state)."""
 
     def set_train_data(
         self,

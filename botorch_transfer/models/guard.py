@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -190,6 +191,53 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         self._choose()
         return self
 
+    def load_state_dict(
+        self,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        keep_transforms: bool = True,
+        assign: bool = False,
+    ) -> None:
+        r"""Each model loads its part with its own ``load_state_dict`` (so its data
+        stay in the user's units, expressed in the loaded outcome transform, as
+        BoTorch does), then the guard chooses again on its own data.
+
+        Args:
+            state_dict: A guard's state (``transfer_model.*``, ``target_model.*``).
+            strict: Whether the keys must match exactly.
+            keep_transforms: Passed to the target-only ``SingleTaskGP``.
+            assign: As in ``torch.nn.Module.load_state_dict``.
+        """
+        parts: dict[str, dict[str, Any]] = {"transfer_model": {}, "target_model": {}}
+        unexpected = []
+        for key, value in state_dict.items():
+            head, _, rest = key.partition(".")
+            if head in parts:
+                parts[head][rest] = value
+            else:
+                unexpected.append(key)
+        if self.target_model is None and parts["target_model"]:
+            unexpected += [f"target_model.{k}" for k in parts["target_model"]]
+        if strict and unexpected:
+            raise RuntimeError(
+                f"Unexpected key(s) in the state dict of {type(self).__name__}: "
+                f"{unexpected} (a guard without a target-only GP has none)."
+            )
+        self.transfer_model.load_state_dict(
+            parts["transfer_model"], strict=strict, assign=assign
+        )
+        if self.target_model is not None:
+            self.target_model.load_state_dict(
+                parts["target_model"],
+                strict=strict,
+                keep_transforms=keep_transforms,
+                assign=assign,
+            )
+        self._loaded()
+
+    def _loaded(self) -> None:
+        self._choose()
+
     @classmethod
     def of(cls, model_class: type[SourceConditionedGP]) -> type[TransferGuard]:
         r"""A model class that builds a ``model_class`` from its constructor
@@ -236,6 +284,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
                     "__doc__": f"``TransferGuard.of({model_class.__name__})``.",
                 },
             )
+            # a module attribute, so that pickle finds the class by its name
+            globals().setdefault(name, _GUARDED_CLASSES[model_class])
         return _GUARDED_CLASSES[model_class]
 
     @staticmethod
@@ -360,7 +410,6 @@ class GuardedTransferModel(TransferGuard):
             margin=margin,
             min_points=min_points,
         )
-        self.register_load_state_dict_post_hook(_choose_again)
 
     def _choose(self) -> None:
         if not self._fitted:  # acts as the transfer model until fitted
@@ -371,6 +420,10 @@ class GuardedTransferModel(TransferGuard):
     def fit(self) -> GuardedTransferModel:
         self._fitted = True
         return super().fit()
+
+    def _loaded(self) -> None:
+        self._fitted = True  # the loaded hyperparameters are the fitted ones
+        self._choose()
 
     @classmethod
     def construct_inputs(
@@ -385,9 +438,3 @@ class GuardedTransferModel(TransferGuard):
         ``min_points``."""
         inputs = cls.transfer_model_class.construct_inputs(training_data, **kwargs)
         return {**inputs, "margin": margin, "min_points": min_points}
-
-
-def _choose_again(module: GuardedTransferModel, incompatible_keys: Any) -> None:
-    r"""``load_state_dict`` post-hook: choose with the loaded hyperparameters."""
-    module._fitted = True
-    module._choose()

@@ -108,6 +108,10 @@ class PooledTransferGP(SourceConditionedGP):
             else default_transfer_kernel(X_s.shape[-1], batch_shape=batch_shape)
         )
 
+    def _remap_outcomes(self, old_scale: Tensor, old_offset: Tensor) -> None:
+        self.source_Y = self._remapped(self.source_Y, old_scale, old_offset)
+        self.source_Yvar = self.source_Yvar * (old_scale / self.output_scale) ** 2
+
     def _pooled_training_data(
         self, source_targets: Tensor, source_fixed_noise: Tensor
     ) -> TrainingData:

@@ -367,3 +367,43 @@ def test_fit_with_nothing_trainable_is_a_no_op(kind):
     post = model.posterior(X_test)
     torch.testing.assert_close(post.mean, expected.mean)
     torch.testing.assert_close(post.variance, expected.variance)
+
+
+@pytest.mark.parametrize("name", ["DeltaBOModel", "EnvGP", "DiffGP", "RGPE"])
+def test_a_state_fitted_on_other_data_loads_with_this_models_data(name):
+    # Ax's cross-validation loads the full-data model's state (its outcome map
+    # included) into a model built on a fold: the fold's data must be expressed in
+    # the loaded map, not left in the units of its own (a shift of 0.57 in target_Y
+    # before)
+    import copy
+
+    import botorch_transfer
+
+    cls = getattr(botorch_transfer, name)
+    gen = torch.Generator().manual_seed(0)
+    X_s = torch.rand(40, 2, generator=gen, dtype=F64)
+    X = torch.rand(12, 2, generator=gen, dtype=F64)
+
+    def f(Z):
+        return torch.sin(6 * Z[:, :1]) + torch.cos(5 * Z[:, 1:])
+
+    source = TaskData(X_s, f(X_s) + 0.3)
+    Y = f(X) + 2.0 * X[:, :1] + 3.0 * (X[:, 1:] > 0.5)
+    full = cls(X, Y, source=source, outcome_transform=Standardize(m=1))
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(full.likelihood, full))
+    fold = cls(X[:8], Y[:8], source=source, outcome_transform=Standardize(m=1))
+    assert not torch.equal(fold.output_offset, full.output_offset)
+    fold.load_state_dict(full.state_dict())
+    torch.testing.assert_close(fold.target_Y, Y[:8], rtol=0, atol=1e-12)
+    # the reference: the full model itself with the fold's target data
+    reference = copy.deepcopy(full)
+    reference._set_target_data(
+        X[:8],
+        reference._to_model_units(Y[:8]).squeeze(-1),
+        torch.full((8,), float("nan"), dtype=F64),
+    )
+    reference.prediction_strategy = None
+    X_test = torch.rand(5, 2, generator=gen, dtype=F64)
+    a, b = fold.posterior(X_test), reference.posterior(X_test)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-10, atol=1e-10)

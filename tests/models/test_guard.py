@@ -169,3 +169,41 @@ def test_query_inputs_are_checked_whichever_model_acts():
             guard.posterior(nan_X)
         with pytest.raises(ValueError, match="`X` must have d=2 columns"):
             guard.posterior(torch.rand(3, 3, dtype=F64))
+
+
+def test_guard_as_a_model_class_equals_the_guard_of_a_fitted_model():
+    import pickle
+
+    generator = torch.Generator().manual_seed(0)
+    X_s = torch.rand(40, 2, generator=generator, dtype=F64)
+    X = torch.rand(12, 2, generator=generator, dtype=F64)
+    unrelated = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    guarded_class = TransferGuard.of(DeltaBOModel)
+    assert guarded_class.__name__ == "GuardedDeltaBOModel"
+    assert pickle.loads(pickle.dumps(guarded_class)) is guarded_class
+    guarded = guarded_class(X, sine(X), source=unrelated)
+    # built from DeltaBOModel's arguments, unfitted: acts as the transfer model
+    assert guarded.uses_transfer and guarded.loo_log_density == {}
+    assert guarded.fit() is guarded
+    by_hand = TransferGuard(fitted(DeltaBOModel(X, sine(X), source=unrelated)))
+    assert not guarded.uses_transfer and not by_hand.uses_transfer
+    for key in ("transfer", "target"):
+        assert guarded.loo_log_density[key] == pytest.approx(
+            by_hand.loo_log_density[key], rel=1e-6
+        )
+    # a state dict loaded into a guard on fewer points: it chooses on its own data
+    fold = guarded_class(X[:8], sine(X[:8]), source=unrelated)
+    fold.load_state_dict(guarded.state_dict())
+    expected = TransferGuard(
+        DeltaBOModel(X[:8], sine(X[:8]), source=unrelated),
+        target_model=SingleTaskGP(X[:8], sine(X[:8]), outcome_transform=Standardize(1)),
+    )
+    # each model loads its part with its own load_state_dict, then the guard chooses
+    expected.transfer_model.load_state_dict(guarded.transfer_model.state_dict())
+    expected.target_model.load_state_dict(guarded.target_model.state_dict())
+    expected._choose()
+    torch.testing.assert_close(fold.target_Y, sine(X[:8]), rtol=0, atol=1e-12)
+    assert fold.uses_transfer == expected.uses_transfer
+    assert fold.loo_log_density == pytest.approx(expected.loo_log_density, rel=1e-9)
+    with pytest.raises(TypeError, match="`model_class` must be a source-conditioned"):
+        TransferGuard.of(SingleTaskGP)
