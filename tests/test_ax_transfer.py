@@ -144,13 +144,15 @@ def test_one_source_experiment_through_the_transfer_learning_adapter(model_class
     check_against_model_by_hand(client, model_class)
 
 
-def test_two_source_experiments():
+@pytest.mark.parametrize("model_class", [DeltaBOModel, EnvGP, DiffGP, RGPE])
+def test_two_source_experiments(model_class):
     sources = [
         source_experiment("source_a", shift=0.5),
         source_experiment("source_b", shift=-0.5, n=6, seed=2),
     ]
-    client = run_target(DeltaBOModel, sources)
-    model = check_against_model_by_hand(client, DeltaBOModel)
+    client = run_target(model_class, sources)
+    assert len(client._experiment.trials) == 5
+    model = check_against_model_by_hand(client, model_class)
     assert model._target_task_value == 0.0
 
 
