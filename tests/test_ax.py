@@ -248,3 +248,35 @@ def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
         full_mean = client.predict([result.observed.features.parameters])[0]["y"][0]
         assert math.isfinite(cv_mean) and math.isfinite(full_mean)
         assert abs(cv_mean - full_mean) > 1e-6
+
+
+def test_a_guarded_model_class_on_the_model_options_route():
+    from botorch_transfer import TransferGuard
+
+    gen = torch.Generator().manual_seed(0)
+    X_src = torch.rand(30, 2, generator=gen, dtype=F64)
+    X_src = X_src * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
+    source = TaskData(X_src, g(X_src))
+    guarded_class = TransferGuard.of(DeltaBOModel)
+    client = run_client(guarded_class, {"source": source}, trials=6)
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is guarded_class and set(model.loo_log_density) == {
+        "transfer",
+        "target",
+    }
+    X, Y = observed(client)
+    n = model.target_X.shape[-2]
+    transfer = DeltaBOModel(
+        X[:n],
+        Y[:n],
+        source=source,
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(transfer.likelihood, transfer))
+    by_hand = TransferGuard(transfer)
+    assert model.uses_transfer == by_hand.uses_transfer
+    X_test = torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
+    a, b = model.posterior(X_test + BOUNDS[0]), by_hand.posterior(X_test + BOUNDS[0])
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-6)
