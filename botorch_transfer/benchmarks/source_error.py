@@ -14,7 +14,7 @@ mean. Errors are over random test points in the unit cube, relative to the
 outcomes' standard deviation (mean) and to the exact posterior standard deviation.
 
 Run: ``python -m botorch_transfer.benchmarks.source_error --sizes 2000 10000
---ranks 250 500 1000 2000 --dim 8``
+--ranks 250 500 1000 2000 --dim 8`` (``--device cuda`` on a GPU)
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def _exact_posterior(
     kernel, noise = model.covar_module, model.likelihood.noise.squeeze()
     constant = model.mean_module(X_test[:1]).squeeze()
     with torch.no_grad():
-        K = kernel(X).to_dense() + noise * torch.eye(len(X), dtype=X.dtype)
+        eye = torch.eye(len(X), dtype=X.dtype, device=X.device)
+        K = kernel(X).to_dense() + noise * eye
         L = torch.linalg.cholesky(K)
         del K
         K_star = kernel(X, X_test).to_dense()  # N x n_test
@@ -58,6 +59,7 @@ def source_posterior_error(
     ranks: Sequence[int],
     n_test: int = 500,
     seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> list[dict]:
     r"""The cached source posterior's error at each rank, against the exact one.
 
@@ -67,6 +69,9 @@ def source_posterior_error(
         ranks: ``max_rank`` values to try (capped at ``N``).
         n_test: Random test points in ``[0, 1]^dim``.
         seed: Seed of the data, the fit subset and the test points.
+        device: Where the fit, the exact reference and the cached posterior run
+            (the data are drawn on the CPU, so a seed gives the same data
+            everywhere).
 
     Returns:
         One row per rank and mean kind (``"exact"``: solved weights; ``"dtc"``: the
@@ -85,6 +90,7 @@ def source_posterior_error(
     Y = source_function(X) + SOURCE_NOISE**0.5 * noise
     X_test = torch.rand(n_test, dim, generator=gen, dtype=dtype)
     rows = torch.randperm(n_source, generator=gen)[:FIT_MAX_POINTS]
+    X, Y, X_test = (t.to(device) for t in (X, Y, X_test))
     model = SingleTaskGP(X[rows], Y[rows], outcome_transform=None)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     model.eval()
@@ -143,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser.add_argument("--dim", type=int, default=8)
     parser.add_argument("--test-points", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device", default="cpu", help="torch device, e.g. cuda (default: cpu)"
+    )
     args = parser.parse_args(argv)
     print(
         f"{'N':>6} {'d':>2} {'max_rank':>8} {'rank':>5} {'mean':>5} "
@@ -152,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     rows = []
     for n in args.sizes:
         for row in source_posterior_error(
-            n, args.dim, args.ranks, args.test_points, args.seed
+            n, args.dim, args.ranks, args.test_points, args.seed, args.device
         ):
             rows.append(row)
             print(

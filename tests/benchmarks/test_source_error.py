@@ -3,8 +3,8 @@ r"""The source-posterior approximation benchmark."""
 from botorch_transfer.benchmarks.source_error import main, source_posterior_error
 
 
-def test_full_rank_is_exact_and_a_low_rank_is_not():
-    rows = source_posterior_error(150, 2, [150, 5], n_test=40)
+def test_full_rank_is_exact_and_a_low_rank_is_not(device):
+    rows = source_posterior_error(150, 2, [150, 5], n_test=40, device=device)
     full = [r for r in rows if r["max_rank"] == 150]
     low = [r for r in rows if r["max_rank"] == 5]
     assert [r["mean"] for r in rows] == ["exact", "dtc", "exact", "dtc"]
@@ -20,6 +20,7 @@ def test_full_rank_is_exact_and_a_low_rank_is_not():
 
 
 def test_the_cli_prints_a_row_per_rank_and_mean(capsys):
-    rows = main(["--sizes", "60", "--ranks", "10", "--dim", "2", "--test-points", "5"])
+    args = ["--sizes", "60", "--ranks", "10", "--dim", "2", "--test-points", "5"]
+    rows = main([*args, "--device", "cpu"])
     assert len(rows) == 2
     assert capsys.readouterr().out.count("\n") == 3
