@@ -60,6 +60,19 @@ def run_client(model_class, model_options, trials=5, init=2, strategy=None):
     return client
 
 
+def fitted_by_hand(model_class, X, Y, source):
+    r"""``model_class`` on ``(X, Y)`` with the transforms Ax gives it, fitted."""
+    model = model_class(
+        X,
+        Y,
+        source=source,
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
 def observed(client):
     df = client.summarize()
     X = torch.tensor(df[["x0", "x1"]].values, dtype=F64)
@@ -81,14 +94,7 @@ def test_source_conditioned_model_in_an_ax_client_loop(model_class):
     X, Y = observed(client)
     n = model.target_X.shape[-2]
     assert n == 4
-    by_hand = model_class(
-        X[:n],
-        Y[:n],
-        source=source,
-        input_transform=Normalize(2, bounds=BOUNDS),
-        outcome_transform=Standardize(m=1),
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    by_hand = fitted_by_hand(model_class, X[:n], Y[:n], source)
     X_test = (
         torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
     )
@@ -266,15 +272,7 @@ def test_a_guarded_model_class_on_the_model_options_route():
     }
     X, Y = observed(client)
     n = model.target_X.shape[-2]
-    transfer = DeltaBOModel(
-        X[:n],
-        Y[:n],
-        source=source,
-        input_transform=Normalize(2, bounds=BOUNDS),
-        outcome_transform=Standardize(m=1),
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(transfer.likelihood, transfer))
-    by_hand = TransferGuard(transfer)
+    by_hand = TransferGuard(fitted_by_hand(DeltaBOModel, X[:n], Y[:n], source))
     assert model.uses_transfer == by_hand.uses_transfer
     X_test = torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
     a, b = model.posterior(X_test + BOUNDS[0]), by_hand.posterior(X_test + BOUNDS[0])

@@ -99,6 +99,20 @@ def with_task_column(X, value=0.0):
     return torch.cat([X, torch.full_like(X[..., :1], value)], dim=-1)
 
 
+def fitted_by_hand(model_class, X, Y, sources):
+    r"""``model_class`` on the target data with the source experiments and the
+    transforms Ax gives it, fitted."""
+    model = model_class(
+        X,
+        Y,
+        source=[task_data_from_experiment(s, "y") for s in sources],
+        input_transform=Normalize(2, bounds=BOUNDS),
+        outcome_transform=Standardize(m=1),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
 def check_against_model_by_hand(client, model_class):
     r"""The model Ax fitted is ours, and equals one built and fitted by hand."""
     # in Ax's order: the experiment lists the last attached source first
@@ -112,14 +126,7 @@ def check_against_model_by_hand(client, model_class):
     n = model.target_X.shape[-2]
     X, Y = target_data(client, n)
     torch.testing.assert_close(model.target_X, X)
-    by_hand = model_class(
-        X,
-        Y,
-        source=[task_data_from_experiment(s, "y") for s in sources],
-        input_transform=Normalize(2, bounds=BOUNDS),
-        outcome_transform=Standardize(m=1),
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    by_hand = fitted_by_hand(model_class, X, Y, sources)
     X_test = (
         torch.rand(6, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
         * (BOUNDS[1] - BOUNDS[0])
@@ -469,15 +476,7 @@ def test_a_guarded_model_class_through_the_transfer_learning_adapter(margin):
     n = model.target_X.shape[-2]
     X, Y = target_data(client, n)
     # the guard Ax fitted equals a guard around a DeltaBOModel fitted by hand
-    by_hand = DeltaBOModel(
-        X,
-        Y,
-        source=[task_data_from_experiment(sources[0], "y")],
-        input_transform=Normalize(2, bounds=BOUNDS),
-        outcome_transform=Standardize(m=1),
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
-    guard = TransferGuard(by_hand, margin=margin)
+    guard = TransferGuard(fitted_by_hand(DeltaBOModel, X, Y, sources), margin=margin)
     assert model.uses_transfer == guard.uses_transfer == (margin == 0.0)
     for key in ("transfer", "target"):
         assert model.loo_log_density[key] == pytest.approx(

@@ -577,17 +577,19 @@ class SourceConditionedGP(
         result = Module.load_state_dict(self, state_dict, strict=strict, assign=assign)
         self._remap_outcomes(old_scale, old_offset)
         self.prediction_strategy = None
-        self._set_target_data(
-            self._target_X,
-            self._remapped(self._target_Y, old_scale, old_offset),
-            self._target_Yvar * (old_scale / self.output_scale) ** 2,
+        Y, Yvar = self._remapped(
+            self._target_Y, self._target_Yvar, old_scale, old_offset
         )
+        self._set_target_data(self._target_X, Y, Yvar)
         return result
 
-    def _remapped(self, Y: Tensor, old_scale: Tensor, old_offset: Tensor) -> Tensor:
-        r"""Outcomes in model units of the map ``(old_scale, old_offset)``, in model
-        units of the current map."""
-        return (old_scale * Y + old_offset - self.output_offset) / self.output_scale
+    def _remapped(
+        self, Y: Tensor, Yvar: Tensor, old_scale: Tensor, old_offset: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        r"""Outcomes and their noise variances in model units of the map
+        ``(old_scale, old_offset)``, in model units of the current map."""
+        Y = (old_scale * Y + old_offset - self.output_offset) / self.output_scale
+        return Y, Yvar * (old_scale / self.output_scale) ** 2
 
     def _remap_outcomes(self, old_scale: Tensor, old_offset: Tensor) -> None:
         r"""Hook: express stored outcomes other than the target's (in model units of

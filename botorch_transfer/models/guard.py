@@ -182,11 +182,9 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         Returns:
             The guard itself.
         """
-        models = [self.transfer_model]
         if self.target_model is None:
             self.target_model = self._target_model_for(self.transfer_model)
-        models.append(self.target_model)
-        for model in models:
+        for model in (self.transfer_model, self.target_model):
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         self._choose()
         return self

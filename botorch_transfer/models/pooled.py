@@ -109,8 +109,9 @@ class PooledTransferGP(SourceConditionedGP):
         )
 
     def _remap_outcomes(self, old_scale: Tensor, old_offset: Tensor) -> None:
-        self.source_Y = self._remapped(self.source_Y, old_scale, old_offset)
-        self.source_Yvar = self.source_Yvar * (old_scale / self.output_scale) ** 2
+        self.source_Y, self.source_Yvar = self._remapped(
+            self.source_Y, self.source_Yvar, old_scale, old_offset
+        )
 
     def _pooled_training_data(
         self, source_targets: Tensor, source_fixed_noise: Tensor

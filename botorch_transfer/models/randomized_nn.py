@@ -583,9 +583,8 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         if self.regularizer == "parameter":
             reg = (theta - self.initial_parameters).pow(2).sum(-1)
         else:
-            reg_points, g0 = self.regularization_points[index], self.initial_outputs
-            g0 = g0[index]
-            reg = (self._net(theta, reg_points) - g0).pow(2).sum(-1)
+            outputs = self._net(theta, self.regularization_points[index])
+            reg = (outputs - self.initial_outputs[index]).pow(2).sum(-1)
         total = 0.5 * self.lambda_t * reg
         if X_model.shape[-2] > 0:
             out = self._net(theta, X_model)
