@@ -565,6 +565,12 @@ register_method(
     "outcomes; UCB",
 )
 register_method(
+    "deltabo-fitted-source-gp",
+    AcquisitionMethod(fitted_deltabo_model, fit=True, source_model=fitted_source_model),
+    "deltabo-fitted given the fitted source SingleTaskGP itself every iteration "
+    "(the natural BoTorch loop; the GP's source posterior is cached per model)",
+)
+register_method(
     "envgp-fitted",
     AcquisitionMethod(fitted_envgp_model, fit=True),
     "EnvGP with BoTorch's default kernel and priors and a learned affine map per "

@@ -410,11 +410,8 @@ class DeltaBOModel(SourceConditionedGP):
         r"""``Sigma_g,N`` at the (transformed) inputs ``x``, in blocks when possible.
 
         In eval mode GPyTorch calls ``forward`` on ``[train; test]`` for every batch of
-        test points. Evaluating the source covariance on that joint set repeats the
-        ``n x n`` training block (and its ``O(n r^2)`` features) once per batch entry,
-        which dominates ``optimize_acqf_discrete`` over large grids. The training block
-        is the same for every batch entry, so it is computed once and only the
-        cross and test blocks are evaluated per batch.
+        test points; the source's training block is the same for every batch entry
+        (see :meth:`SourcePosterior.joint_covariance`).
         """
         train_x = self.train_inputs[0]
         n = train_x.shape[-2]
@@ -429,12 +426,7 @@ class DeltaBOModel(SourceConditionedGP):
             return self.source_posterior.covariance(self._raw_inputs(x))
         raw_train = self._raw_inputs(train_x)
         raw_test = self._raw_inputs(x[..., n:, :])
-        # batch dimensions broadcast: the training points' features are computed once
-        cross = self.source_posterior.covariance(raw_test, raw_train)
-        train_block = self.source_posterior.covariance(raw_train).expand(*batch, n, n)
-        test_block = self.source_posterior.covariance(raw_test)
-        top = torch.cat([train_block, cross.transpose(-1, -2)], dim=-1)
-        return torch.cat([top, torch.cat([cross, test_block], dim=-1)], dim=-2)
+        return self.source_posterior.joint_covariance(raw_train, raw_test)
 
 
 refuse_pathwise_sampling(DeltaBOModel, "they would omit the source posterior")

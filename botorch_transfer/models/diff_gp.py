@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from botorch.models.transforms.input import InputTransform
@@ -42,7 +43,8 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
     learned_noise,
 )
-from botorch_transfer.models.pooled import PooledTransferGP
+from botorch_transfer.models.low_rank import fitc_predictive_weights, nystrom_root
+from botorch_transfer.models.pooled import DEFAULT_NUM_INDUCING, PooledTransferGP
 
 # slots of the learned noise levels: sigma'^2 (sources without Yvar), sigma_a^2
 SOURCE, TARGET = 0, 1
@@ -83,6 +85,13 @@ class DiffGP(PooledTransferGP):
             refused).
         source_only_features: Columns of Ax's queries for parameters only the
             sources have, dropped (set by ``construct_inputs``).
+        inference: ``"exact"`` (default): exact GPs, ``O(N^3)`` per correction and
+            ``O((N + T)^3)`` per fit step. ``"low_rank"``: FITC inference for the
+            source posterior of step 1 and the final GP, with ``num_inducing`` source
+            points (farthest-point selected) and all target points as inducing
+            inputs: ``O((N + T) m^2)``; exact when ``N <= num_inducing`` (see
+            :mod:`~botorch_transfer.models.low_rank`).
+        num_inducing: Source points used as inducing inputs by ``"low_rank"``.
 
     Example:
         >>> model = DiffGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -106,7 +115,10 @@ class DiffGP(PooledTransferGP):
         task_feature: int | None = None,
         target_task_value: float | None = None,
         source_only_features: int = 0,
+        inference: Literal["exact", "low_rank"] = "exact",
+        num_inducing: int = DEFAULT_NUM_INDUCING,
     ) -> None:
+        self._set_inference(inference, num_inducing)
         if source_Yvar is not None and not (
             isinstance(source_Yvar, (int, float))
             and math.isfinite(source_Yvar)
@@ -233,15 +245,25 @@ class DiffGP(PooledTransferGP):
             batch = X_a.shape[:-2]
             return y_s.expand(*batch, -1) + 0 * m_s, prior_var_s.expand(*batch, -1)
         # 1. source posterior at the target points (noise sigma'^2)
-        K_S = k(Xs_t).to_dense() + torch.diag_embed(
-            self._source_noise().expand(*prior_var_s.shape)
-        )
-        L_S = psd_safe_cholesky(K_S)
         K_sa = k(Xs_t, Xa_t).to_dense()  # N x T (batched)
-        V = torch.linalg.solve_triangular(L_S, K_sa, upper=False)
-        alpha_s = torch.cholesky_solve((y_s - m_s).unsqueeze(-1), L_S)
-        mu_S = m_a + (K_sa.transpose(-1, -2) @ alpha_s).squeeze(-1)
-        var_S = k(Xa_t, diag=True) - V.pow(2).sum(-2)
+        source_noise = self._source_noise().expand(*prior_var_s.shape)
+        if self.low_rank:  # the FITC predictive of the source GP (Woodbury solves)
+            Z = Xs_t[..., self.source_inducing, :]
+            root, L = nystrom_root(k(Xs_t, Z).to_dense(), k(Z).to_dense())
+            fitc = (prior_var_s - root.pow(2).sum(-1)).clamp_min(0.0)
+            mean_weights, covariance_weights = fitc_predictive_weights(
+                root, fitc + source_noise, y_s - m_s, L
+            )
+            K_aZ = k(Xa_t, Z).to_dense()
+            mu_S = m_a + (K_aZ @ mean_weights.unsqueeze(-1)).squeeze(-1)
+            reduction = ((K_aZ @ covariance_weights) * K_aZ).sum(-1)
+        else:
+            L_S = psd_safe_cholesky(k(Xs_t).to_dense() + torch.diag_embed(source_noise))
+            V = torch.linalg.solve_triangular(L_S, K_sa, upper=False)
+            alpha_s = torch.cholesky_solve((y_s - m_s).unsqueeze(-1), L_S)
+            mu_S = m_a + (K_sa.transpose(-1, -2) @ alpha_s).squeeze(-1)
+            reduction = V.pow(2).sum(-2)
+        var_S = k(Xa_t, diag=True) - reduction
         # 2. difference GP on Delta y with noise sigma_a^2 + sigma^2_S(x_a)
         K_D = k(Xa_t).to_dense() + torch.diag_embed(
             self._target_noise_per_point() + var_S

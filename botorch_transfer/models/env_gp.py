@@ -30,7 +30,6 @@ from typing import Any, Literal
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
-from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean
@@ -43,7 +42,7 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
     learned_noise,
 )
-from botorch_transfer.models.pooled import PooledTransferGP
+from botorch_transfer.models.pooled import DEFAULT_NUM_INDUCING, PooledTransferGP
 
 
 class EnvGP(PooledTransferGP):
@@ -91,6 +90,12 @@ class EnvGP(PooledTransferGP):
             refused).
         source_only_features: Columns of Ax's queries for parameters only the
             sources have, dropped (set by ``construct_inputs``).
+        inference: ``"exact"`` (default): an exact GP, ``O((N + T)^3)`` per fit
+            step. ``"low_rank"``: FITC inference with ``num_inducing`` source points
+            (farthest-point selected) and all target points as inducing inputs,
+            ``O((N + T) m^2)`` per step; exact when ``N <= num_inducing`` (see
+            :mod:`~botorch_transfer.models.low_rank`).
+        num_inducing: Source points used as inducing inputs by ``"low_rank"``.
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -115,7 +120,10 @@ class EnvGP(PooledTransferGP):
         task_feature: int | None = None,
         target_task_value: float | None = None,
         source_only_features: int = 0,
+        inference: Literal["exact", "low_rank"] = "exact",
+        num_inducing: int = DEFAULT_NUM_INDUCING,
     ) -> None:
+        self._set_inference(inference, num_inducing)
         if source_map not in ("affine", "identity"):
             raise ValueError(
                 f"`source_map` must be 'affine' or 'identity', got {source_map!r}."
@@ -200,26 +208,11 @@ class EnvGP(PooledTransferGP):
             self.source_scale = torch.nn.Parameter(torch.ones(shape, **like))
             self.source_offset = torch.nn.Parameter(torch.zeros(shape, **like))
 
-    def forward(
-        self, x: Tensor, noise_index: Tensor | None = None
-    ) -> MultivariateNormal:
-        r"""The prior of ``f`` at target points, and of ``a_k f + c_k`` at points of
-        source task ``k`` (with ``source_map="affine"``)."""
-        if self.source_map == "identity" or noise_index is None:
-            return super().forward(x)
-        if self.training:
-            x = self.transform_inputs(x)
-        scale, offset = self._task_affine(noise_index[..., 0])
-        batch = torch.broadcast_shapes(x.shape[:-2], scale.shape[:-1])
-        # each point's scale travels as a last input column, so the covariance stays
-        # a lazily evaluated kernel: GPyTorch's predictions then compute only the
-        # blocks they need (test x train), never the joint matrix per test batch
-        x_scaled = torch.cat(
-            [x.expand(*batch, *x.shape[-2:]), scale.expand(*batch, -1).unsqueeze(-1)],
-            dim=-1,
-        )
-        covar = _RowScaledKernel(self.covar_module)(x_scaled)
-        return MultivariateNormal(self.mean_module(x) * scale + offset, covar)
+    def _row_affine(self, noise_index: Tensor) -> tuple[Tensor, Tensor] | None:
+        r"""``a_k f + c_k`` at points of source task ``k`` (``source_map="affine"``)."""
+        if self.source_map == "identity":
+            return None
+        return self._task_affine(noise_index[..., 0])
 
     def _task_affine(self, task: Tensor) -> tuple[Tensor, Tensor]:
         r"""Each point's scale and offset by its task index (the target: 1, 0)."""
@@ -241,20 +234,3 @@ class EnvGP(PooledTransferGP):
         r"""Pool ``[source; target]`` with per-point noise
         ``[sigma_s^2; sigma_a^2]``."""
         return self._pooled_training_data(self.source_Y, self.source_fixed_noise)
-
-
-class _RowScaledKernel(Kernel):
-    r"""``a_i a_j k(x_i, x_j)`` for inputs ``[x, a]`` (the scale as a last column)."""
-
-    def __init__(self, base_kernel: Kernel) -> None:
-        super().__init__()
-        self.base_kernel = base_kernel
-        self.batch_shape = base_kernel.batch_shape
-
-    def forward(
-        self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any
-    ) -> Tensor:
-        k = self.base_kernel(x1[..., :-1], x2[..., :-1], diag=diag, **params)
-        k = k.to_dense() if hasattr(k, "to_dense") else k
-        a1, a2 = x1[..., -1], x2[..., -1]
-        return k * a1 * a2 if diag else k * a1.unsqueeze(-1) * a2.unsqueeze(-2)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import gpytorch
 import torch
 from botorch.models.transforms.input import InputTransform
 from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean, Mean
 from torch import Tensor
 from torch.nn import Module
@@ -20,7 +22,19 @@ from botorch_transfer.models.base import (
     refuse_pathwise_sampling,
 )
 from botorch_transfer.models.likelihoods import TaskIndexedGaussianLikelihood
+from botorch_transfer.models.low_rank import (
+    FITCMultivariateNormal,
+    farthest_point_indices,
+    fitc_covariance,
+    fitc_predictive_weights,
+    nystrom_root,
+)
 from botorch_transfer.validation import as_source_list
+
+#: How a pooled GP does its linear algebra (see ``PooledTransferGP``).
+INFERENCE_MODES = ("exact", "low_rank")
+#: Default number of source points used as inducing inputs by ``"low_rank"``.
+DEFAULT_NUM_INDUCING = 256
 
 
 def pool_source_tasks(
@@ -71,6 +85,28 @@ class PooledTransferGP(SourceConditionedGP):
     ``_training_data``.
     """
 
+    inference: str = "exact"
+    num_inducing: int = DEFAULT_NUM_INDUCING
+
+    def _set_inference(self, inference: str, num_inducing: int) -> None:
+        r"""Validate and store the ``inference``/``num_inducing`` arguments (called by
+        subclasses before ``__init__`` of the base)."""
+        if inference not in INFERENCE_MODES:
+            raise ValueError(
+                f"`inference` must be one of {INFERENCE_MODES}, got {inference!r}."
+            )
+        if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
+            raise TypeError(f"`num_inducing` must be an int, got {num_inducing!r}.")
+        if num_inducing < 1:
+            raise ValueError(f"`num_inducing` must be positive, got {num_inducing}.")
+        self.inference = inference
+        self.num_inducing = num_inducing
+
+    @property
+    def low_rank(self) -> bool:
+        r"""Whether the GP uses FITC inference (``inference="low_rank"``)."""
+        return self.inference == "low_rank"
+
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[TaskData]:
         return as_source_list(transfer, train_X, allow_models=False)
 
@@ -96,6 +132,12 @@ class PooledTransferGP(SourceConditionedGP):
         self.register_buffer("source_Y", Y_s, persistent=False)
         self.register_buffer("source_Yvar", Yvar_s, persistent=False)
         self.register_buffer("source_task", task, persistent=False)
+        # the source points that are inducing inputs of "low_rank" (all targets are)
+        self.register_buffer(
+            "source_inducing",
+            farthest_point_indices(X_s, self.num_inducing),
+            persistent=False,
+        )
         self.target_task = len(transfer)
         self.mean_module = (
             mean_module
@@ -172,11 +214,134 @@ class PooledTransferGP(SourceConditionedGP):
             raise RuntimeError("No known target noise: the model has no target data.")
         return self._target_Yvar.mean(dim=-1)
 
+    def _row_affine(self, noise_index: Tensor) -> tuple[Tensor, Tensor] | None:
+        r"""Per-point scale ``a_i`` and offset ``c_i`` of the prior (the prior of a
+        point is that of ``a_i f + c_i``), or ``None`` for ``a = 1, c = 0``.
+        Override in a subclass (EnvGP's source map)."""
+        return None
+
     def forward(
         self, x: Tensor, noise_index: Tensor | None = None
     ) -> MultivariateNormal:
-        r"""The prior at ``x``; the noise index only enters the likelihood."""
-        return super().forward(x)
+        r"""The prior at ``x`` (each point through its task's affine map, see
+        ``_row_affine``); the noise index otherwise only enters the likelihood.
+
+        With ``inference="low_rank"`` the prior of the training points is the FITC
+        approximation (see :mod:`~botorch_transfer.models.low_rank`).
+        """
+        if self.training:
+            x = self.transform_inputs(x)
+        affine = None if noise_index is None else self._row_affine(noise_index)
+        if self.training and self.low_rank:
+            mean, root, _, _, prior_diagonal = self._fitc_parts(x, affine)
+            return FITCMultivariateNormal(mean, fitc_covariance(root, prior_diagonal))
+        if affine is None:
+            return MultivariateNormal(self.mean_module(x), self.covar_module(x))
+        scale, offset = affine
+        batch = torch.broadcast_shapes(x.shape[:-2], scale.shape[:-1])
+        # each point's scale travels as a last input column, so the covariance stays
+        # a lazily evaluated kernel: GPyTorch's predictions then compute only the
+        # blocks they need (test x train), never the joint matrix per test batch
+        x_scaled = torch.cat(
+            [x.expand(*batch, *x.shape[-2:]), scale.expand(*batch, -1).unsqueeze(-1)],
+            dim=-1,
+        )
+        covar = _RowScaledKernel(self.covar_module)(x_scaled)
+        return MultivariateNormal(self.mean_module(x) * scale + offset, covar)
+
+    # -------------------------------------------------------- low-rank (FITC)
+    def _fitc_parts(
+        self, x: Tensor, affine: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        r"""Prior mean, Nystrom root, ``K_ZZ``'s factor, inducing inputs and prior
+        variances of the pooled training inputs ``x`` (transformed)."""
+        n_source = self.source_X.shape[0]
+        if x.shape[-2] < n_source:
+            raise RuntimeError(
+                "Low-rank inference evaluates the prior of the pooled training data "
+                f"only ({n_source} source + target points), got {x.shape[-2]} points."
+            )
+        targets = torch.arange(n_source, x.shape[-2], device=x.device)
+        Z = x[..., torch.cat([self.source_inducing, targets]), :]
+        K_XZ = self.covar_module(x, Z).to_dense()
+        root, L = nystrom_root(K_XZ, self.covar_module(Z).to_dense())
+        mean = self.mean_module(x)
+        prior_diagonal = self.covar_module(x, diag=True)
+        if affine is not None:
+            scale, offset = affine
+            root = root * scale.unsqueeze(-1)
+            prior_diagonal = prior_diagonal * scale.pow(2)
+            mean = mean * scale + offset
+        return mean, root, L, Z, prior_diagonal
+
+    def _fitc_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        r"""``(mean_weights, covariance_weights, Z)`` of the FITC predictive, kept
+        while the model's parameters, buffers and training data are unchanged."""
+        key = tuple(
+            (t.data_ptr(), t._version)
+            for t in (
+                *self.parameters(),
+                *self.buffers(),
+                *self.train_inputs,
+                self.train_targets,
+            )
+        )
+        cached = getattr(self, "_fitc_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        x, noise_index = self.train_inputs
+        with torch.no_grad():
+            mean, root, L, Z, prior_diagonal = self._fitc_parts(
+                x, self._row_affine(noise_index)
+            )
+            fitc = (prior_diagonal - root.pow(2).sum(-1)).clamp_min(0.0)
+            weights = fitc_predictive_weights(
+                root, fitc + self.likelihood.noise, self.train_targets - mean, L
+            )
+        self._fitc_cache = (key, (*weights, Z))
+        return self._fitc_cache[1]
+
+    def _fitc_posterior(self, x: Tensor, noise_index: Tensor) -> MultivariateNormal:
+        r"""The FITC predictive at transformed inputs ``x`` (see the module)."""
+        mean_weights, covariance_weights, Z = self._fitc_weights()
+        batch = torch.broadcast_shapes(x.shape[:-2], Z.shape[:-2])
+        x = x.expand(*batch, *x.shape[-2:])
+        K_xZ = self.covar_module(x, Z.expand(*batch, *Z.shape[-2:])).to_dense()
+        mean = self.mean_module(x) + (K_xZ @ mean_weights.unsqueeze(-1)).squeeze(-1)
+        covar = self.covar_module(x).to_dense() - K_xZ @ covariance_weights @ (
+            K_xZ.transpose(-1, -2)
+        )
+        affine = self._row_affine(noise_index)
+        if affine is not None:
+            scale, offset = affine
+            mean = mean * scale + offset
+            covar = covar * scale.unsqueeze(-1) * scale.unsqueeze(-2)
+        return MultivariateNormal(mean, covar)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> MultivariateNormal:
+        r"""GPyTorch's call; in eval mode with ``inference="low_rank"`` the FITC
+        predictive (GPyTorch's prediction strategies would factor ``n x n``)."""
+        if self.training or not self.low_rank or gpytorch.settings.prior_mode.on():
+            return super().__call__(*args, **kwargs)
+        inputs = args[0] if len(args) == 1 and isinstance(args[0], list) else args
+        return self._fitc_posterior(*inputs)
+
+
+class _RowScaledKernel(Kernel):
+    r"""``a_i a_j k(x_i, x_j)`` for inputs ``[x, a]`` (the scale as a last column)."""
+
+    def __init__(self, base_kernel: Kernel) -> None:
+        super().__init__()
+        self.base_kernel = base_kernel
+        self.batch_shape = base_kernel.batch_shape
+
+    def forward(
+        self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any
+    ) -> Tensor:
+        k = self.base_kernel(x1[..., :-1], x2[..., :-1], diag=diag, **params)
+        k = k.to_dense() if hasattr(k, "to_dense") else k
+        a1, a2 = x1[..., -1], x2[..., -1]
+        return k * a1 * a2 if diag else k * a1.unsqueeze(-1) * a2.unsqueeze(-2)
 
 
 # BoTorch's posterior sampler reads one input tensor and the training noise by

@@ -150,10 +150,28 @@ class SourcePosterior(Module):
     All methods take raw inputs ``X`` of shape ``batch x n x d``.
     """
 
+    #: Largest fixed point set whose covariance (and features) are kept for the next
+    #: call (see ``_cached``).
+    COVARIANCE_CACHE_MAX_POINTS = 2048
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("output_scale", torch.tensor(1.0))
         self.register_buffer("output_offset", torch.tensor(0.0))
+        self._covariance_cache = None
+
+    def _apply(self, fn, *args, **kwargs):
+        self._covariance_cache = None  # new dtype/device or new buffer tensors
+        return super()._apply(fn, *args, **kwargs)
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        self._covariance_cache = None
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def _state_version(self) -> tuple:
+        r"""Identifies the buffers the posterior is computed from (changed in place
+        or replaced, anywhere in the module tree)."""
+        return tuple((b.data_ptr(), b._version) for b in self.buffers())
 
     def train(self, mode: bool = True) -> SourcePosterior:
         r"""A source posterior is frozen: it stays in eval mode (its input transform
@@ -186,7 +204,81 @@ class SourcePosterior(Module):
         points against ``n x d`` training points). ``X2=None`` returns the joint
         covariance of ``X1`` with itself.
         """
-        return self.output_scale**2 * self._covariance(X1, X1 if X2 is None else X2)
+        if X2 is not None:
+            return self.output_scale**2 * self._covariance(X1, X2)
+        return self.output_scale**2 * self._joint_covariance(X1)
+
+    def _joint_covariance(self, X: Tensor) -> Tensor:
+        r"""``_covariance(X, X)``, reused for a fixed point set: a model's training
+        block is asked for at every step of its hyperparameter fit and in every
+        posterior call, with the same inputs."""
+        return self._cached("covariance", X, lambda: self._covariance(X, X))
+
+    def _cached(
+        self, name: str, X: Tensor, compute: callable, max_points: int | None = None
+    ) -> Tensor:
+        r"""``compute()``, a function of the fixed set ``X`` (``n x d``) and this
+        posterior's buffers, kept per ``name`` for the next call with equal ``X``.
+
+        Nothing is kept for a batch of sets, for sets larger than ``max_points``
+        (default ``COVARIANCE_CACHE_MAX_POINTS``), or where a gradient with respect
+        to ``X`` is needed (test points in an acquisition).
+        """
+        if max_points is None:
+            max_points = self.COVARIANCE_CACHE_MAX_POINTS
+        if (
+            X.dim() != 2
+            or X.shape[0] > max_points
+            or (torch.is_grad_enabled() and X.requires_grad)
+        ):
+            return compute()
+        key = self._state_version()
+        cache = self._covariance_cache or {}
+        hit = cache.get(name)
+        if (
+            hit is not None
+            and hit[1] == key
+            and hit[0].shape == X.shape
+            and hit[0].dtype == X.dtype
+            and hit[0].device == X.device
+            and torch.equal(hit[0], X)
+        ):
+            return hit[2]
+        value = compute()
+        self._covariance_cache = {
+            **cache,
+            name: (X.detach().clone(), key, value.detach()),
+        }
+        return value
+
+    def joint_covariance(self, X_fixed: Tensor, X: Tensor) -> Tensor:
+        r"""Joint covariance of ``[X_fixed; X]`` for a fixed set and a batch of points.
+
+        GPyTorch evaluates a model's prior on ``[train; test]`` for every batch of
+        test points. Evaluating the source covariance on that joint set would repeat
+        the ``n x n`` training block once per batch entry; here it is computed once
+        (and kept for the next call), and only the cross and test blocks are
+        evaluated per batch entry.
+
+        Args:
+            X_fixed: ``n x d`` raw inputs shared by all batch entries (e.g. the
+                training inputs; a batch of sets broadcastable with ``X`` works, but
+                is not kept).
+            X: ``batch x m x d`` raw inputs.
+
+        Returns:
+            The ``batch x (n + m) x (n + m)`` covariance.
+        """
+        batch, n = X.shape[:-2], X_fixed.shape[-2]
+        fixed = self.covariance(X_fixed).expand(*batch, n, n)
+        cross, own = self._cross_and_own(X_fixed, X)
+        cross, own = self.output_scale**2 * cross, self.output_scale**2 * own
+        top = torch.cat([fixed, cross.transpose(-1, -2)], dim=-1)
+        return torch.cat([top, torch.cat([cross, own], dim=-1)], dim=-2)
+
+    def _cross_and_own(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""``(_covariance(X, X_fixed), _covariance(X, X))``."""
+        return self._covariance(X, X_fixed), self._covariance(X, X)
 
     def variance(self, X: Tensor) -> Tensor:
         r"""Posterior variance, shape ``batch x n`` (no ``n x n`` matrix is formed)."""
@@ -380,6 +472,17 @@ class GPSourcePosterior(SourcePosterior):
             cov = cov + self.prior_source.covariance(X1, X2)
         return cov
 
+    def _prior_covariance_to(self, X: Tensor, name: str) -> Tensor:
+        r"""``k(X, points)`` for the stored point set ``name`` (the pivots or the mean's
+        inputs), whose transformed inputs are kept between calls."""
+        points = getattr(self, name)
+        if self.prior_source is not None or self.input_transform is None:
+            return self._prior_covariance(X, points)
+        transformed = self._cached(
+            name, points, lambda: self._transform(points), max_points=points.shape[0]
+        )
+        return self.covar_module(self._transform(X), transformed).to_dense()
+
     def _prior_variance(self, X: Tensor) -> Tensor:
         var = self.covar_module(self._transform(X), diag=True)
         if self.prior_source is not None:
@@ -388,7 +491,7 @@ class GPSourcePosterior(SourcePosterior):
 
     def _cross_to_inducing(self, X: Tensor) -> Tensor:
         r"""``k(X, Z)`` for flattened ``X``: ``n x r``."""
-        return self._prior_covariance(X, self.inducing_points)
+        return self._prior_covariance_to(X, "inducing_points")
 
     def _features(self, X: Tensor) -> Tensor:
         X_flat, shape = _flatten(X)
@@ -399,7 +502,7 @@ class GPSourcePosterior(SourcePosterior):
         X_flat, shape = _flatten(X)
         mean = (
             self._prior_mean(X_flat)
-            + self._prior_covariance(X_flat, self.train_inputs) @ self.mean_weights
+            + self._prior_covariance_to(X_flat, "train_inputs") @ self.mean_weights
         )
         return mean.reshape(shape)
 
@@ -414,6 +517,14 @@ class GPSourcePosterior(SourcePosterior):
         X_flat, shape = _flatten(X)
         prior = self._prior_variance(X_flat).reshape(shape)
         return (prior - self._features(X).pow(2).sum(-1)).clamp_min(0.0)
+
+    def _cross_and_own(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+        # the test points' features once, the fixed set's from the cache
+        features = self._features(X)
+        fixed = self._cached("features", X_fixed, lambda: self._features(X_fixed))
+        cross = self._prior_covariance(X, X_fixed) - features @ fixed.transpose(-1, -2)
+        own = self._prior_covariance(X, X) - features @ features.transpose(-1, -2)
+        return cross, own
 
 
 class ModelSourcePosterior(SourcePosterior):

@@ -238,3 +238,74 @@ def test_the_mean_is_low_rank_above_the_exact_mean_limit(monkeypatch):
         X[:30], X[:30].sum(-1), torch.full((30,), 0.01, dtype=F64), kernel()
     )
     assert source.exact_mean
+
+
+def _source_with_transform(rank=40):
+    from botorch.models.transforms.input import Normalize
+
+    X = torch.rand(40, 2, dtype=F64) * 4
+    transform = Normalize(d=2, bounds=torch.tensor([[0.0, 0.0], [4.0, 4.0]]).to(X))
+    noise = torch.full((40,), 0.01, dtype=F64)
+    return GPSourcePosterior(
+        X,
+        torch.sin(X).sum(-1),
+        noise,
+        kernel(),
+        input_transform=transform,
+        max_rank=rank,
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Source posterior approximated")
+@pytest.mark.parametrize("rank", [40, 15])
+def test_joint_covariance_equals_the_covariance_of_the_stacked_points(rank):
+    source = _source_with_transform(rank)
+    source.set_output_affine(2.0, 1.0)
+    X_fixed = torch.rand(6, 2, dtype=F64) * 4
+    X = torch.rand(3, 2, 4, 2, dtype=F64) * 4
+    stacked = torch.cat([X_fixed.expand(3, 2, 6, 2), X], dim=-2)
+    for _ in range(2):  # the second call takes the fixed block from the cache
+        torch.testing.assert_close(
+            source.joint_covariance(X_fixed, X),
+            source.covariance(stacked),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+
+
+def test_a_cached_covariance_follows_the_posterior_state():
+    source = _source_with_transform()
+    X = torch.rand(5, 2, dtype=F64) * 4
+    calls = []
+    compute = source._covariance
+    source._covariance = lambda *a: calls.append(1) or compute(*a)
+    first = source.covariance(X)
+    torch.testing.assert_close(source.covariance(X.clone()), first, rtol=0, atol=0)
+    assert len(calls) == 1  # computed once for equal points
+    del source._covariance
+    # the output map applies to a cached result
+    source.set_output_affine(3.0, 0.0)
+    torch.testing.assert_close(source.covariance(X), 9 * first, rtol=1e-14, atol=0)
+    # new buffers loaded (in place) into the same module: no stale covariance
+    other = _source_with_transform()
+    expected = other.covariance(X)
+    source.load_state_dict(other.state_dict())
+    torch.testing.assert_close(source.covariance(X), expected, rtol=1e-12, atol=0)
+    # an in-place change of a buffer (not through load_state_dict) is seen too
+    source.feature_map.mul_(0.5)
+    fresh = _source_with_transform()
+    fresh.load_state_dict(source.state_dict())
+    fresh._covariance_cache = None
+    torch.testing.assert_close(
+        source.covariance(X), fresh.covariance(X), rtol=1e-12, atol=0
+    )
+    # a different dtype recomputes rather than returning float64 values
+    assert source.to(torch.float32).covariance(X.float()).dtype == torch.float32
+
+
+def test_points_that_need_a_gradient_get_one_through_the_covariance():
+    source = _source_with_transform()
+    X = (torch.rand(5, 2, dtype=F64) * 4).requires_grad_(True)
+    source.covariance(X.detach())  # cached without a gradient
+    source.covariance(X).sum().backward()
+    assert X.grad is not None and X.grad.abs().sum() > 0
