@@ -10,9 +10,13 @@ run (each configuration in its own process, median over iterations):
 
 - ``gp-ucb-fitted``: ``SingleTaskGP`` on the T target points;
 - ``deltabo-fitted``: ``DeltaBOModel`` on the frozen source posterior;
+- ``deltabo-fitted-source-gp``: ``DeltaBOModel`` given the fitted source GP itself
+  every iteration (its posterior is cached per model);
 - ``pooled-gp-fitted``: ``SingleTaskGP`` on the N + T pooled points;
 - ``envgp-fitted`` / ``diffgp-fitted``: ``EnvGP`` / ``DiffGP`` (an (N+T)-sized GP;
-  DiffGP also re-derives its source correction, O(N^3)).
+  DiffGP also re-derives its source correction, O(N^3));
+- ``envgp-fitted-low-rank`` / ``diffgp-fitted-low-rank``: the same with FITC
+  inference (``inference="low_rank"``, 256 source inducing points).
 
 A model trained on more than ``--max-fit-n`` points is not re-fitted every
 iteration (an exact fit is O(n^3) per optimizer step): its hyperparameters are
@@ -72,9 +76,12 @@ T_TARGET = 30
 METHODS = (
     "gp-ucb-fitted",
     "deltabo-fitted",
+    "deltabo-fitted-source-gp",
     "pooled-gp-fitted",
     "envgp-fitted",
     "diffgp-fitted",
+    "envgp-fitted-low-rank",
+    "diffgp-fitted-low-rank",
 )
 #: Source points the hyperparameters of large models are fitted with.
 SUBSET_N = 1000

@@ -15,6 +15,7 @@ A new model joins the comparison with one registration, e.g.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -468,6 +469,18 @@ def fitted_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
     return default_settings_model(DiffGP, state, X, Y, state.source)
 
 
+def low_rank_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
+    r"""``fitted_envgp_model`` with FITC inference (``inference="low_rank"``)."""
+    builder = functools.partial(EnvGP, inference="low_rank")
+    return default_settings_model(builder, state, X, Y, state.source)
+
+
+def low_rank_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
+    r"""``fitted_diffgp_model`` with FITC inference (``inference="low_rank"``)."""
+    builder = functools.partial(DiffGP, inference="low_rank")
+    return default_settings_model(builder, state, X, Y, state.source)
+
+
 def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
     r"""BoTorch's ``MultiTaskGP`` (ICM) with its defaults: the source is task 0 and
     the target task 1 of a task feature column; it predicts the target task."""
@@ -581,6 +594,18 @@ register_method(
     AcquisitionMethod(fitted_diffgp_model, fit=True),
     "DiffGP with BoTorch's default kernel and priors fitted every iteration, "
     "standardized outcomes; UCB",
+)
+register_method(
+    "envgp-fitted-low-rank",
+    AcquisitionMethod(low_rank_envgp_model, fit=True),
+    "envgp-fitted with FITC inference (256 farthest-point source points and all "
+    "target points inducing): O((N + T) m^2) per fit step; UCB",
+)
+register_method(
+    "diffgp-fitted-low-rank",
+    AcquisitionMethod(low_rank_diffgp_model, fit=True),
+    "diffgp-fitted with FITC inference (256 farthest-point source points and all "
+    "target points inducing): O((N + T) m^2) per fit step; UCB",
 )
 register_method(
     "gp-ucb-fitted",

@@ -173,3 +173,32 @@ def diff_gp_posterior(
     return gp_posterior(
         kernel, X, torch.cat([y_cs, y_a]), torch.cat([noise_cs, sigma_a2])
     )
+
+
+def fitc_posterior(
+    kernel, X: Tensor, y: Tensor, noise: Tensor, Z: Tensor, jitter: float = 0.0
+):
+    r"""The FITC posterior (Snelson & Ghahramani 2006) written densely: the training
+    prior ``Q + diag(K - Q)`` with ``Q = K_XZ (K_ZZ + jitter)^{-1} K_ZX``, cross
+    covariances ``Q_*X`` and the exact test prior ``k(x, x')``; zero prior mean.
+    ``jitter`` is relative to the mean diagonal of ``K_ZZ``.
+
+    Returns ``(mean(A), cov(A, B))`` as functions of test inputs.
+    """
+    K_ZZ = kernel(Z, Z)
+    K_ZZ = K_ZZ + jitter * torch.diagonal(K_ZZ).mean() * torch.eye(len(Z)).to(K_ZZ)
+
+    def nystrom(A, B):
+        return kernel(A, Z) @ torch.linalg.solve(K_ZZ, kernel(Z, B))
+
+    Q = nystrom(X, X)
+    K_train = Q + torch.diag(torch.diagonal(kernel(X, X) - Q)) + torch.diag(noise)
+    alpha = torch.linalg.solve(K_train, y)
+
+    def mean(A):
+        return nystrom(A, X) @ alpha
+
+    def cov(A, B):
+        return kernel(A, B) - nystrom(A, X) @ torch.linalg.solve(K_train, nystrom(X, B))
+
+    return mean, cov

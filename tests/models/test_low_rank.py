@@ -1,0 +1,214 @@
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models.transforms import Normalize, Standardize
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_transfer import DiffGP, EnvGP
+from botorch_transfer.models.low_rank import (
+    NYSTROM_JITTER,
+    FITCMultivariateNormal,
+    farthest_point_indices,
+    fitc_covariance,
+    fitc_predictive_weights,
+    nystrom_root,
+)
+from tests.models.reference import fitc_posterior, rbf
+from tests.models.test_delta import (
+    DELTA_LS,
+    DELTA_OS,
+    F64,
+    TARGET_NOISE,
+    assert_posterior_matches,
+    delta_kernel,
+    make_source,
+    make_target,
+)
+
+
+def kernel_ref(A, B):
+    return rbf(A, B, DELTA_LS, DELTA_OS)
+
+
+def test_farthest_point_indices_are_greedy_max_min_and_all_for_small_sets():
+    X = torch.rand(200, 3, dtype=F64) * torch.tensor([1.0, 10.0, 100.0], dtype=F64)
+    chosen = farthest_point_indices(X, 12)
+    assert chosen.unique().numel() == 12
+    U = (X - X.min(0).values) / (X.max(0).values - X.min(0).values)
+    for k in range(1, 12):  # each pick is farthest (unit-scaled) from those before
+        distance = torch.cdist(U, U[chosen[:k]]).min(dim=-1).values
+        assert distance[chosen[k]] == distance.max()
+    assert torch.equal(farthest_point_indices(X[:5], 12), torch.arange(5))
+
+
+def test_fitc_log_likelihood_and_predictive_weights_match_dense_algebra():
+    X = torch.rand(30, 2, dtype=F64)
+    Z = X[:8]
+    K_XZ, K_ZZ = kernel_ref(X, Z), kernel_ref(Z, Z)
+    root, L = nystrom_root(K_XZ, K_ZZ)
+    # the documented jitter is part of the method
+    K_ZZ = K_ZZ + NYSTROM_JITTER[F64] * DELTA_OS * torch.eye(8, dtype=F64)
+    prior = torch.diagonal(kernel_ref(X, X))
+    noise = 0.01 + 0.05 * torch.rand(30, dtype=F64)
+    Q = K_XZ @ torch.linalg.solve(K_ZZ, K_XZ.T)
+    dense = Q + torch.diag(prior - torch.diagonal(Q)) + torch.diag(noise)
+    covar = fitc_covariance(root, prior) + torch.diag_embed(noise)
+    y = torch.randn(30, dtype=F64)
+    mean = torch.zeros(30, dtype=F64)
+    expected = torch.distributions.MultivariateNormal(mean, dense).log_prob(y)
+    structured = fitc_covariance(root, prior)
+    from linear_operator.operators import DiagLinearOperator
+
+    got = FITCMultivariateNormal(mean, structured + DiagLinearOperator(noise))
+    torch.testing.assert_close(got.log_prob(y), expected, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(covar.to_dense(), dense, rtol=1e-8, atol=1e-9)
+    # predictive weights: mean k(x, Z) w and covariance reduction k(x, Z) W k(Z, x)
+    fitc = prior - root.pow(2).sum(-1)
+    w, W = fitc_predictive_weights(root, fitc + noise, y, L)
+    A = torch.rand(5, 2, dtype=F64)
+    Q_AX = kernel_ref(A, Z) @ torch.linalg.solve(K_ZZ, K_XZ.T)
+    torch.testing.assert_close(
+        kernel_ref(A, Z) @ w, Q_AX @ torch.linalg.solve(dense, y), rtol=1e-8, atol=1e-9
+    )
+    torch.testing.assert_close(
+        kernel_ref(A, Z) @ W @ kernel_ref(Z, A),
+        Q_AX @ torch.linalg.solve(dense, Q_AX.T),
+        rtol=1e-8,
+        atol=1e-9,
+    )
+
+
+def make(cls, source, X, Y, **kwargs):
+    return cls(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, TARGET_NOISE),
+        source=source,
+        covar_module=delta_kernel(),
+        mean_module=None if cls is DiffGP else kwargs.pop("mean_module", None),
+        **kwargs,
+    )
+
+
+def test_low_rank_envgp_is_the_dense_fitc_posterior():
+    # few, well separated inducing inputs: K_ZZ well conditioned (float64 agreement)
+    source, (X, Y) = make_source(), make_target(n=3)
+    from gpytorch.means import ZeroMean
+
+    model = EnvGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, TARGET_NOISE),
+        source=source,
+        covar_module=delta_kernel(),
+        mean_module=ZeroMean(),
+        source_noise=0.05,
+        source_map="identity",
+        inference="low_rank",
+        num_inducing=5,
+    )
+    pooled_X = torch.cat([source.X, X])
+    Z = torch.cat([source.X[model.source_inducing], X])
+    noise = torch.cat(
+        [torch.full((source.n,), 0.05, dtype=F64), torch.full((3,), TARGET_NOISE)]
+    )
+    ref_mean, ref_cov = fitc_posterior(
+        kernel_ref,
+        pooled_X,
+        torch.cat([source.Y, Y]).squeeze(-1),
+        noise,
+        Z,
+        jitter=NYSTROM_JITTER[F64],
+    )
+    assert model.source_inducing.numel() == 5
+    assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_low_rank_with_every_source_point_inducing_is_exact(cls, device):
+    source = make_source(n=25, device=device)
+    X, Y = make_target(device=device)
+    kwargs = dict(
+        source=source,
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(m=1),
+    )
+    exact = cls(X, Y, **kwargs)
+    low_rank = cls(X, Y, inference="low_rank", num_inducing=25, **kwargs)
+    with torch.no_grad():
+        exact.covar_module.base_kernel.lengthscale = torch.tensor([0.4, 0.6])
+        exact.covar_module.outputscale = 1.7
+    state = exact.state_dict()
+    for model in (exact, low_rank):  # DiffGP re-derives its correction on loading
+        model.load_state_dict(state)
+    # the marginal likelihood and its gradient
+    values = []
+    for model in (exact, low_rank):
+        model.train()
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        inputs = model.train_inputs
+        value = mll(model(*inputs), model.train_targets, *inputs)
+        value.backward()
+        grad = model.covar_module.raw_outputscale.grad
+        values.append((value.detach(), grad.clone()))
+    torch.testing.assert_close(values[1][0], values[0][0], rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(values[1][1], values[0][1], rtol=1e-6, atol=1e-8)
+    exact.eval(), low_rank.eval()
+    X_test = torch.rand(3, 4, 2, dtype=F64, device=device)
+    post_exact, post_low = exact.posterior(X_test), low_rank.posterior(X_test)
+    torch.testing.assert_close(post_low.mean, post_exact.mean, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(
+        post_low.distribution.covariance_matrix,
+        post_exact.distribution.covariance_matrix,
+        rtol=1e-6,
+        atol=1e-7,
+    )
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_low_rank_fits_fantasizes_and_conditions(cls):
+    source = make_source(n=60)
+    X, Y = make_target()
+    model = cls(X, Y, source=source, inference="low_rank", num_inducing=12)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    X_new = torch.rand(2, 2, dtype=F64)
+    Y_new = torch.randn(2, 1, dtype=F64)
+    conditioned = model.condition_on_observations(X_new, Y_new)
+    rebuilt = cls(
+        torch.cat([X, X_new]),
+        torch.cat([Y, Y_new]),
+        source=source,
+        inference="low_rank",
+        num_inducing=12,
+    )
+    rebuilt.load_state_dict(model.state_dict())
+    X_test = torch.rand(5, 1, 2, dtype=F64)
+    torch.testing.assert_close(
+        conditioned.posterior(X_test).mean,
+        rebuilt.posterior(X_test).mean,
+        rtol=1e-8,
+        atol=1e-9,
+    )
+    from botorch.sampling import SobolQMCNormalSampler
+
+    fantasy = model.fantasize(X_new, SobolQMCNormalSampler(torch.Size([3])))
+    post = fantasy.posterior(torch.rand(4, 1, 2, 2, dtype=F64))
+    assert post.mean.shape == (4, 3, 2, 1)
+    assert torch.isfinite(post.variance).all() and (post.variance > 0).all()
+    # a q-batch posterior is a valid joint Gaussian with a gradient to the inputs
+    X_q = torch.rand(4, 3, 2, dtype=F64, requires_grad=True)
+    post = model.posterior(X_q)
+    torch.linalg.cholesky(post.distribution.covariance_matrix)
+    post.variance.sum().backward()
+    assert X_q.grad is not None and torch.isfinite(X_q.grad).all()
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_bad_inference_arguments(cls):
+    source, (X, Y) = make_source(), make_target()
+    with pytest.raises(ValueError, match="`inference` must be one of"):
+        cls(X, Y, source=source, inference="sparse")
+    with pytest.raises(ValueError, match="`num_inducing` must be positive"):
+        cls(X, Y, source=source, inference="low_rank", num_inducing=0)
+    with pytest.raises(TypeError, match="`num_inducing` must be an int"):
+        cls(X, Y, source=source, inference="low_rank", num_inducing=2.5)
