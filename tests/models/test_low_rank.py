@@ -2,7 +2,9 @@ import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
+from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from linear_operator.operators import DiagLinearOperator
 
 from botorch_transfer import DiffGP, EnvGP
 from botorch_transfer.models.low_rank import (
@@ -57,8 +59,6 @@ def test_fitc_log_likelihood_and_predictive_weights_match_dense_algebra():
     mean = torch.zeros(30, dtype=F64)
     expected = torch.distributions.MultivariateNormal(mean, dense).log_prob(y)
     structured = fitc_covariance(root, prior)
-    from linear_operator.operators import DiagLinearOperator
-
     got = FITCMultivariateNormal(mean, structured + DiagLinearOperator(noise))
     torch.testing.assert_close(got.log_prob(y), expected, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(covar.to_dense(), dense, rtol=1e-8, atol=1e-9)
@@ -78,22 +78,9 @@ def test_fitc_log_likelihood_and_predictive_weights_match_dense_algebra():
     )
 
 
-def make(cls, source, X, Y, **kwargs):
-    return cls(
-        X,
-        Y,
-        train_Yvar=torch.full_like(Y, TARGET_NOISE),
-        source=source,
-        covar_module=delta_kernel(),
-        mean_module=None if cls is DiffGP else kwargs.pop("mean_module", None),
-        **kwargs,
-    )
-
-
 def test_low_rank_envgp_is_the_dense_fitc_posterior():
     # few, well separated inducing inputs: K_ZZ well conditioned (float64 agreement)
     source, (X, Y) = make_source(), make_target(n=3)
-    from gpytorch.means import ZeroMean
 
     model = EnvGP(
         X,
