@@ -35,7 +35,16 @@ Run: ``python -m botorch_transfer.benchmarks.timing [--methods ...] [--dims 2 8]
 pre-training (the default prior against NLL pre-training with the meta track's
 budget, on the same kind of meta-data, with each prior's NLL on held-out tasks),
 ``python -m botorch_transfer.benchmarks.timing --pretrain --stage1-tasks 34
---stage1-points 100 --dims 7``
+--stage1-points 100 --dims 7``.
+
+``python -m botorch_transfer.benchmarks.timing --targets`` measures every cost target
+of the scale issue in one run and prints each with its goal: DeltaBO against the
+target-only GP at ``--target-n`` source points (both rebuild paths) and at
+``--large-n`` (construction time, peak memory, per iteration; the source posterior's
+error against the exact one on an ``--error-n``-point subsample), the low-rank
+EnvGP/DiffGP against DeltaBO at ``--pooled-n``, cm-BO's Stage 1, and HyperBO's default
+pre-training (time, and its held-out NLL against ``--pretrain-steps`` of NLL
+pre-training).
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from typing import Any
 
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -384,6 +394,104 @@ def main_pretrain(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def _in_process(function: callable, *args: Any) -> Any:
+    r"""``function(*args)`` in a fresh (spawned) process: timings and peak memory
+    of one configuration are not affected by another."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
+
+
+def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
+    from botorch_transfer.benchmarks.source_error import source_posterior_error
+
+    rows = source_posterior_error(n_source, dim, [rank])
+    return next(r for r in rows if r["mean"] == "dtc")
+
+
+def main_targets(args: argparse.Namespace) -> list[dict]:
+    r"""The ``--targets`` table: every cost target of the scale issue, measured in
+    this run, each configuration in its own process, with its ratio and goal."""
+    rows: list[dict] = []
+
+    def report(what: str, value: float, goal: float, unit: str = "x") -> None:
+        met = "yes" if value <= goal else "no"
+        print(
+            f"{what:<62} {value:>9.2f}{unit:<2} {'<= ' + f'{goal:g}':>9} {met:>4}",
+            flush=True,
+        )
+        rows.append({"target": what, "value": value, "goal": goal, "met": met == "yes"})
+
+    def iteration(method: str, dim: int, n: int) -> dict:
+        return _in_process(
+            run_config, method, dim, n, args.iterations, args.seed, args.max_fit_n, 1
+        )
+
+    print(f"{'target':<62} {'measured':>11} {'goal':>9} {'met':>4}")
+    n, d = args.target_n, 4
+    base = iteration("gp-ucb-fitted", d, n)["iteration_s"]
+    for method, path in (
+        ("deltabo-fitted", "frozen source"),
+        ("deltabo-fitted-source-gp", "source GP passed again"),
+    ):
+        it = iteration(method, d, n)["iteration_s"]
+        report(
+            f"DeltaBO/target-only per iteration, N={n}, d={d}, {path}", it / base, 1.5
+        )
+    n, d = args.large_n, 8
+    base = iteration("gp-ucb-fitted", d, n)["iteration_s"]
+    large = iteration("deltabo-fitted", d, n)
+    report(f"DeltaBO N={n}, d={d}: construction (s)", large["setup_s"], 60, "s")
+    report(
+        f"DeltaBO N={n}, d={d}: peak memory (GB)", large["peak_rss_mb"] / 1024, 4, "GB"
+    )
+    report(
+        f"DeltaBO/target-only per iteration, N={n}, d={d}",
+        large["iteration_s"] / base,
+        2.0,
+    )
+    error = _in_process(_source_error_on_subsample, args.error_n, d, 1000)
+    print(
+        f"  source posterior on a {args.error_n}-point subsample (rank {error['rank']},"
+        f" DTC mean): mean error max {error['mean_max']:.2e} (outcome sd), sd error "
+        f"max {error['sd_rel_max']:.2e} (relative)"
+    )
+    rows.append({"target": "source posterior error", **error})
+    n, d = args.pooled_n, 4
+    delta = iteration("deltabo-fitted", d, n)["iteration_s"]
+    for method in ("envgp-fitted-low-rank", "diffgp-fitted-low-rank"):
+        it = iteration(method, d, n)["iteration_s"]
+        report(f"{method}/DeltaBO per iteration, N={n}, d={d}", it / delta, 5.0)
+    stage1 = _in_process(
+        run_stage1, args.stage1_tasks, args.stage1_points, 4, True, args.seed
+    )
+    report(
+        f"cm-BO stage 1, {args.stage1_tasks} tasks x {args.stage1_points} points, "
+        "d=4 (s)",
+        stage1["fit_s"],
+        15,
+        "s",
+    )
+    tasks, points = args.pretrain_tasks, args.pretrain_points
+    default = _in_process(run_pretrain, tasks, points, 7, None, 0, args.seed)
+    long_run = _in_process(
+        run_pretrain, tasks, points, 7, "nll", args.pretrain_steps, args.seed
+    )
+    report(
+        f"HyperBO pre-training, {tasks} tasks x {points} points, d=7 (s)",
+        default["fit_s"],
+        60,
+        "s",
+    )
+    report(
+        f"HyperBO held-out NLL/point minus {args.pretrain_steps}-step NLL run's",
+        default["heldout_nll"] - long_run["heldout_nll"],
+        0.05,
+        "",
+    )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -429,7 +537,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--stage1-points meta-data instead",
     )
     parser.add_argument("--pretrain-steps", type=int, default=3000)
+    parser.add_argument(
+        "--targets",
+        action="store_true",
+        help="measure every cost target of the scale issue in one run and print "
+        "each with its ratio and goal",
+    )
+    parser.add_argument("--target-n", type=int, default=10_000)
+    parser.add_argument("--large-n", type=int, default=100_000)
+    parser.add_argument("--error-n", type=int, default=10_000)
+    parser.add_argument("--pooled-n", type=int, default=2000)
+    parser.add_argument("--pretrain-tasks", type=int, default=34)
+    parser.add_argument("--pretrain-points", type=int, default=100)
     args = parser.parse_args(argv)
+    if args.targets:
+        return main_targets(args)
     if args.stage1:
         return main_stage1(args)
     if args.pretrain:

@@ -272,3 +272,21 @@ def test_cmbo_stage1_cache_is_keyed_on_the_data_not_on_object_ids():
     c = run_meta_experiment(problem(12), "cmbo-center-jeffreys", seed=7, iterations=1)
     assert not a["stage1_cached"] and b["stage1_cached"] and not c["stage1_cached"]
     assert b["fit_s"] == a["fit_s"]
+
+
+def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
+    monkeypatch.setattr(timing, "_in_process", lambda function, *args: function(*args))
+    rows = timing.main(
+        ["--targets", "--target-n", "40", "--large-n", "60", "--error-n", "50"]
+        + ["--pooled-n", "40", "--iterations", "1", "--stage1-tasks", "3"]
+        + ["--stage1-points", "6", "--pretrain-tasks", "6", "--pretrain-points", "8"]
+        + ["--pretrain-steps", "3"]
+    )
+    goals = [r for r in rows if "goal" in r]
+    assert len(goals) == 10
+    assert all(
+        math.isfinite(r["value"]) and r["met"] == (r["value"] <= r["goal"])
+        for r in goals
+    )
+    out = capsys.readouterr().out
+    assert "envgp-fitted-low-rank/DeltaBO" in out and "50-point subsample" in out
