@@ -11,6 +11,7 @@ from botorch.models.transforms.input import InputTransform
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean, Mean
+from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
@@ -316,7 +317,8 @@ class PooledTransferGP(SourceConditionedGP):
             scale, offset = affine
             mean = mean * scale + offset
             covar = covar * scale.unsqueeze(-1) * scale.unsqueeze(-2)
-        return MultivariateNormal(mean, covar)
+        # lazily: BoTorch factorizes (with jitter where needed) only when it samples
+        return MultivariateNormal(mean, DenseLinearOperator(covar))
 
     def __call__(self, *args: Any, **kwargs: Any) -> MultivariateNormal:
         r"""GPyTorch's call; in eval mode with ``inference="low_rank"`` the FITC

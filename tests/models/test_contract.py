@@ -25,7 +25,17 @@ from botorch_transfer import (
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
 from tests.pretraining.test_objectives import make_prior
 
-KINDS = ["deltabo", "deltabo-full", "envgp", "diffgp", "rgpe", "cmbo", "hyperbo"]
+KINDS = [
+    "deltabo",
+    "deltabo-full",
+    "envgp",
+    "diffgp",
+    "envgp-low-rank",
+    "diffgp-low-rank",
+    "rgpe",
+    "cmbo",
+    "hyperbo",
+]
 
 
 @functools.lru_cache
@@ -58,7 +68,10 @@ def build(kind, X, Y, source, **kwargs):
         assert PretrainedPriorGP.fixes_outcome_units
         kwargs.pop("outcome_transform", None)
         return PretrainedPriorGP(X, Y, prior=make_prior(), **kwargs)
-    return (EnvGP if kind == "envgp" else DiffGP)(X, Y, source=source, **kwargs)
+    if kind.endswith("-low-rank"):  # FITC with fewer inducing inputs than sources
+        kwargs.update(inference="low_rank", num_inducing=12)
+    model_class = EnvGP if kind.startswith("envgp") else DiffGP
+    return model_class(X, Y, source=source, **kwargs)
 
 
 @pytest.mark.parametrize(

@@ -52,14 +52,17 @@ def source_model(source_data):
 
 
 MODELS = ["deltabo", "envgp", "diffgp"]
+#: EnvGP/DiffGP with FITC inference on 20 of the 60 source points
+LOW_RANK = ["envgp-low-rank", "diffgp-low-rank"]
 
 
 def build(kind, X, Y, source_data, source_model):
     Yvar = torch.full_like(Y, NOISE)
     if kind == "deltabo":  # the fitted source model is used as is
         return DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar)
-    cls = EnvGP if kind == "envgp" else DiffGP
-    return cls(X, Y, source=source_data, train_Yvar=Yvar)
+    cls = EnvGP if kind.startswith("envgp") else DiffGP
+    options = dict(inference="low_rank", num_inducing=20) if kind in LOW_RANK else {}
+    return cls(X, Y, source=source_data, train_Yvar=Yvar, **options)
 
 
 def acquisition(name, model, X, Y):
@@ -105,8 +108,10 @@ def acquisition_cases():
     every step, the slowest) runs qUCB and qLogNEI by default, the rest with
     ``-m slow`` (to keep CI under its time budget)."""
     for name in ["logei", "pi", "qlognei", "qucb", "qkg", "qmes"]:
-        for kind in MODELS:
-            slow = kind == "envgp" and name not in ("qucb", "qlognei")
+        for kind in MODELS + LOW_RANK:
+            slow = (kind == "envgp" and name not in ("qucb", "qlognei")) or (
+                kind in LOW_RANK and name not in ("qlognei", "qkg")
+            )
             yield pytest.param(
                 kind, name, id=f"{name}-{kind}", marks=pytest.mark.slow if slow else ()
             )
@@ -117,7 +122,7 @@ def test_bo_loop_with_acquisition(kind, source_data, source_model, name):
     run_loop(kind, source_data, source_model, name, n_init=3)
 
 
-@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("kind", MODELS + LOW_RANK)
 def test_ucb_loop_from_zero_target_points_finds_optimum(
     kind, source_data, source_model
 ):
