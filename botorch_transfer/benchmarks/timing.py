@@ -493,14 +493,107 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+#: Methods of the ``--scaling`` sweep, and the exact pooled ones among them (an
+#: ``(N + T)``-sized Cholesky even with frozen hyperparameters: skipped above
+#: ``--max-exact-n``).
+SCALING_METHODS = (
+    "gp-ucb-fitted",
+    "deltabo-fitted",
+    "deltabo-fitted-source-gp",
+    "envgp-fitted",
+    "diffgp-fitted",
+    "envgp-fitted-low-rank",
+    "diffgp-fitted-low-rank",
+    "mtgp",
+)
+EXACT_POOLED = ("envgp-fitted", "diffgp-fitted", "mtgp", "pooled-gp-fitted")
+
+
+def main_scaling(args: argparse.Namespace) -> list[dict]:
+    r"""The ``--scaling`` sweep: seconds per iteration and peak memory against ``N``
+    for each method (``d`` = the first of ``--dims``), as a table and a plot."""
+    dim = args.dims[0]
+    methods = list(dict.fromkeys(args.methods or SCALING_METHODS))
+    print(f"d={dim}; * hyperparameters fitted once on {SUBSET_N} source points")
+    print(f"{'method':<26} {'N':>7} {'s/iteration':>12} {'peak MB':>9}")
+    rows = []
+    for method in methods:
+        for n in args.sizes:
+            if method in EXACT_POOLED and n > args.max_exact_n:
+                print(f"{method:<26} {n:>7} {'skipped':>12}", flush=True)
+                continue
+            row = _in_process(
+                run_config,
+                method,
+                dim,
+                n,
+                args.iterations,
+                args.seed,
+                args.max_fit_n,
+                args.large_n_iterations,
+            )
+            rows.append(row)
+            mark = "" if row["refit"] else "*"
+            print(
+                f"{method:<26} {n:>7} {row['iteration_s']:>11.2f}{mark:1} "
+                f"{row['peak_rss_mb']:>9.0f}",
+                flush=True,
+            )
+    if args.plot:
+        plot_scaling(rows, args.plot)
+        print(f"scaling plot written to {args.plot}")
+    return rows
+
+
+def plot_scaling(rows: list[dict], path: str) -> None:
+    r"""Seconds per iteration and peak memory against ``N``, one line per method
+    (hollow markers: hyperparameters not re-fitted).
+
+    Args:
+        rows: Results of :func:`run_config`.
+        path: Where to write the figure (format from the suffix).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["N"])
+        N = [r["N"] for r in mine]
+        for ax, key in zip(axes, ("iteration_s", "peak_rss_mb")):
+            (line,) = ax.plot(N, [r[key] for r in mine], label=method)
+            for r in mine:
+                ax.plot(
+                    r["N"],
+                    r[key],
+                    "o",
+                    color=line.get_color(),
+                    mfc=line.get_color() if r["refit"] else "none",
+                )
+    for ax, label in zip(axes, ("seconds per BO iteration", "peak memory (MB)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("source points N")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Cost per iteration against the source size (hollow: not re-fitted)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--methods",
         nargs="+",
-        default=list(METHODS),
+        default=None,
         choices=available_methods(TRANSFER),
-        help="registered transfer methods; the first is the baseline of the ratios",
+        help="registered transfer methods; the first is the baseline of the ratios "
+        "(default: the per-iteration table's, or --scaling's)",
     )
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 8])
     parser.add_argument("--sizes", type=int, nargs="+", default=[400, 2000, 10000])
@@ -550,9 +643,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--pooled-n", type=int, default=2000)
     parser.add_argument("--pretrain-tasks", type=int, default=34)
     parser.add_argument("--pretrain-points", type=int, default=100)
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="sweep --sizes for the scaling methods (or --methods) at the first of "
+        "--dims: seconds per iteration and peak memory, a table and --plot",
+    )
+    parser.add_argument("--plot", default=None, help="where --scaling writes its plot")
+    parser.add_argument(
+        "--max-exact-n",
+        type=int,
+        default=10_000,
+        help="--scaling skips exact pooled models above this many source points",
+    )
     args = parser.parse_args(argv)
     if args.targets:
         return main_targets(args)
+    if args.scaling:
+        return main_scaling(args)
     if args.stage1:
         return main_stage1(args)
     if args.pretrain:
@@ -560,7 +668,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     context = multiprocessing.get_context("spawn")
     rows = []
-    methods = list(dict.fromkeys(args.methods))
+    methods = list(dict.fromkeys(args.methods or METHODS))
     base, others = methods[0], methods[1:]
     width = max(15, *(len(m) + 5 for m in methods))
     header = f"{'d':>2} {'N':>6} | " + " ".join(

@@ -290,3 +290,25 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
     )
     out = capsys.readouterr().out
     assert "envgp-fitted-low-rank/DeltaBO" in out and "50-point subsample" in out
+
+
+def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setattr(timing, "_in_process", lambda function, *args: function(*args))
+    path = tmp_path / "scaling.png"
+    rows = timing.main(
+        ["--scaling", "--methods", "gp-ucb-fitted", "diffgp-fitted-low-rank"]
+        + ["diffgp-fitted", "--sizes", "20", "40", "--max-exact-n", "30"]
+        + ["--dims", "2", "--iterations", "1", "--plot", str(path)]
+    )
+    ran = {(r["method"], r["N"]) for r in rows}
+    assert ran == {
+        ("gp-ucb-fitted", 20),
+        ("gp-ucb-fitted", 40),
+        ("diffgp-fitted-low-rank", 20),
+        ("diffgp-fitted-low-rank", 40),
+        ("diffgp-fitted", 20),
+    }
+    assert all(r["iteration_s"] > 0 and r["peak_rss_mb"] > 0 for r in rows)
+    assert "skipped" in capsys.readouterr().out and path.stat().st_size > 0
