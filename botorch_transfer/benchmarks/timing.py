@@ -176,6 +176,7 @@ def run_config(
     seed: int,
     max_fit_n: int,
     frozen_iterations: int | None = None,
+    device: str = "cpu",
 ) -> dict:
     r"""Time BO iterations of one registered method in this (fresh) process.
 
@@ -188,29 +189,50 @@ def run_config(
         max_fit_n: Largest training set a model is re-fitted on every iteration.
         frozen_iterations: Iterations to time for a model that is not re-fitted
             (default: ``iterations``).
+        device: Where the data, the models and the acquisition live (the data are
+            drawn on the CPU, so a seed gives the same data everywhere).
 
     Returns:
-        ``{"method", "dim", "N", "refit", "setup_s", "iteration_s", "peak_rss_mb",
-        "rss_increase_mb", "source_rank"}`` (``iteration_s``: the median).
+        ``{"method", "dim", "N", "device", "refit", "setup_s", "iteration_s",
+        "peak_rss_mb", "rss_increase_mb", "peak_device_mb", "source_rank"}``
+        (``iteration_s``: the median; ``peak_device_mb``: CUDA memory, else
+        ``None``).
     """
     warnings.filterwarnings("ignore")
     policy = get_method(method, TRANSFER)
+    device = torch.device(device)
+
+    def clock() -> float:  # CUDA kernels run asynchronously: wait for them
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
     with torch_run_context(num_threads=2, seed=seed):
         problem = timing_problem(dim, n_source)
+        problem = replace(problem, bounds=problem.bounds.to(device))
         X_s = torch.rand(n_source, dim, dtype=torch.float64)
         noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
         Y_s = source_function(X_s) + noise
         X = torch.rand(T_TARGET, dim, dtype=torch.float64)
         noise = TARGET_NOISE**0.5 * torch.randn(T_TARGET, 1, dtype=torch.float64)
         Y = target_function(X) + noise
+        X_s, Y_s, X, Y = (t.to(device) for t in (X_s, Y_s, X, Y))
         source = TaskData(X_s, Y_s, torch.full_like(Y_s, SOURCE_NOISE))
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         data = TransferData(source, torch.Generator().manual_seed(seed + 20_000))
-        result = {"method": method, "dim": dim, "N": n_source, "refit": True}
+        result = {
+            "method": method,
+            "dim": dim,
+            "N": n_source,
+            "device": device.type,
+            "refit": True,
+        }
         baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-        start = time.perf_counter()
+        start = clock()
         state = policy.setup(problem, data)
-        result["setup_s"] = time.perf_counter() - start
+        result["setup_s"] = clock() - start
         source_model = getattr(state, "source_model", None)
         is_gp = isinstance(source_model, GPSourcePosterior)
         result["source_rank"] = source_model.rank if is_gp else None
@@ -222,9 +244,9 @@ def run_config(
 
         times = []
         for _ in range(iterations):
-            start = time.perf_counter()
+            start = clock()
             candidate = policy.propose(state, X, Y)
-            times.append(time.perf_counter() - start)
+            times.append(clock() - start)
             X = torch.cat([X, candidate])
             Y = torch.cat([Y, target_function(candidate)])
     # median: one iteration's L-BFGS fit can take several times another's
@@ -232,6 +254,11 @@ def run_config(
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result["peak_rss_mb"] = peak / 1024
     result["rss_increase_mb"] = (peak - baseline_rss) / 1024
+    result["peak_device_mb"] = (
+        torch.cuda.max_memory_allocated(device) / 2**20
+        if device.type == "cuda"
+        else None
+    )
     return result
 
 
@@ -425,7 +452,15 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     def iteration(method: str, dim: int, n: int, max_fit_n: int = 10**9) -> dict:
         # every model is re-fitted every iteration, as in a BO loop
         return _in_process(
-            run_config, method, dim, n, args.iterations, args.seed, max_fit_n, 1
+            run_config,
+            method,
+            dim,
+            n,
+            args.iterations,
+            args.seed,
+            max_fit_n,
+            1,
+            args.device,
         )
 
     print(f"{'target':<72} {'measured':>11} {'goal':>9} {'met':>4}")
@@ -531,6 +566,7 @@ def main_scaling(args: argparse.Namespace) -> list[dict]:
                 args.seed,
                 args.max_fit_n,
                 args.large_n_iterations,
+                args.device,
             )
             rows.append(row)
             mark = "" if row["refit"] else "*"
@@ -610,6 +646,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="largest training set a model is re-fitted on every iteration",
     )
     parser.add_argument("--large-n-iterations", type=int, default=1)
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the per-iteration, --scaling and --targets models run (e.g. "
+        "cuda; the data are drawn on the CPU)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--stage1",
@@ -694,6 +736,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         args.seed,
                         args.max_fit_n,
                         args.large_n_iterations,
+                        args.device,
                     ).result()
                 rows.append(res[method])
             cells = [

@@ -312,3 +312,24 @@ def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
     }
     assert all(r["iteration_s"] > 0 and r["peak_rss_mb"] > 0 for r in rows)
     assert "skipped" in capsys.readouterr().out and path.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "method", ["gp-ucb-fitted", "deltabo-fitted", "envgp-fitted-low-rank"]
+)
+def test_timing_runs_on_the_requested_device(device, method):
+    result = timing.run_config(
+        method,
+        dim=2,
+        n_source=40,
+        iterations=1,
+        seed=0,
+        max_fit_n=2000,
+        device=str(device),
+    )
+    assert result["device"] == torch.device(device).type and result["refit"]
+    assert result["iteration_s"] > 0 and result["setup_s"] >= 0
+    if torch.device(device).type == "cuda":
+        assert result["peak_device_mb"] > 0
+    else:
+        assert result["peak_device_mb"] is None
