@@ -262,6 +262,35 @@ def run_config(
     return result
 
 
+def _in_process(function: callable, *args: Any) -> Any:
+    r"""``function(*args)`` in a fresh (spawned) process: timings and peak memory
+    of one configuration are not affected by another."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
+
+
+def _config_in_process(
+    args: argparse.Namespace,
+    method: str,
+    dim: int,
+    n: int,
+    max_fit_n: int | None = None,
+) -> dict:
+    r""":func:`run_config` with the command line's settings, in a fresh process."""
+    return _in_process(
+        run_config,
+        method,
+        dim,
+        n,
+        args.iterations,
+        args.seed,
+        args.max_fit_n if max_fit_n is None else max_fit_n,
+        args.large_n_iterations,
+        args.device,
+    )
+
+
 def stage1_tasks(n_tasks: int, n_points: int, dim: int, seed: int) -> list[TaskData]:
     r"""Meta-tasks on shared inputs in ``[0, 1]^dim``: random sums of sines
     (frequencies and phases per task) with noise sd 0.05, noise not given.
@@ -320,7 +349,6 @@ def run_stage1(n_tasks: int, n_points: int, dim: int, batched: bool, seed: int) 
 
 def main_stage1(args: argparse.Namespace) -> list[dict]:
     r"""The ``--stage1`` table: batched fit, per-task loop and their ratio per ``d``."""
-    context = multiprocessing.get_context("spawn")
     M, n = args.stage1_tasks, args.stage1_points
     loop_M = min(args.stage1_loop_tasks or M, M)
     print(f"cm-BO stage 1: {M} meta-tasks x {n} points (1 thread)")
@@ -333,10 +361,7 @@ def main_stage1(args: argparse.Namespace) -> list[dict]:
     for dim in args.dims:
         res = {}
         for batched, tasks in ((True, M), (False, loop_M)):
-            with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-                res[batched] = pool.submit(
-                    run_stage1, tasks, n, dim, batched, args.seed
-                ).result()
+            res[batched] = _in_process(run_stage1, tasks, n, dim, batched, args.seed)
             rows.append(res[batched])
         loop_s = res[False]["fit_s"] * M / loop_M
         batched_s = res[True]["fit_s"]
@@ -390,7 +415,6 @@ def run_pretrain(
 
 def main_pretrain(args: argparse.Namespace) -> list[dict]:
     r"""The ``--pretrain`` table: the default prior against NLL pre-training."""
-    context = multiprocessing.get_context("spawn")
     M, n = args.stage1_tasks, args.stage1_points
     print(
         f"pretrain_prior: {M} meta-tasks x {n} points on shared inputs (1 thread); "
@@ -406,10 +430,9 @@ def main_pretrain(args: argparse.Namespace) -> list[dict]:
     for dim in args.dims:
         res = {}
         for objective in (None, "nll"):
-            with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-                res[objective] = pool.submit(
-                    run_pretrain, M, n, dim, objective, args.pretrain_steps, args.seed
-                ).result()
+            res[objective] = _in_process(
+                run_pretrain, M, n, dim, objective, args.pretrain_steps, args.seed
+            )
             rows.append(res[objective])
         default, nll = res[None], res["nll"]
         print(
@@ -419,14 +442,6 @@ def main_pretrain(args: argparse.Namespace) -> list[dict]:
             flush=True,
         )
     return rows
-
-
-def _in_process(function: callable, *args: Any) -> Any:
-    r"""``function(*args)`` in a fresh (spawned) process: timings and peak memory
-    of one configuration are not affected by another."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(function, *args).result()
 
 
 def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
@@ -449,19 +464,9 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         )
         rows.append({"target": what, "value": value, "goal": goal, "met": met == "yes"})
 
-    def iteration(method: str, dim: int, n: int, max_fit_n: int = 10**9) -> dict:
+    def iteration(method: str, dim: int, n: int) -> dict:
         # every model is re-fitted every iteration, as in a BO loop
-        return _in_process(
-            run_config,
-            method,
-            dim,
-            n,
-            args.iterations,
-            args.seed,
-            max_fit_n,
-            1,
-            args.device,
-        )
+        return _config_in_process(args, method, dim, n, max_fit_n=10**9)
 
     print(f"{'target':<72} {'measured':>11} {'goal':>9} {'met':>4}")
     n, d = args.target_n, 4
@@ -557,17 +562,7 @@ def main_scaling(args: argparse.Namespace) -> list[dict]:
             if method in EXACT_POOLED and n > args.max_exact_n:
                 print(f"{method:<26} {n:>7} {'skipped':>12}", flush=True)
                 continue
-            row = _in_process(
-                run_config,
-                method,
-                dim,
-                n,
-                args.iterations,
-                args.seed,
-                args.max_fit_n,
-                args.large_n_iterations,
-                args.device,
-            )
+            row = _config_in_process(args, method, dim, n)
             rows.append(row)
             mark = "" if row["refit"] else "*"
             print(
@@ -708,7 +703,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.pretrain:
         return main_pretrain(args)
 
-    context = multiprocessing.get_context("spawn")
     rows = []
     methods = list(dict.fromkeys(args.methods or METHODS))
     base, others = methods[0], methods[1:]
@@ -726,18 +720,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for n in args.sizes:
             res = {}
             for method in methods:
-                with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-                    res[method] = pool.submit(
-                        run_config,
-                        method,
-                        dim,
-                        n,
-                        args.iterations,
-                        args.seed,
-                        args.max_fit_n,
-                        args.large_n_iterations,
-                        args.device,
-                    ).result()
+                res[method] = _config_in_process(args, method, dim, n)
                 rows.append(res[method])
             cells = [
                 f"{res[m]['iteration_s']:.2f}{'' if res[m]['refit'] else '*'}"

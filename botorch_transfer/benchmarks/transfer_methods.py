@@ -15,7 +15,6 @@ A new model joins the comparison with one registration, e.g.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -471,13 +470,13 @@ def fitted_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
 
 def low_rank_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
     r"""``fitted_envgp_model`` with FITC inference (``inference="low_rank"``)."""
-    builder = functools.partial(EnvGP, inference="low_rank")
+    builder = partial(EnvGP, inference="low_rank")
     return default_settings_model(builder, state, X, Y, state.source)
 
 
 def low_rank_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
     r"""``fitted_diffgp_model`` with FITC inference (``inference="low_rank"``)."""
-    builder = functools.partial(DiffGP, inference="low_rank")
+    builder = partial(DiffGP, inference="low_rank")
     return default_settings_model(builder, state, X, Y, state.source)
 
 

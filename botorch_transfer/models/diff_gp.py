@@ -250,9 +250,8 @@ class DiffGP(PooledTransferGP):
         if self.low_rank:  # the FITC predictive of the source GP (Woodbury solves)
             Z = Xs_t[..., self.source_inducing, :]
             root, L = nystrom_root(k(Xs_t, Z).to_dense(), k(Z).to_dense())
-            fitc = (prior_var_s - root.pow(2).sum(-1)).clamp_min(0.0)
             mean_weights, covariance_weights = fitc_predictive_weights(
-                root, fitc + source_noise, y_s - m_s, L
+                root, prior_var_s, source_noise, y_s - m_s, L
             )
             K_aZ = k(Xa_t, Z).to_dense()
             mu_S = m_a + (K_aZ @ mean_weights.unsqueeze(-1)).squeeze(-1)

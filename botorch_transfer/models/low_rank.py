@@ -113,20 +113,27 @@ def fitc_covariance(
     Returns:
         The covariance as a low-rank-plus-diagonal operator (Woodbury solves).
     """
-    residual = (prior_diagonal - root.pow(2).sum(-1)).clamp_min(0.0)
     return LowRankRootAddedDiagLinearOperator(
-        LowRankRootLinearOperator(root), DiagLinearOperator(residual)
+        LowRankRootLinearOperator(root),
+        DiagLinearOperator(_fitc_diagonal(root, prior_diagonal)),
     )
 
 
+def _fitc_diagonal(root: Tensor, prior_diagonal: Tensor) -> Tensor:
+    r"""``diag(K - R R^T)``: the prior variance the Nystrom root misses."""
+    return (prior_diagonal - root.pow(2).sum(-1)).clamp_min(0.0)
+
+
 def fitc_predictive_weights(
-    root: Tensor, diagonal: Tensor, residuals: Tensor, L: Tensor
+    root: Tensor, prior_diagonal: Tensor, noise: Tensor, residuals: Tensor, L: Tensor
 ) -> tuple[Tensor, Tensor]:
     r"""The weights of the FITC predictive mean and covariance (see the module).
 
     Args:
         root: ``batch x n x m`` Nystrom root ``R`` of the training points.
-        diagonal: ``batch x n`` ``Lambda``: the FITC diagonal plus the noise.
+        prior_diagonal: ``batch x n`` exact prior variances of the training points.
+        noise: ``batch x n`` noise variances; ``Lambda`` is the FITC diagonal plus
+            the noise.
         residuals: ``batch x n`` ``y - m`` at the training points.
         L: ``batch x m x m`` Cholesky factor of ``K_ZZ``.
 
@@ -135,6 +142,7 @@ def fitc_predictive_weights(
         so that ``mean(x) = m(x) + k(x, Z) mean_weights`` and
         ``cov(x, x') = k(x, x') - k(x, Z) covariance_weights k(Z, x')``.
     """
+    diagonal = _fitc_diagonal(root, prior_diagonal) + noise
     scaled = root / diagonal.unsqueeze(-1)
     G = root.transpose(-1, -2) @ scaled
     eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)

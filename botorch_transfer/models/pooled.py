@@ -30,6 +30,7 @@ from botorch_transfer.models.low_rank import (
     fitc_predictive_weights,
     nystrom_root,
 )
+from botorch_transfer.models.source_posterior import state_key
 from botorch_transfer.validation import as_source_list
 
 #: How a pooled GP does its linear algebra (see ``PooledTransferGP``).
@@ -278,15 +279,8 @@ class PooledTransferGP(SourceConditionedGP):
     def _fitc_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         r"""``(mean_weights, covariance_weights, Z)`` of the FITC predictive, kept
         while the model's parameters, buffers and training data are unchanged."""
-        key = tuple(
-            (t.data_ptr(), t._version)
-            for t in (
-                *self.parameters(),
-                *self.buffers(),
-                *self.train_inputs,
-                self.train_targets,
-            )
-        )
+        data = [*self.train_inputs, self.train_targets]
+        key = state_key([*self.parameters(), *self.buffers(), *data])
         cached = getattr(self, "_fitc_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -295,9 +289,12 @@ class PooledTransferGP(SourceConditionedGP):
             mean, root, L, Z, prior_diagonal = self._fitc_parts(
                 x, self._row_affine(noise_index)
             )
-            fitc = (prior_diagonal - root.pow(2).sum(-1)).clamp_min(0.0)
             weights = fitc_predictive_weights(
-                root, fitc + self.likelihood.noise, self.train_targets - mean, L
+                root,
+                prior_diagonal,
+                self.likelihood.noise,
+                self.train_targets - mean,
+                L,
             )
         self._fitc_cache = (key, (*weights, Z))
         return self._fitc_cache[1]

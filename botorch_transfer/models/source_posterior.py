@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from botorch.models import SingleTaskGP
@@ -60,6 +60,12 @@ MIN_SOURCE_NOISE = 1e-10
 #: Most source observations for which the posterior mean is solved exactly (one
 #: ``N x N`` Cholesky: 0.8 GB at N=10,000); beyond, the low-rank factor's DTC mean.
 EXACT_MEAN_MAX_POINTS = 10_000
+
+
+def state_key(tensors: Iterable[Tensor]) -> tuple:
+    r"""Identifies tensors and their contents' versions: it changes when one is
+    modified in place or replaced (a cache key for values derived from them)."""
+    return tuple((t.data_ptr(), t._version) for t in tensors)
 
 
 def _freeze(module: torch.nn.Module | None) -> torch.nn.Module | None:
@@ -168,11 +174,6 @@ class SourcePosterior(Module):
         self._covariance_cache = None
         super()._load_from_state_dict(*args, **kwargs)
 
-    def _state_version(self) -> tuple:
-        r"""Identifies the buffers the posterior is computed from (changed in place
-        or replaced, anywhere in the module tree)."""
-        return tuple((b.data_ptr(), b._version) for b in self.buffers())
-
     def train(self, mode: bool = True) -> SourcePosterior:
         r"""A source posterior is frozen: it stays in eval mode (its input transform
         must never re-learn coefficients while a consumer model trains)."""
@@ -214,41 +215,33 @@ class SourcePosterior(Module):
         posterior call, with the same inputs."""
         return self._cached("covariance", X, lambda: self._covariance(X, X))
 
-    def _cached(
-        self, name: str, X: Tensor, compute: callable, max_points: int | None = None
-    ) -> Tensor:
-        r"""``compute()``, a function of the fixed set ``X`` (``n x d``) and this
-        posterior's buffers, kept per ``name`` for the next call with equal ``X``.
+    def _cached(self, name: str, X: Tensor | None, compute: callable) -> Tensor:
+        r"""``compute()``, a function of this posterior's buffers and of the fixed
+        set ``X`` (``n x d``; ``None``: of the buffers alone), kept per ``name``
+        until the buffers change or ``X`` differs.
 
-        Nothing is kept for a batch of sets, for sets larger than ``max_points``
-        (default ``COVARIANCE_CACHE_MAX_POINTS``), or where a gradient with respect
-        to ``X`` is needed (test points in an acquisition).
+        Nothing is kept for a batch of sets, for sets larger than
+        ``COVARIANCE_CACHE_MAX_POINTS``, or where a gradient with respect to ``X`` is
+        needed (test points in an acquisition).
         """
-        if max_points is None:
-            max_points = self.COVARIANCE_CACHE_MAX_POINTS
-        if (
+        if X is not None and (
             X.dim() != 2
-            or X.shape[0] > max_points
+            or X.shape[0] > self.COVARIANCE_CACHE_MAX_POINTS
             or (torch.is_grad_enabled() and X.requires_grad)
         ):
             return compute()
-        key = self._state_version()
+        key = state_key(self.buffers())
         cache = self._covariance_cache or {}
         hit = cache.get(name)
         if (
             hit is not None
             and hit[1] == key
-            and hit[0].shape == X.shape
-            and hit[0].dtype == X.dtype
-            and hit[0].device == X.device
-            and torch.equal(hit[0], X)
+            and (X is None or _same_state([hit[0]], [X]))
         ):
             return hit[2]
         value = compute()
-        self._covariance_cache = {
-            **cache,
-            name: (X.detach().clone(), key, value.detach()),
-        }
+        kept = None if X is None else X.detach().clone()
+        self._covariance_cache = {**cache, name: (kept, key, value.detach())}
         return value
 
     def joint_covariance(self, X_fixed: Tensor, X: Tensor) -> Tensor:
@@ -478,9 +471,8 @@ class GPSourcePosterior(SourcePosterior):
         points = getattr(self, name)
         if self.prior_source is not None or self.input_transform is None:
             return self._prior_covariance(X, points)
-        transformed = self._cached(
-            name, points, lambda: self._transform(points), max_points=points.shape[0]
-        )
+        # a buffer of this posterior: the buffers' versions identify it
+        transformed = self._cached(name, None, lambda: self._transform(points))
         return self.covar_module(self._transform(X), transformed).to_dense()
 
     def _prior_variance(self, X: Tensor) -> Tensor:
