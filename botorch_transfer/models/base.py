@@ -92,7 +92,10 @@ from botorch_transfer.data import TaskData
 from botorch_transfer.models.likelihoods import (
     target_likelihood,
 )
-from botorch_transfer.models.source_posterior import outcome_affine
+from botorch_transfer.models.source_posterior import (
+    apply_keeping_caches,
+    outcome_affine,
+)
 from botorch_transfer.validation import (
     as_source_list,
     check_invertible_input_transform,
@@ -247,11 +250,23 @@ class SingleOutputTargetMixin:
 class MovableExactGPMixin:
     r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
     cached prediction strategy, whose tensors keep the old dtype/device, so the next
-    posterior rebuilds it."""
+    posterior rebuilds it. A ``.to()`` that replaces no tensor (BoTorch's analytic
+    acquisition functions call ``model.to(X)`` at every evaluation) keeps it."""
 
     def _apply(self, fn, *args, **kwargs):
-        self.prediction_strategy = None
-        return super()._apply(fn, *args, **kwargs)
+        def tensors() -> list[Tensor]:
+            data = [*(self.train_inputs or ()), self.train_targets]
+            return [
+                *self.parameters(),
+                *self.buffers(),
+                *(t for t in data if t is not None),
+            ]
+
+        return apply_keeping_caches(
+            tensors,
+            lambda: super(MovableExactGPMixin, self)._apply(fn, *args, **kwargs),
+            lambda: setattr(self, "prediction_strategy", None),
+        )
 
 
 class TrainingData(NamedTuple):

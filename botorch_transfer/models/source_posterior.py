@@ -37,7 +37,8 @@ from __future__ import annotations
 import copy
 import warnings
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from botorch.models import SingleTaskGP
@@ -65,7 +66,29 @@ EXACT_MEAN_MAX_POINTS = 10_000
 def state_key(tensors: Iterable[Tensor]) -> tuple:
     r"""Identifies tensors and their contents' versions: it changes when one is
     modified in place or replaced (a cache key for values derived from them)."""
-    return tuple((t.data_ptr(), t._version) for t in tensors)
+    return tuple((t.data_ptr(), t.device, t._version) for t in tensors)
+
+
+def apply_keeping_caches(
+    tensors: Callable[[], Iterable[Tensor]],
+    apply: Callable[[], Any],
+    clear: Callable[[], None],
+) -> Any:
+    r"""``apply()`` (a module's ``_apply``), then ``clear()`` its caches only if one
+    of ``tensors()`` (what the caches derive from) was replaced or changed.
+
+    BoTorch's analytic acquisition functions call ``model.to(X)`` at every
+    evaluation; with ``X``'s dtype and device that replaces nothing, and dropping
+    the caches there rebuilt them at every evaluation. Within one ``_apply`` a
+    replaced tensor never shares its predecessor's address (the new one is made
+    while the old one is alive), so comparing :func:`state_key` before and after
+    is exact.
+    """
+    before = state_key(tensors())
+    result = apply()
+    if state_key(tensors()) != before:
+        clear()
+    return result
 
 
 def _freeze(module: torch.nn.Module | None) -> torch.nn.Module | None:
@@ -167,8 +190,12 @@ class SourcePosterior(Module):
         self._covariance_cache = None
 
     def _apply(self, fn, *args, **kwargs):
-        self._covariance_cache = None  # new dtype/device or new buffer tensors
-        return super()._apply(fn, *args, **kwargs)
+        # new dtype/device or new buffer tensors: nothing kept is valid
+        return apply_keeping_caches(
+            self.buffers,
+            lambda: super(SourcePosterior, self)._apply(fn, *args, **kwargs),
+            lambda: setattr(self, "_covariance_cache", None),
+        )
 
     def _load_from_state_dict(self, *args, **kwargs) -> None:
         self._covariance_cache = None

@@ -11,6 +11,7 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.models import ExactGP
 
 from botorch_transfer import (
     RGPE,
@@ -22,6 +23,7 @@ from botorch_transfer import (
     TaskData,
     build_cluster_prior,
 )
+from botorch_transfer.models.source_posterior import SourcePosterior
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
 from tests.pretraining.test_objectives import make_prior
 
@@ -197,6 +199,41 @@ def test_to_moves_everything(device, kind):
     post = moved.posterior(torch.rand(2, 2, device=device))
     assert post.mean.dtype == torch.float32 and post.mean.device.type == device.type
     assert all(b.device.type == device.type for b in moved.buffers())
+
+
+def _prediction_caches(model):
+    r"""Ids of the prediction caches anywhere in ``model``: GPyTorch's prediction
+    strategies and the source posteriors' kept covariances."""
+    caches = {}
+    for name, module in model.named_modules():
+        if isinstance(module, ExactGP):
+            value = module.prediction_strategy
+        elif isinstance(module, SourcePosterior):
+            value = module._covariance_cache
+        else:
+            continue
+        if value is not None:
+            caches[name] = id(value)
+    return caches
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_to_that_moves_nothing_keeps_the_prediction_caches(kind):
+    # BoTorch's analytic acquisition functions call model.to(X) at every
+    # evaluation: dropping the caches there rebuilt them at every evaluation
+    model = build(kind, *make_target(), make_source())
+    acqf = LogExpectedImprovement(model, best_f=model.target_Y.max())
+    X = torch.rand(4, 1, 2, dtype=F64)
+    first = acqf(X)
+    caches = _prediction_caches(model)
+    torch.testing.assert_close(acqf(X), first, rtol=0, atol=0)
+    assert _prediction_caches(model) == caches
+    model.to(torch.float64)
+    assert _prediction_caches(model) == caches
+    # a real move drops them (the next posterior rebuilds them in float32)
+    model.to(torch.float32)
+    assert not set(_prediction_caches(model).items()) & set(caches.items())
+    assert model.posterior(X.float()).mean.dtype == torch.float32
 
 
 @pytest.mark.parametrize("kind", KINDS)
