@@ -20,8 +20,9 @@ depend on ``N``:
   the numerical rank of ``K`` (the residual diagonal falls below ``tolerance``), and
   the Nystrom (DTC) approximation when ``max_rank`` truncates it. It costs
   ``O(N r^2)`` once and ``O(r^2)`` per point. Above ``EXACT_MEAN_MAX_POINTS``
-  observations the mean uses the same factor (the DTC mean
-  ``k(x, Z) (K_ZZ + K_ZN D^{-1} K_NZ)^{-1} K_ZN D^{-1} y``, exact when the factor is),
+  observations, or when the factor is complete, the mean uses the same factor (the
+  DTC mean ``k(x, Z) (K_ZZ + K_ZN D^{-1} K_NZ)^{-1} K_ZN D^{-1} y``, exact when the
+  factor is),
   so no ``N x N`` matrix is ever formed: ``O(N r)`` memory, ``O(r)`` per point.
 - :class:`ModelSourcePosterior` wraps any other single-output BoTorch ``Model`` and
   simply calls its ``posterior`` (correct, but as costly as that model is).
@@ -61,6 +62,11 @@ MIN_SOURCE_NOISE = 1e-10
 #: Most source observations for which the posterior mean is solved exactly (one
 #: ``N x N`` Cholesky: 0.8 GB at N=10,000); beyond, the low-rank factor's DTC mean.
 EXACT_MEAN_MAX_POINTS = 10_000
+#: The factor's (DTC) mean replaces the exact one, whatever ``N``, when the prior
+#: variance the factor leaves out is at most this fraction of the smallest noise
+#: variance (its error is then of that relative order: 5e-8 outcome sd at
+#: N=10,000, d=4, rank 574 in ``benchmarks/source_error.py``).
+DTC_MEAN_MAX_NEGLECTED_TO_NOISE = 1e-6
 
 
 def state_key(tensors: Iterable[Tensor]) -> tuple:
@@ -327,8 +333,9 @@ class GPSourcePosterior(SourcePosterior):
     covariance at the data is at most ``max_rank``, and a Nystrom (DTC)
     approximation of rank ``max_rank`` beyond (a warning says so). The mean is exact
     up to ``EXACT_MEAN_MAX_POINTS`` observations (see ``exact_mean``) and the DTC
-    mean of the same factor beyond, so that no ``N x N`` matrix is formed: a source
-    of 100,000 points needs ``O(N max_rank)`` memory.
+    mean of the same factor beyond, or wherever the factor is complete (then both
+    are the same), so that no ``N x N`` matrix is formed: a source of 100,000
+    points needs ``O(N max_rank)`` memory.
 
     The GP prior is ``m(x) = mean_module(T(x)) [+ prior_source.mean(x)]`` and
     ``k(x, x') = covar_module(T(x), T(x')) [+ prior_source.covariance(x, x')]``,
@@ -354,7 +361,11 @@ class GPSourcePosterior(SourcePosterior):
             than a few seconds (see :mod:`botorch_transfer.progress`).
         exact_mean: Solve the mean weights exactly (an ``N x N`` Cholesky) or take
             the DTC mean of the low-rank factor (``O(N max_rank)``); default
-            ``None``: exact up to ``EXACT_MEAN_MAX_POINTS`` points.
+            ``None``: exact up to ``EXACT_MEAN_MAX_POINTS`` points, unless the
+            factor is smaller than ``N`` and leaves out a prior variance below
+            ``DTC_MEAN_MAX_NEGLECTED_TO_NOISE`` times the smallest noise (then
+            the two means agree, and the factor's costs ``O(r)`` per point
+            instead of ``O(N)``).
 
     Example:
         >>> kernel = ScaleKernel(RBFKernel())
@@ -419,8 +430,9 @@ class GPSourcePosterior(SourcePosterior):
                     r = r + self.prior_source.covariance(X[i : i + 1], X)[0]
                 return r
 
+            prior_variance = self._prior_variance(X)
             P, pivots, residual = pivoted_cholesky(
-                self._prior_variance(X),
+                prior_variance,
                 row,
                 max_rank=max_rank,
                 tolerance=tolerance,
@@ -431,7 +443,14 @@ class GPSourcePosterior(SourcePosterior):
             evals, evecs = torch.linalg.eigh(G)
             evals = evals.clamp_min(0.0)
             if exact_mean is None:
-                exact_mean = n <= EXACT_MEAN_MAX_POINTS
+                # the factor's mean is the exact one when the prior variance it
+                # leaves out is negligible against the noise, at O(r) per point
+                # instead of O(N) (and no N x N Cholesky)
+                neglected = residual * float(prior_variance.max())
+                complete = neglected <= DTC_MEAN_MAX_NEGLECTED_TO_NOISE * float(D.min())
+                exact_mean = n <= EXACT_MEAN_MAX_POINTS and not (
+                    complete and pivots.numel() < n
+                )
             if exact_mean:  # one Cholesky solve of (K + D)
                 K = self._prior_covariance(X, X) + torch.diag(D)
                 mean_weights = torch.cholesky_solve(

@@ -240,6 +240,29 @@ def test_the_mean_is_low_rank_above_the_exact_mean_limit(monkeypatch):
     assert source.exact_mean
 
 
+def test_a_complete_factor_gives_the_mean_at_its_own_cost():
+    # 200 points on a line: the factor is complete at a small rank, and its mean is
+    # the exact one at O(rank) per point instead of O(N)
+    gen = torch.Generator().manual_seed(4)
+    X = torch.rand(200, 1, generator=gen, dtype=F64)
+    y = torch.sin(6 * X).sum(-1)
+    noise = torch.full((200,), 0.01, dtype=F64)
+    X_test = torch.rand(7, 1, generator=gen, dtype=F64)
+    k = lambda A, B: rbf(A, B, torch.tensor(0.3, dtype=F64), 1.5)  # noqa: E731
+    ref_mean, _ = gp_posterior(k, X, y, noise)
+    source = GPSourcePosterior(X, y, noise, kernel())
+    assert source.rank < 200 and not source.exact_mean
+    assert source.train_inputs.shape == (source.rank, 1)
+    torch.testing.assert_close(source.mean(X_test), ref_mean(X_test), rtol=0, atol=1e-8)
+    # a near noise-free source: what the factor leaves out is not negligible
+    # against the noise, so the mean is solved exactly
+    tiny = torch.full((200,), 1e-9, dtype=F64)
+    assert GPSourcePosterior(X, y, tiny, kernel()).exact_mean
+    # a truncated factor: exact mean (below EXACT_MEAN_MAX_POINTS)
+    with pytest.warns(UserWarning, match="rank 5"):
+        assert GPSourcePosterior(X, y, noise, kernel(), max_rank=5).exact_mean
+
+
 def _source_with_transform(rank=40):
     from botorch.models.transforms.input import Normalize
 
