@@ -29,7 +29,7 @@ from botorch.acquisition import (
     UpperConfidenceBound,
 )
 from botorch.fit import fit_gpytorch_mll
-from botorch.models import SingleTaskGP
+from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -46,6 +46,7 @@ from botorch_transfer import (
     pretrain_prior,
 )
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
+from botorch_transfer.benchmarks.transfer_methods import with_task_column
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
@@ -194,6 +195,55 @@ class RGPEMeta(Method):
 
     def propose(self, state: RGPEState, X: Tensor, Y: Tensor) -> Tensor:
         model = RGPE(X, Y, outcome_transform=Standardize(m=1), source=state.sources)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
+        return maximize_on_pool(acqf, state.pool)
+
+
+#: Points per meta-training task that ``mtgp-meta`` gives its ``MultiTaskGP`` (a
+#: fixed random subset per split): an exact ICM GP on all of them (LCBench: 27
+#: tasks x 100 points) costs ``O((M n)^3)`` per fit step, every iteration.
+MTGP_META_POINTS_PER_TASK = 30
+
+
+@dataclass
+class MultiTaskMetaState:
+    r"""A split's meta-training data with a task column (tasks ``0..M-1``), and the
+    candidate pool."""
+
+    X: Tensor
+    Y: Tensor
+    n_tasks: int
+    pool: Tensor
+
+
+class MultiTaskMeta(Method):
+    r"""BoTorch's ``MultiTaskGP`` (ICM) with the meta-training tasks as tasks
+    ``0..M-1`` (``MTGP_META_POINTS_PER_TASK`` random points of each) and the target
+    as task ``M``, BoTorch's defaults, fitted every iteration; UCB with
+    ``stbo-ucb``'s weight on the target task's posterior."""
+
+    protocols = (META,)
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> MultiTaskMetaState:
+        generator = torch.Generator().manual_seed(data.seed)
+        X, Y = [], []
+        for task_index, task in enumerate(data.history):
+            n = task.X.shape[0]
+            rows = torch.randperm(n, generator=generator)[:MTGP_META_POINTS_PER_TASK]
+            X.append(with_task_column(task.X[rows], task_index))
+            Y.append(task.Y[rows])
+        n_tasks = len(data.history)
+        return MultiTaskMetaState(torch.cat(X), torch.cat(Y), n_tasks, data.pool)
+
+    def propose(self, state: MultiTaskMetaState, X: Tensor, Y: Tensor) -> Tensor:
+        target = state.n_tasks
+        model = MultiTaskGP(
+            torch.cat([state.X, with_task_column(X, target)]),
+            torch.cat([state.Y, Y]),
+            task_feature=-1,
+            output_tasks=[target],
+        )
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
         return maximize_on_pool(acqf, state.pool)
@@ -470,6 +520,13 @@ register_method(
     RGPEMeta(),
     "peer: RGPE (Feurer et al. 2018), one default GP fitted per meta-training task "
     "(frozen), target GP fitted every iteration; UCB as stbo-ucb",
+)
+register_method(
+    "mtgp-meta",
+    MultiTaskMeta(),
+    "peer: BoTorch's MultiTaskGP (ICM), the meta-training tasks (30 random points "
+    "each) and the target as tasks, its defaults, fitted every iteration; UCB as "
+    "stbo-ucb",
 )
 #: cm-BO variants ``cmbo-{prototype}-{distance}``; the distance is used both for
 #: clustering and for the weight updates (the paper's JefClus_JefCMP, WssClus_WssCMP

@@ -480,17 +480,18 @@ def low_rank_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
     return default_settings_model(builder, state, X, Y, state.source)
 
 
+def with_task_column(Z: Tensor, task: int) -> Tensor:
+    r"""``Z`` with a last column holding ``task`` (``MultiTaskGP``'s task feature)."""
+    return torch.cat([Z, torch.full_like(Z[:, :1], task)], dim=-1)
+
+
 def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
     r"""BoTorch's ``MultiTaskGP`` (ICM) with its defaults: the source is task 0 and
     the target task 1 of a task feature column; it predicts the target task."""
     source, d = state.source, state.problem.dim
-
-    def with_task(Z: Tensor, task: int) -> Tensor:
-        return torch.cat([Z, torch.full_like(Z[:, :1], task)], dim=-1)
-
     bounds = torch.cat([state.problem.bounds, torch.tensor([[0.0], [1.0]]).to(X)], -1)
     return MultiTaskGP(
-        torch.cat([with_task(source.X, 0), with_task(X, 1)]),
+        torch.cat([with_task_column(source.X, 0), with_task_column(X, 1)]),
         torch.cat([source.Y, Y]),
         task_feature=-1,
         train_Yvar=torch.cat([source.Yvar, state.target_noise(Y)]),

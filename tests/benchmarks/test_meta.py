@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from botorch.fit import fit_gpytorch_mll
 
 from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.meta import (
@@ -32,7 +33,19 @@ def small_gp_tasks():
     )
 
 
-@pytest.mark.parametrize("method", available_methods(META))
+#: BoTorch's MultiTaskGP fit crawls along a ridge of its per-task means and task
+#: covariance (thousands of L-BFGS steps with its defaults, minutes here): its run
+#: is in the slow suite; the test below checks its data and proposal.
+SLOW_META_METHODS = {"mtgp-meta"}
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        pytest.param(m, marks=pytest.mark.slow) if m in SLOW_META_METHODS else m
+        for m in available_methods(META)
+    ],
+)
 def test_every_meta_method_runs(method):
     record = run_meta_experiment(small_gp_tasks(), method, seed=0, iterations=2)
     assert record["test_tasks"] and set(record["test_tasks"]).isdisjoint(
@@ -466,3 +479,46 @@ def test_rbv2_rpart_meta_run_from_the_cli(tmp_path, capsys):
         assert len(task["queries"]) == 5 + 2
         assert all(0 <= r <= 1 for r in task["simple_regret"])
     assert "rbv2-rpart" in out and "normalized regret: rbv2-rpart" in out
+
+
+def test_mtgp_meta_gives_every_meta_task_its_own_task_and_predicts_the_target(
+    monkeypatch,
+):
+    from botorch_transfer.benchmarks import meta_methods
+    from botorch_transfer.benchmarks.meta_methods import (
+        MTGP_META_POINTS_PER_TASK,
+        MultiTaskMeta,
+    )
+
+    fits = []
+
+    def bounded_fit(mll):  # BoTorch's fit, with a bounded number of steps
+        fits.append(type(mll.model).__name__)
+        return fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
+
+    monkeypatch.setattr(meta_methods, "fit_gpytorch_mll", bounded_fit)
+    from botorch_transfer.benchmarks.methods import MetaData
+    from botorch_transfer.data import TaskData
+
+    gen = torch.Generator().manual_seed(0)
+    history = [
+        TaskData(X, X.sum(-1, keepdim=True) + i)
+        for i, X in enumerate(torch.rand(3, 40, 2, generator=gen, dtype=torch.float64))
+    ]
+    pool = torch.rand(50, 2, generator=gen, dtype=torch.float64)
+    method = MultiTaskMeta()
+    state = method.setup(
+        None, MetaData(pool=pool, seed=0, load_history=lambda: history)
+    )
+    assert state.n_tasks == 3
+    for i, task in enumerate(history):
+        rows = state.X[state.X[:, -1] == i, :-1]
+        assert rows.shape[0] == MTGP_META_POINTS_PER_TASK  # a subset of its rows
+        assert (rows.unsqueeze(1) == task.X).all(-1).any(-1).all()
+        torch.testing.assert_close(
+            state.Y[state.X[:, -1] == i], rows.sum(-1, keepdim=True) + i
+        )
+    X = pool[:2]
+    candidate = method.propose(state, X, X.sum(-1, keepdim=True) + 5)
+    assert candidate.shape == (1, 2) and (candidate == pool).all(-1).any()
+    assert fits == ["MultiTaskGP"]
