@@ -326,7 +326,8 @@ def run_meta_experiment(
     Args:
         problem_name: A registered meta problem name, or a ``MetaProblem``.
         method: A registered ``"meta"`` method name.
-        seed: Seed of the task split, the meta-training data, the pool and the BO runs.
+        seed: Seed of the task split, the meta-training data, the pool, the BO runs
+            and torch's global RNG (restored afterwards).
         iterations: BO iterations per test task (default: the problem's).
         num_threads: torch threads for the run (restored afterwards).
 
@@ -344,7 +345,9 @@ def run_meta_experiment(
     if iterations is not None and iterations < 1:  # an empty run reports nothing
         raise ValueError(f"`iterations` must be positive, got {iterations}.")
     policy = get_method(method, META)
-    with torch_run_context(num_threads=num_threads):
+    # the run owns torch's global RNG too (BoTorch's fit retries and plugins draw
+    # from it), so a record depends on the seed alone
+    with torch_run_context(num_threads=num_threads, seed=seed):
         problem = (
             make_meta_problem(problem_name)
             if isinstance(problem_name, str)

@@ -192,6 +192,32 @@ def test_meta_protocol_resolves_and_drives_registered_methods(register):
     assert record["simple_regret"] == builtin["simple_regret"]
 
 
+class GlobalRNGSearch(RandomSearch):
+    r"""Draws its queries from torch's global RNG (as BoTorch's raw samples or a
+    plugin's own draws would)."""
+
+    def propose(self, state, X, Y):
+        return torch.rand(1, X.shape[-1], dtype=X.dtype)
+
+
+def test_meta_runs_own_the_global_seed(register):
+    register("test-global-rng", GlobalRNGSearch())
+    rng = torch.get_rng_state()
+    first = run_meta_experiment(linear_tasks(), "test-global-rng", seed=1)
+    torch.rand(7)  # another global RNG state: the same run
+    second = run_meta_experiment(linear_tasks(), "test-global-rng", seed=1)
+    assert [t["queries"] for t in first["tasks"]] == [
+        t["queries"] for t in second["tasks"]
+    ]
+    other = run_meta_experiment(linear_tasks(), "test-global-rng", seed=2)
+    assert other["tasks"][0]["queries"] != first["tasks"][0]["queries"]
+    torch.rand(7)
+    state = torch.get_rng_state()
+    run_meta_experiment(linear_tasks(), "test-global-rng", seed=1)
+    assert torch.equal(torch.get_rng_state(), state)  # restored on exit
+    assert not torch.equal(state, rng)
+
+
 def test_cli_resolves_names_through_the_registry(register, capsys, tmp_path):
     register("test-transfer-only", AcquisitionMethod(target_gp))
     register("test-both", RandomSearch())
