@@ -67,6 +67,9 @@ EXACT_MEAN_MAX_POINTS = 10_000
 #: variance (its error is then of that relative order: 5e-8 outcome sd at
 #: N=10,000, d=4, rank 574 in ``benchmarks/source_error.py``).
 DTC_MEAN_MAX_NEGLECTED_TO_NOISE = 1e-6
+#: ... for sources of at least this many observations: below, the exact solve is
+#: cheap (BoTorch's own ``max_cholesky_size``) and keeps the mean exact to rounding.
+DTC_MEAN_MIN_POINTS = 4096
 
 
 def state_key(tensors: Iterable[Tensor]) -> tuple:
@@ -361,11 +364,12 @@ class GPSourcePosterior(SourcePosterior):
             than a few seconds (see :mod:`botorch_transfer.progress`).
         exact_mean: Solve the mean weights exactly (an ``N x N`` Cholesky) or take
             the DTC mean of the low-rank factor (``O(N max_rank)``); default
-            ``None``: exact up to ``EXACT_MEAN_MAX_POINTS`` points, unless the
-            factor is smaller than ``N`` and leaves out a prior variance below
-            ``DTC_MEAN_MAX_NEGLECTED_TO_NOISE`` times the smallest noise (then
-            the two means agree, and the factor's costs ``O(r)`` per point
-            instead of ``O(N)``).
+            ``None``: exact up to ``EXACT_MEAN_MAX_POINTS`` points, unless
+            ``N >= DTC_MEAN_MIN_POINTS`` and the factor is smaller than ``N`` and
+            leaves out a prior variance below ``DTC_MEAN_MAX_NEGLECTED_TO_NOISE``
+            times the smallest noise (then the two means agree to about that
+            relative order, and the factor's costs ``O(r)`` per point instead of
+            ``O(N)``).
 
     Example:
         >>> kernel = ScaleKernel(RBFKernel())
@@ -449,7 +453,7 @@ class GPSourcePosterior(SourcePosterior):
                 neglected = residual * float(prior_variance.max())
                 complete = neglected <= DTC_MEAN_MAX_NEGLECTED_TO_NOISE * float(D.min())
                 exact_mean = n <= EXACT_MEAN_MAX_POINTS and not (
-                    complete and pivots.numel() < n
+                    complete and pivots.numel() < n and n >= DTC_MEAN_MIN_POINTS
                 )
             if exact_mean:  # one Cholesky solve of (K + D)
                 K = self._prior_covariance(X, X) + torch.diag(D)

@@ -240,9 +240,12 @@ def test_the_mean_is_low_rank_above_the_exact_mean_limit(monkeypatch):
     assert source.exact_mean
 
 
-def test_a_complete_factor_gives_the_mean_at_its_own_cost():
+def test_a_complete_factor_gives_the_mean_at_its_own_cost(monkeypatch):
     # 200 points on a line: the factor is complete at a small rank, and its mean is
-    # the exact one at O(rank) per point instead of O(N)
+    # the exact one at O(rank) per point instead of O(N) (for large sources only:
+    # the limit is lowered to 200 here)
+    from botorch_transfer.models import source_posterior as module
+
     gen = torch.Generator().manual_seed(4)
     X = torch.rand(200, 1, generator=gen, dtype=F64)
     y = torch.sin(6 * X).sum(-1)
@@ -250,6 +253,8 @@ def test_a_complete_factor_gives_the_mean_at_its_own_cost():
     X_test = torch.rand(7, 1, generator=gen, dtype=F64)
     k = lambda A, B: rbf(A, B, torch.tensor(0.3, dtype=F64), 1.5)  # noqa: E731
     ref_mean, _ = gp_posterior(k, X, y, noise)
+    assert GPSourcePosterior(X, y, noise, kernel()).exact_mean  # below the limit
+    monkeypatch.setattr(module, "DTC_MEAN_MIN_POINTS", 200)
     source = GPSourcePosterior(X, y, noise, kernel())
     assert source.rank < 200 and not source.exact_mean
     assert source.train_inputs.shape == (source.rank, 1)
