@@ -20,9 +20,9 @@ depend on ``N``:
   the numerical rank of ``K`` (the residual diagonal falls below ``tolerance``), and
   the Nystrom (DTC) approximation when ``max_rank`` truncates it. It costs
   ``O(N r^2)`` once and ``O(r^2)`` per point. Above ``EXACT_MEAN_MAX_POINTS``
-  observations, or when the factor is complete, the mean uses the same factor (the
-  DTC mean ``k(x, Z) (K_ZZ + K_ZN D^{-1} K_NZ)^{-1} K_ZN D^{-1} y``, exact when the
-  factor is),
+  observations, or from ``DTC_MEAN_MIN_POINTS`` on when the factor is complete, the
+  mean uses the same factor (the DTC mean
+  ``k(x, Z) (K_ZZ + K_ZN D^{-1} K_NZ)^{-1} K_ZN D^{-1} y``, exact when the factor is),
   so no ``N x N`` matrix is ever formed: ``O(N r)`` memory, ``O(r)`` per point.
 - :class:`ModelSourcePosterior` wraps any other single-output BoTorch ``Model`` and
   simply calls its ``posterior`` (correct, but as costly as that model is).
@@ -62,10 +62,10 @@ MIN_SOURCE_NOISE = 1e-10
 #: Most source observations for which the posterior mean is solved exactly (one
 #: ``N x N`` Cholesky: 0.8 GB at N=10,000); beyond, the low-rank factor's DTC mean.
 EXACT_MEAN_MAX_POINTS = 10_000
-#: The factor's (DTC) mean replaces the exact one, whatever ``N``, when the prior
-#: variance the factor leaves out is at most this fraction of the smallest noise
-#: variance (its error is then of that relative order: 5e-8 outcome sd at
-#: N=10,000, d=4, rank 574 in ``benchmarks/source_error.py``).
+#: The factor's (DTC) mean replaces the exact one when the prior variance the
+#: factor leaves out is at most this fraction of the smallest noise variance (its
+#: error is then of that relative order: 5e-8 outcome sd at N=10,000, d=4, rank 574
+#: in ``benchmarks/source_error.py``) ...
 DTC_MEAN_MAX_NEGLECTED_TO_NOISE = 1e-6
 #: ... for sources of at least this many observations: below, the exact solve is
 #: cheap (BoTorch's own ``max_cholesky_size``) and keeps the mean exact to rounding.
@@ -336,9 +336,9 @@ class GPSourcePosterior(SourcePosterior):
     covariance at the data is at most ``max_rank``, and a Nystrom (DTC)
     approximation of rank ``max_rank`` beyond (a warning says so). The mean is exact
     up to ``EXACT_MEAN_MAX_POINTS`` observations (see ``exact_mean``) and the DTC
-    mean of the same factor beyond, or wherever the factor is complete (then both
-    are the same), so that no ``N x N`` matrix is formed: a source of 100,000
-    points needs ``O(N max_rank)`` memory.
+    mean of the same factor beyond, or from ``DTC_MEAN_MIN_POINTS`` on wherever the
+    factor is complete (then both agree), so that no ``N x N`` matrix is formed: a
+    source of 100,000 points needs ``O(N max_rank)`` memory.
 
     The GP prior is ``m(x) = mean_module(T(x)) [+ prior_source.mean(x)]`` and
     ``k(x, x') = covar_module(T(x), T(x')) [+ prior_source.covariance(x, x')]``,

@@ -489,6 +489,8 @@ def test_mtgp_meta_gives_every_meta_task_its_own_task_and_predicts_the_target(
         MTGP_META_POINTS_PER_TASK,
         MultiTaskMeta,
     )
+    from botorch_transfer.benchmarks.methods import MetaData
+    from botorch_transfer.data import TaskData
 
     fits = []
 
@@ -497,9 +499,6 @@ def test_mtgp_meta_gives_every_meta_task_its_own_task_and_predicts_the_target(
         return fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
 
     monkeypatch.setattr(meta_methods, "fit_gpytorch_mll", bounded_fit)
-    from botorch_transfer.benchmarks.methods import MetaData
-    from botorch_transfer.data import TaskData
-
     gen = torch.Generator().manual_seed(0)
     history = [
         TaskData(X, X.sum(-1, keepdim=True) + i)
