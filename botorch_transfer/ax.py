@@ -191,6 +191,7 @@ def transfer_generation_strategy(
     initialization_trials: int = 5,
     seed: int | None = None,
     name: str | None = None,
+    torch_device: torch.device | None = None,
 ) -> GenerationStrategy:
     r"""Sobol initialization, then BO with a transfer model, for Ax's ``Client``.
 
@@ -201,6 +202,8 @@ def transfer_generation_strategy(
             1: Ax's transforms need one observed trial).
         seed: Seed of the Sobol sequence.
         name: Name of the strategy.
+        torch_device: Where Ax fits the model and optimizes the acquisition
+            (Ax's ``torch_device``; default: the CPU).
 
     Returns:
         A ``GenerationStrategy``; pass it to ``Client.set_generation_strategy``.
@@ -222,6 +225,7 @@ def transfer_generation_strategy(
                     # input-space transforms only: outcomes must stay in the
                     # source's units
                     "transforms": MBM_X_trans,
+                    **_device_kwargs(torch_device),
                 },
             )
         ],
@@ -230,6 +234,12 @@ def transfer_generation_strategy(
     return _with_sobol(
         transfer_node, initialization_trials, seed, name or f"Sobol+{config.name}"
     )
+
+
+def _device_kwargs(torch_device: torch.device | None) -> dict[str, Any]:
+    r"""The generator kwargs that put Ax's model on ``torch_device`` (none: Ax's
+    default, the CPU)."""
+    return {} if torch_device is None else {"torch_device": torch.device(torch_device)}
 
 
 def _with_sobol(
@@ -265,6 +275,7 @@ def transfer_learning_generation_strategy(
     model_options: dict[str, Any] | None = None,
     seed: int | None = None,
     name: str | None = None,
+    torch_device: torch.device | None = None,
 ) -> GenerationStrategy:
     r"""Sobol initialization, then BO with a transfer model on Ax's native
     transfer-learning path (``TransferLearningAdapter``).
@@ -291,6 +302,8 @@ def transfer_learning_generation_strategy(
         model_options: Further constructor options of the model (not the sources).
         seed: Seed of the Sobol sequence.
         name: Name of the strategy.
+        torch_device: Where Ax fits the models and optimizes the acquisition
+            (Ax's ``torch_device``; default: the CPU).
 
     Returns:
         A ``GenerationStrategy``; pass it to ``Client.set_generation_strategy``.
@@ -320,6 +333,8 @@ def transfer_learning_generation_strategy(
     )
     # Ax's config sets no outcome transform for the model; ours standardizes source
     # and target outcomes together (as `transfer_model_config`)
+    for spec in specs:
+        spec.generator_kwargs.update(_device_kwargs(torch_device))
     kwargs = specs[0].generator_kwargs
     fixed_units = getattr(botorch_model_class, "fixes_outcome_units", False)
     kwargs["surrogate_spec"] = replace(

@@ -28,6 +28,7 @@ from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TaskData  # noqa
 from botorch_transfer.ax import (  # noqa: E402
     task_data_from_dataframe,
     task_data_from_experiment,
+    transfer_generation_strategy,
     transfer_learning_generation_strategy,
 )
 
@@ -512,3 +513,25 @@ def test_guard_of_refuses_a_class_that_is_not_a_transfer_model():
 
     with pytest.raises(TypeError, match="`model_class` must be a source-conditioned"):
         TransferGuard.of(SingleTaskGP)
+
+
+def test_both_strategies_put_the_model_on_the_requested_device(device):
+    source = TaskData(torch.rand(5, 2, dtype=F64), torch.rand(5, 1, dtype=F64))
+    strategies = {
+        "Sobol+BoTorch": transfer_generation_strategy(
+            DeltaBOModel, {"source": source}, torch_device=device
+        ),
+        "Sobol+TL": transfer_learning_generation_strategy(
+            DeltaBOModel, torch_device=device
+        ),
+    }
+    for name, strategy in strategies.items():
+        model_nodes = [n for n in strategy.nodes_by_name.values() if n.name != "Sobol"]
+        specs = [spec for node in model_nodes for spec in node.generator_specs]
+        # the transfer-learning path also has its cross-validation GP: both move
+        assert len(specs) == (1 if name == "Sobol+BoTorch" else 2), name
+        assert all(s.generator_kwargs["torch_device"] == device for s in specs), name
+    # no device asked for: Ax's own default (None: the CPU)
+    default = transfer_learning_generation_strategy(DeltaBOModel)
+    specs = default.nodes_by_name["TL-DeltaBOModel"].generator_specs
+    assert all(s.generator_kwargs.get("torch_device") is None for s in specs)

@@ -8,7 +8,8 @@ summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
 default`` run the papers' and the default-settings comparisons.
 
 A run is identified by its problem, method, seed and ``--iterations``: a rerun
-with another T runs again instead of reusing the finished runs. Several ``run``
+with another T runs again instead of reusing the finished runs. ``--device cuda``
+runs the methods' models on a GPU (one device per ``--out``). Several ``run``
 processes may write to one ``OUT`` (every append locks the file; a run recorded
 twice is kept once), and ``summarize``/``plot`` skip, with a warning, lines that
 are not run records and duplicate records of a run.
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from botorch_transfer.benchmarks.context import parse_device
 from botorch_transfer.benchmarks.meta import META_PROBLEMS, make_meta_problem
 from botorch_transfer.benchmarks.methods import (
     META,
@@ -237,6 +239,13 @@ def cmd_run(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / RESULTS
     finished = [r for r in _load(args.out, required=False) if "error" not in r]
+    # wall times (and rounding) differ by device: one results file, one device
+    others = {r.get("device", "cpu") for r in finished} - {args.device.type}
+    if others:
+        raise UsageError(
+            f"{path} has runs on {_joined(others)}; a --device "
+            f"{args.device.type} sweep needs its own --out directory"
+        )
     for p in {r["problem"] for r in finished} & (set(args.problems) - set(iterations)):
         iterations[p] = _default_iterations(p)
     # the runs asked for, by run key (see runner.RUN_SETTINGS)
@@ -265,7 +274,13 @@ def cmd_run(args: argparse.Namespace) -> None:
     with _executor(args) as pool:
         futures = [
             pool.submit(
-                safe_run_experiment, p, m, s, args.iterations, tuple(args.plugin)
+                safe_run_experiment,
+                p,
+                m,
+                s,
+                args.iterations,
+                tuple(args.plugin),
+                str(args.device),
             )
             for p, m, s in todo
         ]
@@ -412,6 +427,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     run.add_argument(
         "--workers", type=positive_int, default=2, help="local worker processes"
+    )
+    run.add_argument(
+        "--device",
+        type=parse_device,
+        default=parse_device("cpu"),
+        help="where the methods' models and acquisition run: cpu (default) or cuda "
+        "(the data are drawn and the objectives evaluated on the CPU, so a seed "
+        "gives the same problem on every device); one device per --out",
     )
     run.add_argument(
         "--plugin",

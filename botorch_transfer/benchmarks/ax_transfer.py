@@ -26,6 +26,7 @@ from botorch.models.model import Model
 from botorch.models.multitask import MultiTaskGP
 
 from botorch_transfer.benchmarks.base import TransferProblem
+from botorch_transfer.benchmarks.context import parse_device
 from botorch_transfer.benchmarks.problems import make_problem
 
 try:
@@ -63,12 +64,14 @@ def _client(problem: TransferProblem, name: str, seed: int) -> Client:
 
 
 def _axs_multitask_strategy(
-    initialization_trials: int, seed: int
+    initialization_trials: int, seed: int, device: torch.device
 ) -> GenerationStrategy:
     r"""Sobol, then Ax's own transfer-learning specs with ``MultiTaskGP``."""
     specs, _ = transfer_learning_generator_specs_constructor(
         model_class=MultiTaskGP, use_model_selection=False
     )
+    for spec in specs:
+        spec.generator_kwargs["torch_device"] = device
     tl = GenerationNode(name="TL-MultiTaskGP", generator_specs=specs)
     # the same Sobol start as `transfer_learning_generation_strategy` (seeded Sobol
     # points do not repeat, so its deduplication never redraws them)
@@ -82,6 +85,7 @@ def ax_transfer_comparison(
     initialization_trials: int = 3,
     n_source: int | None = 60,
     seeds: Sequence[int] = (0,),
+    device: torch.device | str = "cpu",
 ) -> pd.DataFrame:
     r"""Simple regret of transfer models through Ax, per trial.
 
@@ -94,6 +98,8 @@ def ax_transfer_comparison(
         n_source: Source observations (default: 60; ``None``: the problem's).
         seeds: Replicates; the Sobol points, the source sample and the
             observation noise depend on the seed only, not on the method.
+        device: Where Ax fits the models and optimizes the acquisition (Ax's
+            ``torch_device``); the data are drawn on the CPU.
 
     Returns:
         A DataFrame with columns ``method``, ``seed``, ``trial`` and ``regret``
@@ -113,6 +119,7 @@ def ax_transfer_comparison(
             f"`trials` ({trials}) must exceed `initialization_trials` "
             f"({initialization_trials}) for the model to run."
         )
+    device = torch.device(device)
     optimum = problem.optimum()
     n = problem.n_source if n_source is None else n_source
     rows = []
@@ -134,13 +141,14 @@ def ax_transfer_comparison(
                 AuxiliarySource(experiment=source._experiment),
             )
             if model_class is MultiTaskGP:
-                strategy = _axs_multitask_strategy(initialization_trials, seed)
+                strategy = _axs_multitask_strategy(initialization_trials, seed, device)
             else:
                 strategy = transfer_learning_generation_strategy(
                     model_class,
                     initialization_trials=initialization_trials,
                     use_model_selection=False,
                     seed=seed,
+                    torch_device=device,
                 )
             client.set_generation_strategy(strategy)
             noise_gen = torch.Generator().manual_seed(10_000 + seed)
@@ -220,6 +228,12 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--n-source", type=int, default=60)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--output", help="CSV file for the per-trial regret rows")
+    parser.add_argument(
+        "--device",
+        type=parse_device,
+        default="cpu",
+        help="Ax's torch_device: cpu (default) or cuda",
+    )
     args = parser.parse_args(argv)
     frames = []
     for problem in args.problem:
@@ -230,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
             initialization_trials=args.init,
             n_source=args.n_source,
             seeds=range(args.seeds),
+            device=args.device,
         )
         frames.append(frame.assign(problem=problem))
         df = pd.concat(frames, ignore_index=True)

@@ -4,7 +4,7 @@ r"""The source/target problem type shared by the problem modules (``problems``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
@@ -84,7 +84,9 @@ class TransferProblem:
             return None
         if self._grid is None:
             axes = [
-                torch.linspace(lo, hi, self.grid_size, dtype=torch.float64)
+                torch.linspace(
+                    lo, hi, self.grid_size, dtype=torch.float64, device=lo.device
+                )
                 for lo, hi in self.bounds.T
             ]
             self._grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(
@@ -104,12 +106,26 @@ class TransferProblem:
         return float(self.target(X).max())
 
     def sample(self, n: int, generator: torch.Generator) -> Tensor:
-        r"""``n`` uniform points of the domain (grid points for a grid problem)."""
+        r"""``n`` uniform points of the domain (grid points for a grid problem), on
+        the domain's device; drawn from a CPU ``generator``, so a seed gives the
+        same points on every device."""
         if self.grid is not None:
-            return self.grid[
-                torch.randint(self.grid.shape[0], (n,), generator=generator)
-            ]
+            rows = torch.randint(self.grid.shape[0], (n,), generator=generator)
+            return self.grid[rows.to(self.grid.device)]
         lo, hi = self.bounds
-        return lo + (hi - lo) * torch.rand(
-            n, self.dim, generator=generator, dtype=torch.float64
-        )
+        u = torch.rand(n, self.dim, generator=generator, dtype=torch.float64)
+        return lo + (hi - lo) * u.to(lo.device)
+
+    def with_domain_on(self, device: torch.device | str) -> TransferProblem:
+        r"""This problem with its box (and grid) on ``device``: what a method sees
+        in a run on that device. The objectives stay on the CPU (scikit-learn and
+        ONNX surrogates are CPU code); the runner evaluates them there.
+
+        Args:
+            device: The device of the methods' data, models and acquisition.
+
+        Returns:
+            A copy sharing the objectives, with ``bounds`` (and a built grid) moved.
+        """
+        grid = None if self._grid is None else self._grid.to(device)
+        return replace(self, bounds=self.bounds.to(device), _grid=grid)

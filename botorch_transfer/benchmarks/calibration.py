@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_transfer.benchmarks.context import parse_device
 from botorch_transfer.benchmarks.meta import (
     _split,
     make_meta_problem,
@@ -86,7 +87,11 @@ PRIORS: dict[str, Callable] = {
 
 
 def leave_one_task_out_coverage(
-    problem_name: str, prior: str, left_out: int = 10, seed: int = 0
+    problem_name: str,
+    prior: str,
+    left_out: int = 10,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
 ) -> dict[str, float]:
     r"""The mean coverage of the central 90% interval over left-out tasks.
 
@@ -96,6 +101,8 @@ def leave_one_task_out_coverage(
         left_out: How many meta-training tasks to leave out in turn (the first ones
             of the split).
         seed: The split's seed (as the meta track's).
+        device: Where the priors are built and evaluated (the meta-training data
+            are drawn on the CPU and moved there).
 
     Returns:
         ``{"coverage", "min", "max", "tasks", "seconds"}`` (coverage per left-out task
@@ -103,7 +110,7 @@ def leave_one_task_out_coverage(
     """
     problem = make_meta_problem(problem_name)
     train, _ = _split(problem, seed)
-    tasks = meta_training_data(problem, train, seed)
+    tasks = meta_training_data(problem, train, seed, device=device)
     build = PRIORS[prior]
     covered, seconds = [], []
     for i in range(min(left_out, len(tasks))):
@@ -132,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser.add_argument("--priors", nargs="+", default=["hyperbo"], choices=PRIORS)
     parser.add_argument("--left-out", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device", type=parse_device, default="cpu", help="cpu (default) or cuda"
+    )
     args = parser.parse_args(argv)
     if args.left_out < 1:
         parser.error("--left-out must be >= 1")
@@ -144,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         for prior in args.priors:
             row = {"problem": name, "prior": prior}
             row.update(
-                leave_one_task_out_coverage(name, prior, args.left_out, args.seed)
+                leave_one_task_out_coverage(
+                    name, prior, args.left_out, args.seed, args.device
+                )
             )
             rows.append(row)
             print(

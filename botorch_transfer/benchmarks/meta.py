@@ -239,10 +239,13 @@ def _split(problem: MetaProblem, seed: int) -> tuple[list[int], list[int]]:
 
 
 def meta_training_data(
-    problem: MetaProblem, train_tasks: list[int], seed: int
+    problem: MetaProblem,
+    train_tasks: list[int],
+    seed: int,
+    device: torch.device | str = "cpu",
 ) -> list[TaskData]:
     r"""``n_history`` noisy evaluations of each meta-training task on shared random
-    inputs."""
+    inputs, drawn on the CPU and returned on ``device``."""
     gen = torch.Generator().manual_seed(seed + 1)
     X = torch.rand(problem.n_history, problem.dim, generator=gen, dtype=torch.float64)
     tasks = []
@@ -251,7 +254,7 @@ def meta_training_data(
         Y = Y + math.sqrt(problem.observation_noise) * torch.randn(
             Y.shape, generator=gen, dtype=torch.float64
         )
-        tasks.append(TaskData(X, Y, name=str(i)))
+        tasks.append(TaskData(X, Y, name=str(i)).to(device))
     return tasks
 
 
@@ -264,8 +267,10 @@ def _bo_on_test_task(
     seed: int,
     iterations: int,
     times: list[float],
+    device: torch.device,
 ) -> dict[str, Any]:
-    r"""``iterations`` BO steps of ``policy`` on one test task; appends the time of
+    r"""``iterations`` BO steps of ``policy`` on one test task (the pool and the
+    objective on the CPU, the method's data on ``device``); appends the time of
     each step to ``times`` and returns the task's record entry."""
     gen = torch.Generator().manual_seed(seed * 1000 + task)
     f_pool = problem.evaluate(task, pool)
@@ -283,7 +288,8 @@ def _bo_on_test_task(
     for _ in range(iterations):
         start = time.perf_counter()
         X, Y = pool[idx], torch.tensor(ys, dtype=torch.float64).unsqueeze(-1)
-        x = policy.propose(task_state, X, Y)
+        # `.cpu()` waits for the device, so the time is the step's
+        x = policy.propose(task_state, X.to(device), Y.to(device)).cpu()
         nxt = int((pool - x).abs().sum(-1).argmin())  # the pool point proposed
         times.append(time.perf_counter() - start)
         idx.append(nxt)
@@ -314,6 +320,7 @@ def run_meta_experiment(
     iterations: int | None = None,
     *,
     num_threads: int = 1,
+    device: torch.device | str = "cpu",
 ) -> dict:
     r"""Leave-tasks-out BO of ``method`` on every test task of the ``seed``'s split.
 
@@ -330,6 +337,9 @@ def run_meta_experiment(
             and torch's global RNG (restored afterwards).
         iterations: BO iterations per test task (default: the problem's).
         num_threads: torch threads for the run (restored afterwards).
+        device: Where the method's data, models and acquisition live; the pool,
+            the meta-training data and the observations are drawn and evaluated on
+            the CPU (the same for every device) and moved there.
 
     Returns:
         A JSON-serializable record: per test task the queries and values, the
@@ -345,9 +355,10 @@ def run_meta_experiment(
     if iterations is not None and iterations < 1:  # an empty run reports nothing
         raise ValueError(f"`iterations` must be positive, got {iterations}.")
     policy = get_method(method, META)
+    device = torch.device(device)
     # the run owns torch's global RNG too (BoTorch's fit retries and plugins draw
     # from it), so a record depends on the seed alone
-    with torch_run_context(num_threads=num_threads, seed=seed):
+    with torch_run_context(num_threads=num_threads, seed=seed, device=device):
         problem = (
             make_meta_problem(problem_name)
             if isinstance(problem_name, str)
@@ -360,7 +371,9 @@ def run_meta_experiment(
             problem.pool_size, problem.dim, generator=pool_gen, dtype=torch.float64
         )
         data = MetaData(
-            pool, seed, partial(meta_training_data, problem, train_tasks, seed)
+            pool.to(device),
+            seed,
+            partial(meta_training_data, problem, train_tasks, seed, device=device),
         )
 
         start = time.perf_counter()
@@ -370,7 +383,9 @@ def run_meta_experiment(
         per_task, times = [], []
         for task in test_tasks:
             per_task.append(
-                _bo_on_test_task(problem, policy, state, pool, task, seed, T, times)
+                _bo_on_test_task(
+                    problem, policy, state, pool, task, seed, T, times, device
+                )
             )
     regret = torch.tensor([t["simple_regret"] for t in per_task]).mean(0).tolist()
     return {
@@ -387,6 +402,7 @@ def run_meta_experiment(
         "test_tasks": test_tasks,
         "pretrain_s": pretrain_s,
         "iteration_s": times,
+        "device": device.type,
         **policy.run_info(state),
         "settings": {
             "description": problem.description,

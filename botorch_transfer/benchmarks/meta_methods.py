@@ -121,7 +121,7 @@ class SingleTaskBO(Method):
         if Y.shape[0] > 1:
             scale = Y.std().clamp_min(1e-6)
         else:
-            scale = torch.ones((), dtype=Y.dtype)
+            scale = torch.ones((), dtype=Y.dtype, device=Y.device)
         acqf = ProbabilityOfImprovement(model, best_f=Y.max() + 0.1 * scale)
         return maximize_on_pool(acqf, state)
 
@@ -251,24 +251,25 @@ class MultiTaskMeta(Method):
 
 class _Stage1Cache:
     r"""cm-BO Stage-1 fits (one GP per meta-task) by a stable key: the problem name,
-    the split's seed and a digest of the meta-training data. The fits do not depend
-    on the cm-BO variant, so the variants run in one process share them."""
+    the split's seed, the data's device and a digest of the meta-training data. The
+    fits do not depend on the cm-BO variant, so the variants run in one process
+    share them."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
         self._entries: OrderedDict[
-            tuple[str, int, str], tuple[MetaTaskPosteriors, float]
+            tuple[str, int, str, str], tuple[MetaTaskPosteriors, float]
         ] = OrderedDict()
 
     @staticmethod
     def key(
         problem: MetaProblem, history: list[TaskData], seed: int
-    ) -> tuple[str, int, str]:
+    ) -> tuple[str, int, str, str]:
         digest = hashlib.sha256()
         for task in history:
             for tensor in (task.X, task.Y):
                 digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        return problem.name, seed, digest.hexdigest()
+        return problem.name, seed, str(history[0].X.device), digest.hexdigest()
 
     def get(
         self, problem: MetaProblem, history: list[TaskData], seed: int
@@ -281,7 +282,7 @@ class _Stage1Cache:
         start = time.perf_counter()
         bounds = torch.stack([torch.zeros(problem.dim), torch.ones(problem.dim)])
         posteriors = meta_task_posteriors(
-            history, bounds.to(torch.float64), progress=False
+            history, bounds.to(history[0].X), progress=False
         )
         fit_s = time.perf_counter() - start
         if len(self._entries) >= self.size:

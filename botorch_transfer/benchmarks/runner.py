@@ -41,13 +41,14 @@ def run_experiment(
     iterations: int | None = None,
     *,
     num_threads: int = 1,
+    device: torch.device | str = "cpu",
 ) -> dict:
     r"""Run ``iterations`` BO steps of ``method`` on ``problem_name`` with ``seed``.
 
     The source data, the initial target points and all observation noise depend on
-    ``seed`` only (not on the method), so methods are compared on the same draws.
-    The run seeds torch's global RNG with ``seed`` and uses ``num_threads`` threads;
-    both are restored afterwards.
+    ``seed`` only (not on the method or the device: they are drawn on the CPU), so
+    methods are compared on the same draws. The run seeds torch's global RNG with
+    ``seed`` and uses ``num_threads`` threads; both are restored afterwards.
 
     Args:
         problem_name: A registered problem name, or a ``TransferProblem``.
@@ -56,6 +57,9 @@ def run_experiment(
         seed: Random seed.
         iterations: Number of BO iterations (the problem's default if ``None``).
         num_threads: torch threads for the run.
+        device: Where the method's data, models and acquisition live (the
+            objective is evaluated on the CPU; an iteration's time includes moving
+            the query back).
 
     Returns:
         A JSON-serializable record with the query/observation trace, the
@@ -64,7 +68,8 @@ def run_experiment(
     if iterations is not None and iterations < 1:  # an empty run reports nothing
         raise ValueError(f"`iterations` must be positive, got {iterations}.")
     policy = get_method(method, TRANSFER)
-    with torch_run_context(num_threads=num_threads, seed=seed):
+    device = torch.device(device)
+    with torch_run_context(num_threads=num_threads, seed=seed, device=device):
         problem = (
             make_problem(problem_name, seed)
             if isinstance(problem_name, str)
@@ -87,18 +92,20 @@ def run_experiment(
         Y = observe(problem.target(X), problem.target_noise, gen)
         source = TaskData(X_s, Y_s, torch.full_like(Y_s, problem.source_noise))
         data = TransferData(
-            source, generator=torch.Generator().manual_seed(seed + 20_000)
+            source.to(device), generator=torch.Generator().manual_seed(seed + 20_000)
         )
+        domain = problem.with_domain_on(device)
 
         start = time.perf_counter()
-        state = policy.setup(problem, data)
+        state = policy.setup(domain, data)
         setup_s = time.perf_counter() - start
         f_star = problem.optimum()
 
         queries, observations, values, times = [], [], [], []
         for _ in range(T):
             start = time.perf_counter()
-            x = policy.propose(state, X, Y)
+            # `.cpu()` waits for the device, so the time is the step's
+            x = policy.propose(state, X.to(device), Y.to(device)).cpu()
             times.append(time.perf_counter() - start)
             f_x = problem.target(x)
             y = observe(f_x, problem.target_noise, noise_gen)
@@ -124,6 +131,7 @@ def run_experiment(
         "optimum_is_exact": problem.grid is not None and f_star is not None,
         "setup_s": setup_s,
         "iteration_s": times,
+        "device": device.type,
         "settings": {
             "description": problem.description,
             "n_source": problem.n_source,
@@ -141,6 +149,7 @@ def safe_run_experiment(
     seed: int,
     iterations: int | None = None,
     plugins: Sequence[str] = (),
+    device: str = "cpu",
 ) -> dict:
     r"""``run_experiment`` (or, for a meta-learning problem, ``run_meta_experiment``),
     but a failure is returned as a record with its error.
@@ -154,6 +163,7 @@ def safe_run_experiment(
         iterations: BO iterations (the problem's default if ``None``).
         plugins: Modules imported first (they call ``register_method``; imported
             here so that every worker process has them).
+        device: The run's device (see :func:`run_experiment`).
 
     Returns:
         The run's record, or ``{"problem", "method", "seed", "iterations", "error",
@@ -163,8 +173,10 @@ def safe_run_experiment(
         for module in plugins:
             importlib.import_module(module)
         if problem_name in META_PROBLEMS:
-            return run_meta_experiment(problem_name, method, seed, iterations)
-        return run_experiment(problem_name, method, seed, iterations)
+            return run_meta_experiment(
+                problem_name, method, seed, iterations, device=device
+            )
+        return run_experiment(problem_name, method, seed, iterations, device=device)
     except Exception as e:  # a failed run is recorded; the sweep goes on
         return {
             "problem": problem_name,

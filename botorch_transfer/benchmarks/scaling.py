@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from botorch_transfer.benchmarks.__main__ import main as cli_main
+from botorch_transfer.benchmarks.context import parse_device
 
 
 def sweep_wall_time(
@@ -31,6 +32,7 @@ def sweep_wall_time(
     methods: Sequence[str],
     seeds: int,
     iterations: int | None = None,
+    device: str = "cpu",
 ) -> float:
     r"""Seconds one sweep takes on a new ``LocalCluster`` of ``workers`` processes
     (the cluster's start excluded).
@@ -41,6 +43,7 @@ def sweep_wall_time(
         methods: Registered methods.
         seeds: Seeds per method (``len(methods) * seeds`` runs).
         iterations: BO iterations per run (the problem's default if ``None``).
+        device: The runs' ``--device``.
 
     Returns:
         The sweep's wall time in seconds.
@@ -48,7 +51,7 @@ def sweep_wall_time(
     from dask.distributed import LocalCluster
 
     args = ["run", "--problems", problem, "--methods", *methods]
-    args += ["--seeds", str(seeds)]
+    args += ["--seeds", str(seeds), "--device", str(device)]
     if iterations is not None:
         args += ["--iterations", str(iterations)]
     with (
@@ -85,12 +88,20 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[int, float, float]]:
     )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=None)
+    parser.add_argument(
+        "--device", type=parse_device, default="cpu", help="the runs' device"
+    )
     args = parser.parse_args(argv)
     runs = len(args.methods) * args.seeds
     rows = []
     for workers in args.workers:
         seconds = sweep_wall_time(
-            workers, args.problem, args.methods, args.seeds, args.iterations
+            workers,
+            args.problem,
+            args.methods,
+            args.seeds,
+            args.iterations,
+            str(args.device),
         )
         rows.append((workers, seconds, rows[0][1] / seconds if rows else 1.0))
     print(f"{runs} runs of {', '.join(args.methods)} on {args.problem}")

@@ -28,6 +28,7 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
+from botorch_transfer.benchmarks.context import parse_device
 from botorch_transfer.benchmarks.timing import SOURCE_NOISE, source_function
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, GPSourcePosterior
 
@@ -150,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser.add_argument("--test-points", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--device", default="cpu", help="torch device, e.g. cuda (default: cpu)"
+        "--device",
+        type=parse_device,
+        default="cpu",
+        help="torch device, e.g. cuda (default: cpu)",
     )
     args = parser.parse_args(argv)
     print(

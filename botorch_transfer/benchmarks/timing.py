@@ -65,7 +65,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
-from botorch_transfer.benchmarks.context import torch_run_context
+from botorch_transfer.benchmarks.context import parse_device, torch_run_context
 from botorch_transfer.benchmarks.methods import (
     TRANSFER,
     Method,
@@ -287,7 +287,7 @@ def _config_in_process(
         args.seed,
         args.max_fit_n if max_fit_n is None else max_fit_n,
         args.large_n_iterations,
-        args.device,
+        str(args.device),
     )
 
 
@@ -658,6 +658,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--large-n-iterations", type=int, default=1)
     parser.add_argument(
         "--device",
+        type=parse_device,
         default="cpu",
         help="where the per-iteration, --scaling and --targets models run (e.g. "
         "cuda; the data are drawn on the CPU)",

@@ -290,7 +290,7 @@ def fixed_source_posterior(
 ) -> GPSourcePosterior:
     r"""DeltaBO's source posterior with the problem's source kernel and noise."""
     X_s, Y_s = source.X, source.Y
-    noise = torch.full((X_s.shape[0],), problem.source_noise, dtype=torch.float64)
+    noise = torch.full_like(Y_s.squeeze(-1), problem.source_noise)
     kernel = problem.kernels["source"](problem.dim)
     return GPSourcePosterior(X_s, Y_s, noise=noise, covar_module=kernel)
 

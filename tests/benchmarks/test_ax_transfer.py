@@ -15,13 +15,14 @@ from botorch_transfer.benchmarks.ax_transfer import (  # noqa: E402
 )
 
 
-def test_multitask_gp_and_delta_bo_through_ax():
+def test_multitask_gp_and_delta_bo_through_ax(device):
     df = ax_transfer_comparison(
         "bohachevsky",
         [MultiTaskGP, DeltaBOModel],
         trials=3,
         initialization_trials=2,
         n_source=10,
+        device=device,
     )
     assert list(df.method.unique()) == ["MultiTaskGP", "DeltaBOModel"]
     assert len(df) == 6

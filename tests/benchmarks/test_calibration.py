@@ -1,5 +1,6 @@
 r"""The leave-one-task-out calibration benchmark of the meta priors."""
 
+import pytest
 import torch
 
 from botorch_transfer.benchmarks import calibration
@@ -10,17 +11,22 @@ from botorch_transfer.benchmarks.meta import (
 )
 
 
-def test_coverage_is_the_fraction_of_left_out_values_inside_the_interval(monkeypatch):
+def test_coverage_is_the_fraction_of_left_out_values_inside_the_interval(
+    monkeypatch, device
+):
     seen = []
 
     def fixed_prior(tasks, X, problem):  # mean 1, sd 0.5: interval 1 +- 0.822
+        assert X.device.type == device.type  # the data were moved to the device
         seen.append(len(tasks))
-        return torch.ones(X.shape[0], dtype=X.dtype), torch.full(
-            (X.shape[0],), 0.25, dtype=X.dtype
+        return torch.ones(X.shape[0], dtype=X.dtype, device=X.device), torch.full(
+            (X.shape[0],), 0.25, dtype=X.dtype, device=X.device
         )
 
     monkeypatch.setitem(calibration.PRIORS, "fixed", fixed_prior)
-    row = calibration.leave_one_task_out_coverage("gp-tasks", "fixed", left_out=3)
+    row = calibration.leave_one_task_out_coverage(
+        "gp-tasks", "fixed", left_out=3, device=device
+    )
     problem = make_meta_problem("gp-tasks")
     tasks = meta_training_data(problem, _split(problem, 0)[0], 0)
     expected = [
@@ -32,9 +38,14 @@ def test_coverage_is_the_fraction_of_left_out_values_inside_the_interval(monkeyp
     assert row["min"] == min(expected) and row["max"] == max(expected)
 
 
-def test_the_cli_prints_a_row_per_problem_and_prior(capsys):
+# cm-BO's Stage 1 fits a GP per meta-task (about a minute here): slow suite
+@pytest.mark.parametrize(
+    "prior", ["hyperbo", pytest.param("cmbo", marks=pytest.mark.slow)]
+)
+def test_the_cli_prints_a_row_per_problem_and_prior(capsys, device, prior):
     rows = calibration.main(
-        ["--problems", "gp-tasks", "--priors", "hyperbo", "--left-out", "1"]
+        ["--problems", "gp-tasks", "--priors", prior, "--left-out", "1"]
+        + ["--device", str(device)]
     )
     assert len(rows) == 1 and 0.0 <= rows[0]["coverage"] <= 1.0
     assert "gp-tasks" in capsys.readouterr().out

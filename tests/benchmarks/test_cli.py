@@ -1,9 +1,11 @@
 r"""The command line's checks and messages: counts, names, results directories,
 descriptions (``list``, ``run --help``)."""
 
+import argparse
 import json
 
 import pytest
+import torch
 
 from botorch_transfer.benchmarks import __main__ as cli
 from botorch_transfer.benchmarks.__main__ import main
@@ -171,3 +173,51 @@ def test_sigterm_stops_the_workers_too(tmp_path):
     assert stopped < 400
     time.sleep(3)  # a surviving worker would append a run every few milliseconds
     assert _lines(results) == stopped
+
+
+# ------------------------------------------------------------ devices
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("tpu", "expected cpu, cuda or cuda:N"),
+        ("meta", "expected cpu, cuda or cuda:N"),
+        ("cuda:99", "this machine has"),
+    ],
+)
+def test_run_rejects_a_device_it_cannot_use(tmp_path, capsys, text, message):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--out", str(tmp_path), *RUN, "--device", text])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--device" in err and message in err
+
+
+def test_parse_device_names_cpu_and_cuda():
+    assert cli.parse_device("cpu") == torch.device("cpu")
+    with pytest.raises(argparse.ArgumentTypeError, match="got 'gpu'"):
+        cli.parse_device("gpu")
+
+
+def test_one_results_directory_holds_one_device(tmp_path, capsys, device):
+    out = tmp_path / "sweep"
+    run = ["run", "--out", str(out), *RUN, "--seeds", "1", "--iterations", "1"]
+    main([*run, "--device", str(device)])
+    path = out / "results.jsonl"
+    (record,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert record["device"] == device.type
+    # records written before runs had a device were CPU runs: resuming reuses them
+    if device.type == "cpu":
+        del record["device"]
+        write_records(out, [record])
+        main([*run, "--seeds", "2"])
+        assert "resuming: 1 finished run(s)" in capsys.readouterr().out
+    # a sweep on another device refuses the directory instead of mixing wall times
+    other = "cuda" if device.type == "cpu" else "cpu"
+    record["device"] = other
+    write_records(out, [record])
+    with pytest.raises(SystemExit) as e:
+        main([*run, "--device", str(device)])
+    assert e.value.code == 2
+    assert f"has runs on {other}" in capsys.readouterr().err

@@ -46,8 +46,11 @@ SLOW_META_METHODS = {"mtgp-meta"}
         for m in available_methods(META)
     ],
 )
-def test_every_meta_method_runs(method):
-    record = run_meta_experiment(small_gp_tasks(), method, seed=0, iterations=2)
+def test_every_meta_method_runs(method, device):
+    record = run_meta_experiment(
+        small_gp_tasks(), method, seed=0, iterations=2, device=device
+    )
+    assert record["device"] == device.type
     assert record["test_tasks"] and set(record["test_tasks"]).isdisjoint(
         record["train_tasks"]
     )

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -127,3 +128,22 @@ def test_lcbench_pairs_span_the_range_of_agreement():
     assert rhos["lcbench-pair-negative"] < -0.2
     record = run_experiment("lcbench-pair-weak", "gp-ucb-fitted", 0, 2)
     assert len(record["queries"]) == 2 and "error" not in record
+
+
+@pytest.mark.parametrize("name", ["bohachevsky", "gaussian-bumps"])  # grid, box
+def test_a_problem_on_a_device_draws_the_same_points_there(name, device):
+    problem = make_problem(name)
+    on_device = problem.with_domain_on(device)
+    assert on_device.bounds.device.type == device.type
+    assert problem.bounds.device.type == "cpu"  # the original is left alone
+    drawn = on_device.sample(7, torch.Generator().manual_seed(3))
+    assert drawn.device.type == device.type and drawn.dtype == torch.float64
+    assert torch.equal(drawn.cpu(), problem.sample(7, torch.Generator().manual_seed(3)))
+    if problem.grid is not None:
+        assert on_device.grid.device.type == device.type
+        assert torch.equal(on_device.grid.cpu(), problem.grid)
+        # a grid not built yet is built on the device
+        unbuilt = dataclasses.replace(problem, _grid=None).with_domain_on(device)
+        assert unbuilt.grid.device.type == device.type
+        assert torch.equal(unbuilt.grid.cpu(), problem.grid)
+    assert on_device.target is problem.target  # the objectives stay on the CPU

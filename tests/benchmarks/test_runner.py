@@ -40,8 +40,9 @@ def smoke_cases():
 
 
 @pytest.mark.parametrize("problem, method", smoke_cases())
-def test_every_problem_and_method_runs(problem, method):
-    record = run_experiment(problem, method, seed=0, iterations=2)
+def test_every_problem_and_method_runs(problem, method, device):
+    record = run_experiment(problem, method, seed=0, iterations=2, device=device)
+    assert record["device"] == device.type
     assert (
         len(record["queries"])
         == len(record["values"])
