@@ -4,8 +4,9 @@ r"""Command line: ``python -m botorch_transfer.benchmarks {run,summarize,plot,li
 Diff-GP with the peers (BoTorch's ``MultiTaskGP``, RGPE), GP-UCB and random search on
 two embedded problems (about 7 minutes on 2 cores), appends one JSON line per
 finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
-summary table and writes ``OUT/regret.png``. ``--track papers`` and ``--track
-default`` run the papers' and the default-settings comparisons.
+summary table and writes ``OUT/regret.png``. ``--track papers``, ``--track
+default`` and ``--track meta`` run the papers', the default-settings and the
+meta-learning comparisons.
 
 A run is identified by its problem, method, seed and ``--iterations``: a rerun
 with another T runs again instead of reusing the finished runs. ``--device cuda``
@@ -212,6 +213,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.methods = list(track.methods)
     if args.seeds is None:
         args.seeds = track.seeds
+    if args.iterations is None:
+        args.iterations = track.iterations
     for module in args.plugin:
         importlib.import_module(module)
     _check_names(args.problems, args.methods)
@@ -396,7 +399,8 @@ def main(argv: list[str] | None = None) -> None:
         default="quick",
         help="the methods and problems run when --methods/--problems are not given "
         "(quick: the main job; papers: the papers' settings; default: every model "
-        "with its defaults against MultiTaskGP and RGPE, with controls)",
+        "with its defaults against MultiTaskGP and RGPE, with controls; meta: the "
+        "meta-learned priors against the no-meta GP and the peers)",
     )
     run.add_argument(
         "--problems",
@@ -422,8 +426,9 @@ def main(argv: list[str] | None = None) -> None:
         "--iterations",
         type=positive_int,
         default=None,
-        help="BO iterations T (default: the problem's); part of a run's key, so a "
-        "rerun with another T does not reuse finished runs",
+        help="BO iterations T (default: the track's, 30 for meta, else the "
+        "problem's); part of a run's key, so a rerun with another T does not reuse "
+        "finished runs",
     )
     run.add_argument(
         "--workers", type=positive_int, default=2, help="local worker processes"

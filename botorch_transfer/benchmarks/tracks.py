@@ -10,6 +10,11 @@ r"""Named sets of methods and problems for ``run --track``.
   all, nothing tuned per problem), against the peers (``mtgp``, ``rgpe``) and the
   no-transfer GP, on the paper settings, the Shilton shifts, the negative-transfer
   controls and the real LCBench transfer pairs (these need the ``[yahpo]`` extra).
+- ``"meta"``: the meta-learning track: the README loops of ``PretrainedPriorGP``
+  (``hyperbo``) and ``ClusterMetaPriorGP`` (``cmbo``) against the no-meta GP
+  (``stbo-ucb``), the peers with every meta-task as a source or task (``rgpe-meta``,
+  ``mtgp-meta``) and random search, leave-tasks-out on three YAHPO families (the
+  ``[yahpo]`` extra and the YAHPO data), T = 30.
 """
 
 from __future__ import annotations
@@ -40,12 +45,15 @@ class Track:
         problems: Registered problem names.
         description: What the track measures.
         seeds: Seeds when ``run`` gets no ``--seeds``.
+        iterations: BO iterations when ``run`` gets no ``--iterations`` (``None``:
+            each problem's default).
     """
 
     methods: tuple[str, ...]
     problems: tuple[str, ...]
     description: str
     seeds: int = 5
+    iterations: int | None = None
 
 
 TRACKS: dict[str, Track] = {
@@ -86,5 +94,13 @@ TRACKS: dict[str, Track] = {
         problems=PAPER_SETTINGS + SHILTON + CONTROL_PROBLEMS + tuple(LCBENCH_PAIRS),
         description="every model with its documented defaults, fitted every "
         "iteration, against MultiTaskGP, RGPE and the no-transfer GP",
+    ),
+    "meta": Track(
+        methods=("hyperbo", "cmbo", "stbo-ucb", "rgpe-meta", "mtgp-meta", "random"),
+        problems=("lcbench", "rbv2-xgboost", "rbv2-rpart"),
+        description="the meta models' README loops against the no-meta GP, RGPE and "
+        "MultiTaskGP over the meta-tasks (mtgp-meta refits an ICM GP on 30 points "
+        "per meta-task every iteration: hours per run on a CPU)",
+        iterations=30,
     ),
 }

@@ -4,7 +4,8 @@ r"""The named tracks of ``run --track``: every name is registered, and explicit
 import pytest
 
 from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
+from botorch_transfer.benchmarks.meta import META_PROBLEMS
+from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS
 from botorch_transfer.benchmarks.runner import load_results
 from botorch_transfer.benchmarks.tracks import TRACKS
@@ -13,8 +14,27 @@ from botorch_transfer.benchmarks.tracks import TRACKS
 @pytest.mark.parametrize("name", sorted(TRACKS))
 def test_every_track_names_registered_methods_and_problems(name):
     track = TRACKS[name]
-    assert set(track.methods) <= set(available_methods(TRANSFER))
-    assert set(track.problems) <= set(PROBLEMS)
+    protocol, problems = (
+        (META, META_PROBLEMS) if name == "meta" else (TRANSFER, PROBLEMS)
+    )
+    assert set(track.methods) <= set(available_methods(protocol))
+    assert set(track.problems) <= set(problems)
+
+
+def test_meta_track_has_both_meta_models_the_peers_and_the_no_meta_gp(tmp_path):
+    track = TRACKS["meta"]
+    assert {"hyperbo", "cmbo", "rgpe-meta", "mtgp-meta", "stbo-ucb"} <= set(
+        track.methods
+    )
+    assert {"lcbench", "rbv2-xgboost", "rbv2-rpart"} <= set(track.problems)
+    # the track's T applies when --iterations is not given (here on the small
+    # synthetic family: the YAHPO ones need the data)
+    main(
+        ["run", "--track", "meta", "--out", str(tmp_path), "--seeds", "1",
+         "--problems", "gp-tasks", "--methods", "random", "--workers", "1"]
+    )  # fmt: skip
+    records, _ = load_results(tmp_path / "results.jsonl")
+    assert [r["iterations"] for r in records] == [track.iterations] == [30]
 
 
 def test_default_track_has_peers_controls_and_no_transfer_reference():
