@@ -9,6 +9,8 @@ r"""Negative-transfer controls: problem variants whose source does not help as i
   ``a = 2^u``, ``u ~ U(-1, 1)`` and ``b = +-`` one standard deviation of ``f`` over the
   domain (drawn per seed). Real sources are often in other units; a model whose
   transfer survives a change of units does as well here as on identical tasks.
+- ``identical``: the source is the target itself (``a = 1, b = 0``): the ``affine``
+  control's reference in the same units, not a negative-transfer control.
 """
 
 from __future__ import annotations
@@ -111,8 +113,30 @@ def affine_source(problem: TransferProblem, seed: int = 0) -> TransferProblem:
     )
 
 
+def identical_source(problem: TransferProblem, seed: int = 0) -> TransferProblem:
+    r"""``problem`` with the target itself as the source (the reference of
+    :func:`affine_source`: the same source in the target's units).
+
+    Args:
+        problem: The original problem.
+        seed: Unused (the source is the target for every seed); kept for the
+            :data:`CONTROLS` signature.
+
+    Returns:
+        The reference problem, named ``<name>-identical``.
+    """
+    return replace(
+        problem,
+        name=f"{problem.name}-identical",
+        source=problem.target,
+        description=f"{problem.description}; REFERENCE of -affine: source = f, "
+        "the target in its own units",
+    )
+
+
 #: The control variants, by suffix.
 CONTROLS: dict[str, Callable[[TransferProblem, int], TransferProblem]] = {
     "unrelated": unrelated_source,
     "affine": affine_source,
+    "identical": identical_source,
 }

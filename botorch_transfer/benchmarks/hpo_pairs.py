@@ -26,6 +26,9 @@ LCBENCH_PAIRS = {
     "lcbench-pair-none": ("168868", "168910"),  # rho = 0.00
     "lcbench-pair-negative": ("189873", "34539"),  # rho = -0.44
 }
+#: The pairs whose source does not help (rank correlation <= 0): negative-transfer
+#: controls of real data.
+UNHELPFUL_PAIRS = ("lcbench-pair-none", "lcbench-pair-negative")
 
 
 @lru_cache

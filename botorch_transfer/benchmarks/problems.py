@@ -210,7 +210,8 @@ def control_problem(base: str, kind: str, seed: int = 0) -> TransferProblem:
 
     Args:
         base: The registry name of the original problem.
-        kind: ``"unrelated"`` or ``"affine"``.
+        kind: ``"unrelated"``, ``"affine"`` or ``"identical"`` (the affine
+            control's reference).
         seed: The replicate (a new source per seed).
     """
     return CONTROLS[kind](make_problem(base, seed=seed), seed)

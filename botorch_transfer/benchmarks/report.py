@@ -414,6 +414,184 @@ def average_rank_table(records: list[dict], peers: tuple[str, ...] = PEERS) -> s
     return "\n".join(lines)
 
 
+#: The model the default-settings track holds to issue 16's targets 1 and 4 (the
+#: candidate for the README's recommendation: the only model of ours within 10% of
+#: the no-transfer GP on every problem of the first default-track seed).
+RECOMMENDED = "deltabo-guarded"
+
+#: Methods that are neither the package's transfer models nor peers.
+NOT_TRANSFER_MODELS = ("random", "pooled-gp-fitted")
+
+
+def problem_kind(problem: str) -> str:
+    r"""The role of a default-track problem in issue 16's targets.
+
+    Returns:
+        ``"unhelpful"`` (a negative-transfer control: ``-unrelated`` sources and the
+        LCBench pairs of rank correlation <= 0), ``"affine"`` (the source in other
+        units), ``"identical"`` (its reference: the source is the target) or
+        ``"related"`` (the paper settings, Shilton's shifts, the related pairs).
+    """
+    from botorch_transfer.benchmarks.hpo_pairs import UNHELPFUL_PAIRS
+
+    if problem.endswith("-unrelated") or problem in UNHELPFUL_PAIRS:
+        return "unhelpful"
+    for kind in ("affine", "identical"):
+        if problem.endswith(f"-{kind}"):
+            return kind
+    return "related"
+
+
+def _is_ours(method: str, reference: str, peers: tuple[str, ...]) -> bool:
+    return not (
+        method in peers
+        or method == reference
+        or method in NOT_TRANSFER_MODELS
+        or method.startswith("gp-")
+    )
+
+
+def transfer_targets_table(
+    records: list[dict],
+    recommended: str = RECOMMENDED,
+    reference: str = NO_TRANSFER,
+    peers: tuple[str, ...] = PEERS,
+) -> str:
+    r"""Issue 16's four targets, checked on the default-settings track's records.
+
+    1. On the related problems, ``recommended`` has a mean ``R_T`` at most the better
+       peer's on >= 75% of them, and the best average rank across them.
+    2. Every model of ours stays within 10% of ``reference`` (or inside its 95% CI)
+       on every negative-transfer control, and at or below it on every related
+       problem.
+    3. On each ``-affine`` control, each model's ``R_T`` is within noise of its
+       ``R_T`` on the ``-identical`` reference (the difference of the means inside
+       its 95% interval, ``1.96 sqrt(se_1^2 + se_2^2)``).
+    4. On the related problems, ``recommended``'s ``R_T`` is on average (the mean of
+       its ratios to ``reference``) at least 30% lower than ``reference``'s.
+
+    Models of ours are the methods that are not peers, not the reference, not
+    ``gp-*`` and not in :data:`NOT_TRANSFER_MODELS`.
+
+    Args:
+        records: Run records of the default-settings track.
+        recommended: The model held to targets 1 and 4.
+        reference: The no-transfer GP.
+        peers: The peer methods.
+
+    Returns:
+        The check, one line per target with the cells that miss, or ``""`` when
+        ``reference`` has no runs on a related or control problem.
+    """
+    finals = _final_cumulative_regret(records)
+    problems = sorted({p for p, m in finals if m == reference})
+    if not problems:
+        return ""
+    kinds = {p: problem_kind(p) for p in problems}
+    related = [p for p in problems if kinds[p] == "related"]
+    ours = sorted(
+        {m for p, m in finals if p in kinds and _is_ours(m, reference, peers)}
+    )
+
+    def mean(problem: str, method: str) -> float:
+        return float(finals[(problem, method)].mean())
+
+    lines = [
+        f"Issue 16 targets (recommended default: {recommended}; no transfer: "
+        f"{reference}; peers: {', '.join(peers)})"
+    ]
+    # 1. ahead of the peers on the related problems
+    with_peers = [
+        p
+        for p in related
+        if (p, recommended) in finals and any((p, q) in finals for q in peers)
+    ]
+    if with_peers:
+        wins = [
+            p
+            for p in with_peers
+            if mean(p, recommended)
+            <= min(mean(p, q) for q in peers if (p, q) in finals)
+        ]
+        share = len(wins) / len(with_peers)
+        ranks = defaultdict(list)
+        for p in with_peers:
+            methods = sorted(m for q, m in finals if q == p)
+            means = np.array([[mean(p, m)] for m in methods])
+            for m, rank in zip(methods, _average_ranks(means)[:, 0]):
+                ranks[m].append(float(rank))
+        average = {m: float(np.mean(r)) for m, r in ranks.items()}
+        best = min(average.values())
+        lost = ", ".join(p for p in with_peers if p not in wins) or "none"
+        lines.append(
+            f"1. ahead of the peers: <= the better peer on {len(wins)}/"
+            f"{len(with_peers)} related problems ({share:.0%}, goal >= 75%: "
+            f"{'met' if share >= 0.75 else 'MISSED'}; behind on: {lost}); average "
+            f"rank {average[recommended]:.2f}, best {best:.2f} "
+            f"({'met' if average[recommended] <= best else 'MISSED'})"
+        )
+    # 2. never much worse than no transfer
+    misses = []
+    for p in problems:
+        ref = finals[(p, reference)]
+        ref_mean, ref_ci = mean_ci(ref[:, None])
+        for m in ours:
+            if (p, m) not in finals:
+                continue
+            value = mean(p, m)
+            ratio = value / ref_mean[0] if ref_mean[0] > 0 else float("inf")
+            if kinds[p] == "related":
+                bad = value > ref_mean[0]
+            elif kinds[p] == "identical":
+                continue
+            else:
+                bad = value > 1.1 * ref_mean[0] and value > ref_mean[0] + ref_ci[0]
+            if bad:
+                misses.append(f"{m} on {p} ({ratio:.2f}x)")
+    lines.append(
+        "2. never much worse than no transfer (controls: within 10% or its 95% CI; "
+        f"related: at or below it): {'met' if not misses else 'MISSED'}"
+        + (f"; misses: {', '.join(misses)}" if misses else "")
+    )
+    # 3. units do not matter
+    pairs = [
+        (p, p[: -len("-affine")] + "-identical")
+        for p in problems
+        if kinds[p] == "affine"
+    ]
+    pairs = [(a, i) for a, i in pairs if any(q == i for q, _ in finals)]
+    if pairs:
+        differs, checked = [], 0
+        for affine, identical in pairs:
+            for m in ours:
+                if (affine, m) not in finals or (identical, m) not in finals:
+                    continue
+                a, b = finals[(affine, m)], finals[(identical, m)]
+                se2 = sum(v.var(ddof=1) / len(v) if len(v) > 1 else 0.0 for v in (a, b))
+                checked += 1
+                if abs(a.mean() - b.mean()) > 1.96 * np.sqrt(se2):
+                    differs.append(
+                        f"{m} on {affine} ({a.mean():.3g} vs {b.mean():.3g})"
+                    )
+        lines.append(
+            f"3. units do not matter (-affine within noise of -identical, {checked} "
+            f"cells): {'met' if not differs else 'MISSED'}"
+            + (f"; differ: {', '.join(differs)}" if differs else "")
+        )
+    # 4. a real gain on the related problems
+    gains = [p for p in related if (p, recommended) in finals]
+    if gains:
+        ratios = [mean(p, recommended) / mean(p, reference) for p in gains]
+        average = float(np.mean(ratios))
+        geometric = float(np.exp(np.mean(np.log(np.maximum(ratios, 1e-12)))))
+        lines.append(
+            f"4. a real gain: mean ratio to {reference} over {len(gains)} related "
+            f"problems {average:.2f} (geometric {geometric:.2f}; goal <= 0.70: "
+            f"{'met' if average <= 0.7 else 'MISSED'})"
+        )
+    return "\n".join(lines)
+
+
 #: The no-meta reference of the meta track's ratio table.
 NO_META = "stbo-ucb"
 
@@ -570,6 +748,9 @@ def summary_table(records: list[dict]) -> str:
     ranks = average_rank_table(records)
     if ranks and len({r["problem"] for r in records if "error" not in r}) > 1:
         lines += ["", ranks]
+    if RECOMMENDED in {r["method"] for r in records}:
+        targets = transfer_targets_table(records)
+        lines += ["", targets] if targets else []
     if meta:
         lines += [
             "",

@@ -209,7 +209,7 @@ def run_config(
 
     with torch_run_context(num_threads=2, seed=seed):
         problem = timing_problem(dim, n_source)
-        problem = replace(problem, bounds=problem.bounds.to(device))
+        problem = problem.with_domain_on(device)
         X_s = torch.rand(n_source, dim, dtype=torch.float64)
         noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
         Y_s = source_function(X_s) + noise

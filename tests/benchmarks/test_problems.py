@@ -102,6 +102,22 @@ def test_affine_controls_are_exactly_affine(base):
         assert problem.name == f"{base}-affine" and "CONTROL" in problem.description
 
 
+@pytest.mark.parametrize("base", ["bohachevsky", "gaussian-bumps", "assumption-gp"])
+def test_identical_references_have_the_target_as_their_source(base):
+    for seed in range(2):
+        problem = make_problem(f"{base}-identical", seed=seed)
+        original = make_problem(base, seed=seed)
+        X = problem.sample(200, torch.Generator().manual_seed(5))
+        assert torch.equal(problem.source(X), problem.target(X))
+        assert torch.equal(problem.target(X), original.target(X))
+        # the affine control of the same seed is this source in other units
+        affine = make_problem(f"{base}-affine", seed=seed)
+        assert torch.equal(affine.target(X), problem.target(X))
+        assert problem.n_source == affine.n_source == original.n_source
+        assert problem.name == f"{base}-identical"
+        assert "REFERENCE" in problem.description
+
+
 def _yahpo_available():
     pytest.importorskip("onnxruntime")
     from botorch_transfer.benchmarks.yahpo import default_data_dir

@@ -10,9 +10,11 @@ from botorch_transfer.benchmarks.report import (
     meta_cumulative_regret_ratio_table,
     no_transfer_ratio_table,
     plot_regret,
+    problem_kind,
     regret_figure,
     simple_regret_table,
     summary_table,
+    transfer_targets_table,
 )
 
 
@@ -312,3 +314,80 @@ def test_meta_cumulative_regret_ratios_by_hand():
     # per task: 3/6 = 0.5 on task 1, 9/6 = 1.5 on task 2
     assert float(row[4]) == pytest.approx(1.5) and row[5] == "1/2"
     assert meta_cumulative_regret_ratio_table(records[2:]) == ""
+
+
+def test_problem_kinds_of_the_default_track():
+    assert problem_kind("bohachevsky-unrelated") == "unhelpful"
+    assert problem_kind("lcbench-pair-negative") == "unhelpful"
+    assert problem_kind("lcbench-pair-none") == "unhelpful"
+    assert problem_kind("gaussian-bumps-affine") == "affine"
+    assert problem_kind("gaussian-bumps-identical") == "identical"
+    for related in ("bohachevsky", "breast-cancer-mlp", "lcbench-pair-weak"):
+        assert problem_kind(related) == "related"
+
+
+def test_issue_16_targets_by_hand():
+    def runs(problem, method, finals):
+        return [
+            {
+                "problem": problem,
+                "method": method,
+                "seed": seed,
+                "cumulative_regret": [0.5 * final, final],
+                "iteration_s": [0.1, 0.1],
+                "optimum_is_exact": True,
+            }
+            for seed, final in enumerate(finals)
+        ]
+
+    # R_T per seed: "rec" the recommended model, "other" another model of ours
+    table = {
+        # related: rec 0.4x the GP and best; other above the GP (a target-2 miss)
+        "bohachevsky": {
+            "rec": [1, 1], "other": [5, 5], "mtgp": [2, 2], "rgpe": [3, 3],
+            "gp-ucb-fitted": [2.5, 2.5],
+        },
+        # related: rec behind mtgp (target 1 on 1 of 2 problems), 0.8x the GP
+        "lcbench-pair-weak": {
+            "rec": [4, 4], "other": [4, 4], "mtgp": [1, 1], "rgpe": [6, 6],
+            "gp-ucb-fitted": [5, 5],
+        },
+        # control: "other" 1.5x and outside the GP's CI; rec 1.05x (within 10%)
+        "bohachevsky-unrelated": {
+            "rec": [2.1, 2.1], "other": [3, 3], "gp-ucb-fitted": [2, 2],
+        },
+        # units: rec equal on both; other differs beyond noise
+        "gaussian-bumps-affine": {
+            "rec": [1, 2], "other": [9, 9.2], "gp-ucb-fitted": [10, 10],
+        },
+        "gaussian-bumps-identical": {
+            "rec": [1.5, 1.5], "other": [1, 1.2], "gp-ucb-fitted": [10, 10],
+        },
+        "random-only": {"random": [1, 1]},  # no reference: not checked
+    }  # fmt: skip
+    records = [
+        r for p, row in table.items() for m, v in row.items() for r in runs(p, m, v)
+    ]
+    lines = transfer_targets_table(records, recommended="rec").splitlines()
+    assert lines[0].startswith("Issue 16 targets (recommended default: rec")
+    # 1: 1 of 2 related problems at or below the better peer; average ranks over
+    # the 2 related problems: rec (1 + 2.5) / 2 (tied with other on the second),
+    # mtgp (2 + 1) / 2 = 1.5 the best
+    assert "on 1/2 related problems (50%, goal >= 75%: MISSED" in lines[1]
+    assert "behind on: lcbench-pair-weak" in lines[1]
+    assert "average rank 1.75, best 1.50 (MISSED)" in lines[1]
+    # 2: other on the related bohachevsky (2x) and on the control (1.5x); rec's
+    # 1.05x on the control is within 10%; the -identical reference is not a control
+    assert lines[2].endswith(
+        "MISSED; misses: other on bohachevsky (2.00x), "
+        "other on bohachevsky-unrelated (1.50x)"
+    )
+    # 3: rec's means 1.5 vs 1.5 agree; other's 9.1 vs 1.1 differ
+    assert "(-affine within noise of -identical, 2 cells): MISSED" in lines[3]
+    assert lines[3].endswith("differ: other on gaussian-bumps-affine (9.1 vs 1.1)")
+    # 4: rec's ratios 0.4 and 0.8 on the related problems: mean 0.6, geometric
+    # sqrt(0.32)
+    assert (
+        "over 2 related problems 0.60 (geometric 0.57; goal <= 0.70: met)" in (lines[4])
+    )
+    assert len(lines) == 5

@@ -17,7 +17,10 @@ from botorch_transfer.benchmarks.runner import (
 SMOKE_PROBLEMS = sorted(
     p
     for p in PROBLEMS
-    if not (p.startswith("shilton-bumps-") or p.endswith(("-unrelated", "-affine")))
+    if not (
+        p.startswith("shilton-bumps-")
+        or p.endswith(("-unrelated", "-affine", "-identical"))
+    )
     or p in ("shilton-bumps-s0.5", "gaussian-bumps-unrelated", "bohachevsky-affine")
     # the LCBench pairs need the [yahpo] extra: test_problems runs them when present
     if not p.startswith("lcbench-pair-")
