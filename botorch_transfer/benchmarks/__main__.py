@@ -150,10 +150,12 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor]:
         try:
             yield pool
         except BaseException:
-            # stop the workers too: left alone, they would go on with the queued
-            # runs and append them to the results file after the parent is gone
+            # stop the workers too: left alone, they would finish their runs (the
+            # interpreter's exit waits for them) and, killed again, be orphans.
+            # `shutdown` forgets the processes, so they are taken first
+            processes = list((pool._processes or {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
-            for process in list((pool._processes or {}).values()):
+            for process in processes:
                 process.terminate()
             raise
         else:

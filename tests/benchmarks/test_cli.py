@@ -175,6 +175,30 @@ def test_sigterm_stops_the_workers_too(tmp_path):
     assert _lines(results) == stopped
 
 
+def test_sigterm_in_the_middle_of_long_runs_ends_the_sweep_at_once(tmp_path):
+    # the workers were left running their current runs (minutes here): `run` waited
+    # for them at exit, and a second SIGTERM left them behind as orphans
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "botorch_transfer.benchmarks", "run"]
+    command += ["--plugin", "tests.benchmarks.slow_plugin", "--problems"]
+    command += ["bohachevsky", "--methods", "sleeping-random", "--seeds", "2"]
+    command += ["--workers", "2", "--iterations", "1", "--out", str(tmp_path)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(15)  # the workers have started their (300 s) runs
+    assert process.poll() is None, process.stderr.read()
+    start = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0 and "interrupted" in stderr
+    assert time.monotonic() - start < 30
+
+
 # ------------------------------------------------------------ devices
 
 
