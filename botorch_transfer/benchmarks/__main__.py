@@ -6,7 +6,8 @@ two embedded problems (about 7 minutes on 2 cores), appends one JSON line per
 finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
 summary table and writes ``OUT/regret.png``. ``--track papers``, ``--track
 default`` and ``--track meta`` run the papers', the default-settings and the
-meta-learning comparisons.
+meta-learning comparisons; ``export FILE`` writes a sweep's records without their
+query traces (small enough to commit; unpack to ``DIR/results.jsonl`` to go on).
 
 A run is identified by its problem, method, seed and ``--iterations``: a rerun
 with another T runs again instead of reusing the finished runs. ``--device cuda``
@@ -19,7 +20,9 @@ are not run records and duplicate records of a run.
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib
+import json
 import multiprocessing
 import signal
 import sys
@@ -331,6 +334,29 @@ def _first_paragraph(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n")[0].replace("``", "").split())
 
 
+#: Record fields ``export`` leaves out: the per-step traces no report reads.
+TRACE_FIELDS = ("queries", "observations")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    r"""Write ``OUT``'s records, one per run, without the query traces, to a JSONL
+    file (gzipped if its name ends in ``.gz``): a sweep's results small enough to keep
+    in the repository; unpacked to ``DIR/results.jsonl`` it is a results directory
+    that ``summarize``, ``plot`` and a resumed ``run`` read."""
+    records = _load(args.out)
+    lines = []
+    for record in records:
+        kept = {k: v for k, v in record.items() if k not in TRACE_FIELDS}
+        lines.append(json.dumps(kept) + "\n")
+    data = "".join(lines).encode()
+    target = args.file
+    if target.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)  # the same records, the same bytes
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    print(f"{len(records)} record(s) of {args.out / RESULTS} written to {target}")
+
+
 def cmd_list(args: argparse.Namespace) -> None:
     def show(title: str, rows: dict[str, str]) -> None:
         print(title)
@@ -477,6 +503,13 @@ def main(argv: list[str] | None = None) -> None:
         default=argparse.SUPPRESS,
         help="resolution of the PNG (default 120)",
     )
+    export = sub.add_parser(
+        "export",
+        help="write the results, one record per run without query traces, to FILE "
+        "(.jsonl or .jsonl.gz)",
+    )
+    export.add_argument("file", type=Path, metavar="FILE")
+    export.set_defaults(func=cmd_export)
     sub.add_parser("list").set_defaults(func=cmd_list)
     for p in sub.choices.values():
         p.add_argument(

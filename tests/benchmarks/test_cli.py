@@ -245,3 +245,36 @@ def test_one_results_directory_holds_one_device(tmp_path, capsys, device):
         main([*run, "--device", str(device)])
     assert e.value.code == 2
     assert f"has runs on {other}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ export
+
+
+@pytest.mark.parametrize("name", ["records.jsonl.gz", "records.jsonl"])
+def test_export_keeps_what_the_reports_and_a_resumed_run_read(tmp_path, capsys, name):
+    import gzip
+
+    out = tmp_path / "sweep"
+    run = ["run", *RUN, "--seeds", "2", "--iterations", "2"]
+    main([*run, "--out", str(out)])
+    capsys.readouterr()
+    main(["summarize", "--out", str(out)])
+    table = capsys.readouterr().out
+    exported = tmp_path / "kept" / name
+    main(["export", "--out", str(out), str(exported)])
+    assert "2 record(s)" in capsys.readouterr().out
+    data = exported.read_bytes()
+    text = (gzip.decompress(data) if name.endswith(".gz") else data).decode()
+    records = [json.loads(line) for line in text.splitlines()]
+    assert len(records) == 2 and not any("queries" in r for r in records)
+    assert all(len(r["values"]) == 2 for r in records)
+    # unpacked into a results directory: the same table, and a run resumes from it
+    again = tmp_path / "again"
+    write_records(again, records)
+    main(["summarize", "--out", str(again)])
+    assert capsys.readouterr().out == table
+    main([*run, "--out", str(again)])
+    assert "resuming: 2 finished run(s)" in capsys.readouterr().out
+    # the same records give the same bytes (a re-export changes nothing in git)
+    main(["export", "--out", str(out), str(exported)])
+    assert exported.read_bytes() == data
