@@ -596,6 +596,45 @@ def transfer_targets_table(
 NO_META = "stbo-ucb"
 
 
+def _meta_cumulative(
+    records: list[dict],
+) -> dict[str, dict[str, dict[tuple[int, int], float]]]:
+    r"""Meta track: per problem and method, each (seed, test task)'s cumulative
+    simple regret ``sum_{t=1..T} r_t``, at the problem's shortest ``T``."""
+    groups = _group([r for r in records if _is_simple_regret(r) and r.get("tasks")])
+    out: dict[str, dict[str, dict[tuple[int, int], float]]] = {}
+    for problem in sorted({p for p, _ in groups}):
+        runs_of = {m: runs for (p, m), runs in groups.items() if p == problem}
+        T = min(len(r["simple_regret"]) for runs in runs_of.values() for r in runs) - 1
+        out[problem] = {
+            method: {
+                (r["seed"], t["task"]): float(np.sum(t["simple_regret"][1 : T + 1]))
+                for r in runs
+                for t in r["tasks"]
+            }
+            for method, runs in runs_of.items()
+        }
+    return out
+
+
+def _meta_ratios(
+    values: dict[tuple[int, int], float], ref: dict[tuple[int, int], float]
+) -> tuple[int, float, dict[int, float]] | None:
+    r"""Over the (seed, task) pairs both ran: the pair count, the ratio of the mean
+    cumulative regrets and the ratio per test task (sums over its seeds)."""
+    keys = sorted(set(values) & set(ref))
+    if not keys:
+        return None
+    ratio = np.mean([values[k] for k in keys]) / np.mean([ref[k] for k in keys])
+    per_task = {}
+    for task in sorted({k[1] for k in keys}):
+        ks = [k for k in keys if k[1] == task]
+        denominator = sum(ref[k] for k in ks)
+        numerator = sum(values[k] for k in ks)
+        per_task[task] = numerator / denominator if denominator > 0 else np.inf
+    return len(keys), float(ratio), per_task
+
+
 def meta_cumulative_regret_ratio_table(
     records: list[dict], reference: str = NO_META
 ) -> str:
@@ -615,40 +654,20 @@ def meta_cumulative_regret_ratio_table(
     Returns:
         The table, or ``""`` without meta records of ``reference``.
     """
-    meta = [r for r in records if _is_simple_regret(r) and r.get("tasks")]
-    groups = _group(meta)
     rows = []
-    for problem in sorted({p for p, m in groups if m == reference}):
-        runs_of = {m: runs for (p, m), runs in groups.items() if p == problem}
-        T = min(len(r["simple_regret"]) for runs in runs_of.values() for r in runs) - 1
-
-        def cumulative(runs: list[dict]) -> dict[tuple[int, int], float]:
-            return {
-                (r["seed"], t["task"]): float(np.sum(t["simple_regret"][1 : T + 1]))
-                for r in runs
-                for t in r["tasks"]
-            }
-
-        ref = cumulative(runs_of[reference])
-        for method, runs in sorted(runs_of.items()):
+    for problem, methods in _meta_cumulative(records).items():
+        if reference not in methods:
+            continue
+        for method, values in sorted(methods.items()):
             if method == reference:
                 continue
-            values = cumulative(runs)
-            keys = sorted(set(values) & set(ref))
-            if not keys:
+            found = _meta_ratios(values, methods[reference])
+            if found is None:
                 continue
-            ref_mean = np.mean([ref[k] for k in keys])
-            ratio = np.mean([values[k] for k in keys]) / ref_mean
-            per_task = []
-            for task in sorted({k[1] for k in keys}):
-                ks = [k for k in keys if k[1] == task]
-                denominator = sum(ref[k] for k in ks)
-                numerator = sum(values[k] for k in ks)
-                per_task.append(numerator / denominator if denominator > 0 else np.inf)
-            worse = sum(r > 1 for r in per_task)
-            rows.append(
-                (problem, method, len(keys), ratio, max(per_task), worse, len(per_task))
-            )
+            n, ratio, per_task = found
+            worst = max(per_task.values())
+            worse = sum(r > 1 for r in per_task.values())
+            rows.append((problem, method, n, ratio, worst, worse, len(per_task)))
     if not rows:
         return ""
     pw = max(len("problem"), *(len(r[0]) for r in rows))
@@ -664,6 +683,84 @@ def meta_cumulative_regret_ratio_table(
         for p, m, n, r, w, k, t in rows
     ]
     return "\n".join(lines)
+
+
+#: The meta models whose README loops the meta track runs.
+META_MODELS = ("hyperbo", "cmbo")
+#: The peers of the meta track: every meta-task as a source (RGPE) or a task (MTGP).
+META_PEERS = ("rgpe-meta", "mtgp-meta")
+
+
+def meta_targets_table(
+    records: list[dict],
+    models: tuple[str, ...] = META_MODELS,
+    reference: str = NO_META,
+    peers: tuple[str, ...] = META_PEERS,
+    random: str = "random",
+) -> str:
+    r"""Issue 22's first target, checked on the meta track's records, per meta model:
+    cumulative regret ``<= 0.5x`` the no-meta GP's on each family and ``<= 1.0x`` on
+    every target task, never above random search's (per family), and at or below
+    both peers on ``>= 75%`` of the families (the measure of
+    :func:`meta_cumulative_regret_ratio_table`: ratios of mean cumulative simple
+    regret over the (seed, task) pairs both methods ran).
+
+    Args:
+        records: Run records of the meta track.
+        models: The meta models held to the target.
+        reference: The no-meta GP.
+        peers: The peers (a family where none of them ran is not counted).
+        random: Random search.
+
+    Returns:
+        One line per model that ran with ``reference``, or ``""``.
+    """
+    table = _meta_cumulative(records)
+    lines = []
+    for model in models:
+        families, targets_above, vs_random, vs_peers = [], [], [], []
+        for problem, methods in table.items():
+            if model not in methods or reference not in methods:
+                continue
+            _, ratio, per_task = _meta_ratios(methods[model], methods[reference])
+            families.append(f"{problem} {ratio:.2f}{'' if ratio <= 0.5 else '*'}")
+            targets_above += [
+                f"{problem} task {task} ({r:.2f})"
+                for task, r in per_task.items()
+                if r > 1.0
+            ]
+            if random in methods:
+                found = _meta_ratios(methods[model], methods[random])
+                if found is not None and found[1] > 1.0:
+                    vs_random.append(f"{problem} ({found[1]:.2f}x random)")
+            ran = [q for q in peers if q in methods]
+            if ran:
+                vs_peers.append(
+                    all(_meta_ratios(methods[model], methods[q])[1] <= 1.0 for q in ran)
+                )
+        if not families:
+            continue
+        share = sum(vs_peers) / len(vs_peers) if vs_peers else float("nan")
+        lines.append(
+            f"{model}: family ratio <= 0.5 (* misses): {', '.join(families)}; "
+            f"every target <= 1.0: "
+            + ("met" if not targets_above else f"MISSED ({', '.join(targets_above)})")
+            + "; never worse than random: "
+            + ("met" if not vs_random else f"MISSED ({', '.join(vs_random)})")
+            + (
+                f"; <= every peer that ran on {sum(vs_peers)}/{len(vs_peers)} "
+                f"families ({'met' if share >= 0.75 else 'MISSED'})"
+                if vs_peers
+                else "; no peer ran"
+            )
+        )
+    if not lines:
+        return ""
+    header = (
+        f"Issue 22 target 1 (cumulative simple regret; no meta: {reference}; "
+        f"peers: {', '.join(peers)})"
+    )
+    return "\n".join([header, *lines])
 
 
 def summary_table(records: list[dict]) -> str:
@@ -686,6 +783,8 @@ def summary_table(records: list[dict]) -> str:
         meta += "\n\n" + ranks if ranks else ""
         ratios = meta_cumulative_regret_ratio_table(records)
         meta += "\n\n" + ratios if ratios else ""
+        targets = meta_targets_table(records)
+        meta += "\n\n" + targets if targets else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
     if not groups and meta:

@@ -8,6 +8,7 @@ from botorch_transfer.benchmarks.report import (
     budget_to_target,
     mean_ci,
     meta_cumulative_regret_ratio_table,
+    meta_targets_table,
     no_transfer_ratio_table,
     plot_regret,
     problem_kind,
@@ -391,3 +392,45 @@ def test_issue_16_targets_by_hand():
         "over 2 related problems 0.60 (geometric 0.57; goal <= 0.70: met)" in (lines[4])
     )
     assert len(lines) == 5
+
+
+def test_issue_22_target_1_by_hand():
+    def run(problem, method, curves):
+        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
+        return {**_meta_record(method, 0, tasks, 1, False), "problem": problem}
+
+    def flat(value):  # cumulative regret over t = 1..3: 3 * value
+        return [9, value, value, value]
+
+    records = [
+        # family a: hyperbo 0.25x the GP over both tasks, task 2 at 1.2x
+        run("a", "stbo-ucb", {1: flat(4), 2: flat(1)}),
+        run("a", "hyperbo", {1: flat(0), 2: flat(1.25)}),
+        run("a", "random", {1: flat(0.5), 2: flat(0.5)}),  # mean 1.5 < 1.875
+        run("a", "rgpe-meta", {1: flat(1), 2: flat(1)}),
+        # family b: hyperbo 0.5x, below random and both peers
+        run("b", "stbo-ucb", {1: flat(2)}),
+        run("b", "hyperbo", {1: flat(1)}),
+        run("b", "random", {1: flat(5)}),
+        run("b", "rgpe-meta", {1: flat(1)}),
+        run("b", "mtgp-meta", {1: flat(3)}),
+        # family c: no peer ran; cmbo 0.75x
+        run("c", "stbo-ucb", {1: flat(4)}),
+        run("c", "hyperbo", {1: flat(1)}),
+        run("c", "cmbo", {1: flat(3)}),
+    ]
+    lines = meta_targets_table(records).splitlines()
+    assert lines[0].startswith("Issue 22 target 1")
+    hyperbo, cmbo = lines[1], lines[2]
+    assert hyperbo.startswith(
+        "hyperbo: family ratio <= 0.5 (* misses): a 0.25, b 0.50,"
+    )
+    assert "every target <= 1.0: MISSED (a task 2 (1.25))" in hyperbo
+    # a: hyperbo's mean (0 + 3.75) / 2 against random's 1.5
+    assert "never worse than random: MISSED (a (1.25x random))" in hyperbo
+    # a: 1.875 against rgpe-meta's 3; b: 3 against 3 (rgpe-meta) and 9 (mtgp-meta)
+    assert hyperbo.endswith("<= every peer that ran on 2/2 families (met)")
+    assert cmbo == (
+        "cmbo: family ratio <= 0.5 (* misses): c 0.75*; every target <= 1.0: met; "
+        "never worse than random: met; no peer ran"
+    )
