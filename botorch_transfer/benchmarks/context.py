@@ -84,3 +84,10 @@ def parse_device(text: str) -> torch.device:
                 f"(torch.cuda.is_available() is {torch.cuda.is_available()})"
             )
     return device
+
+
+def wait_for(device: torch.device) -> None:
+    r"""Wait for the work queued on ``device`` (CUDA runs asynchronously), so that a
+    clock read next times it; nothing to wait for on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

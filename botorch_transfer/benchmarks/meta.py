@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import torch_run_context
+from botorch_transfer.benchmarks.context import torch_run_context, wait_for
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, get_method
 from botorch_transfer.data import TaskData
 
@@ -378,6 +378,7 @@ def run_meta_experiment(
 
         start = time.perf_counter()
         state = policy.setup(problem, data)
+        wait_for(device)
         pretrain_s = time.perf_counter() - start
 
         per_task, times = [], []

@@ -27,7 +27,7 @@ except ImportError:  # not POSIX: no advisory locks, one writer per results file
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import torch_run_context
+from botorch_transfer.benchmarks.context import torch_run_context, wait_for
 from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
 from botorch_transfer.benchmarks.methods import TRANSFER, TransferData, get_method
 from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
@@ -98,6 +98,7 @@ def run_experiment(
 
         start = time.perf_counter()
         state = policy.setup(domain, data)
+        wait_for(device)
         setup_s = time.perf_counter() - start
         f_star = problem.optimum()
 
