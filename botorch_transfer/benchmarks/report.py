@@ -414,6 +414,53 @@ def average_rank_table(records: list[dict], peers: tuple[str, ...] = PEERS) -> s
     return "\n".join(lines)
 
 
+def peer_comparison_table(
+    records: list[dict],
+    reference: str = NO_TRANSFER,
+    peers: tuple[str, ...] = PEERS,
+) -> str:
+    r"""Where each model of ours beats the better peer and where it loses: per
+    problem on which a peer ran, the ratio of its mean ``R_T`` to the lower of the
+    peers' mean ``R_T`` (``<= 1``: at or below the better peer).
+
+    Args:
+        records: Run records of the default-settings track.
+        reference: The no-transfer GP (not one of ours).
+        peers: The peer methods.
+
+    Returns:
+        One line per model of ours, or ``""`` when no peer ran.
+    """
+    finals = _final_cumulative_regret(records)
+    ours = sorted({m for _, m in finals if _is_ours(m, reference, peers)})
+    lines = []
+    for model in ours:
+        wins, losses = [], []
+        for problem in sorted({p for p, m in finals if m == model}):
+            best = [
+                finals[(problem, q)].mean() for q in peers if (problem, q) in finals
+            ]
+            if not best:
+                continue
+            mean = finals[(problem, model)].mean()
+            ratio = mean / min(best) if min(best) > 0 else float("inf")
+            (wins if mean <= min(best) else losses).append(f"{problem} {ratio:.2f}")
+        if wins or losses:
+            lines.append(
+                f"{model}: at or below on {len(wins)}/{len(wins) + len(losses)} ("
+                + (", ".join(wins) or "none")
+                + "); above on "
+                + (", ".join(losses) or "none")
+            )
+    if not lines:
+        return ""
+    header = (
+        f"Mean R_T relative to the better peer ({' or '.join(peers)}) per problem "
+        "(<= 1: at or below it)"
+    )
+    return "\n".join([header, *lines])
+
+
 #: The model the default-settings track holds to issue 16's targets 1 and 4 (the
 #: candidate for the README's recommendation: the only model of ours within 10% of
 #: the no-transfer GP on every problem of the first default-track seed).
@@ -847,6 +894,8 @@ def summary_table(records: list[dict]) -> str:
     ranks = average_rank_table(records)
     if ranks and len({r["problem"] for r in records if "error" not in r}) > 1:
         lines += ["", ranks]
+    peers = peer_comparison_table(records)
+    lines += ["", peers] if peers else []
     if RECOMMENDED in {r["method"] for r in records}:
         targets = transfer_targets_table(records)
         lines += ["", targets] if targets else []

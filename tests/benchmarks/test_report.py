@@ -10,6 +10,7 @@ from botorch_transfer.benchmarks.report import (
     meta_cumulative_regret_ratio_table,
     meta_targets_table,
     no_transfer_ratio_table,
+    peer_comparison_table,
     plot_regret,
     problem_kind,
     regret_figure,
@@ -434,3 +435,31 @@ def test_issue_22_target_1_by_hand():
         "cmbo: family ratio <= 0.5 (* misses): c 0.75*; every target <= 1.0: met; "
         "never worse than random: met; no peer ran"
     )
+
+
+def test_peer_comparison_by_hand():
+    def runs(problem, method, final):
+        return [
+            {
+                "problem": problem,
+                "method": method,
+                "seed": 0,
+                "cumulative_regret": [0.5 * final, final],
+                "iteration_s": [0.1, 0.1],
+                "optimum_is_exact": True,
+            }
+        ]
+
+    table = {
+        "a": {"ours": 1.0, "mtgp": 2.0, "rgpe": 4.0, "gp-ucb-fitted": 9.0},
+        "b": {"ours": 6.0, "mtgp": 5.0, "rgpe": 3.0, "random": 1.0},
+        "c": {"ours": 1.0, "gp-ucb-fitted": 2.0},  # no peer: not compared
+    }
+    records = [
+        r for p, row in table.items() for m, v in row.items() for r in runs(p, m, v)
+    ]
+    lines = peer_comparison_table(records).splitlines()
+    assert lines[0].startswith("Mean R_T relative to the better peer (mtgp or rgpe)")
+    # ours only: random, the peers and the no-transfer GP are not models of ours
+    assert lines[1:] == ["ours: at or below on 1/2 (a 0.50); above on b 2.00"]
+    assert peer_comparison_table(records, peers=("none",)) == ""
