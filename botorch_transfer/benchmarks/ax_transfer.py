@@ -45,7 +45,11 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
         "pip install 'botorch_transfer[ax]'"
     ) from e
 
-from botorch_transfer.ax import _with_sobol, transfer_learning_generation_strategy
+from botorch_transfer.ax import (
+    _device_kwargs,
+    _with_sobol,
+    transfer_learning_generation_strategy,
+)
 
 
 def _client(problem: TransferProblem, name: str, seed: int) -> Client:
@@ -71,7 +75,7 @@ def _axs_multitask_strategy(
         model_class=MultiTaskGP, use_model_selection=False
     )
     for spec in specs:
-        spec.generator_kwargs["torch_device"] = device
+        spec.generator_kwargs.update(_device_kwargs(device))
     tl = GenerationNode(name="TL-MultiTaskGP", generator_specs=specs)
     # the same Sobol start as `transfer_learning_generation_strategy` (seeded Sobol
     # points do not repeat, so its deduplication never redraws them)

@@ -314,6 +314,13 @@ def rank_solved_table(
 NO_TRANSFER = "gp-ucb-fitted"
 
 
+def _near_reference(mean: float, reference: np.ndarray) -> bool:
+    r"""Is ``mean`` within 10% of the reference's mean ``R_T`` or inside its 95% CI
+    (the robustness target for negative-transfer controls)?"""
+    ref_mean, ref_ci = mean_ci(reference[:, None])
+    return bool(mean <= 1.1 * ref_mean[0] or mean <= ref_mean[0] + ref_ci[0])
+
+
 def no_transfer_ratio_table(records: list[dict], reference: str = NO_TRANSFER) -> str:
     r"""Each method's final cumulative regret relative to the no-transfer GP's.
 
@@ -333,13 +340,12 @@ def no_transfer_ratio_table(records: list[dict], reference: str = NO_TRANSFER) -
     rows = []
     for problem in problems:
         ref = finals[(problem, reference)]
-        ref_mean, ref_ci = mean_ci(ref[:, None])
         for (p, method), values in sorted(finals.items()):
             if p != problem or method == reference:
                 continue
             mean = values.mean()
-            within = mean <= 1.1 * ref_mean[0] or mean <= ref_mean[0] + ref_ci[0]
-            ratio = mean / ref_mean[0] if ref_mean[0] > 0 else float("inf")
+            within = _near_reference(mean, ref)
+            ratio = mean / ref.mean() if ref.mean() > 0 else float("inf")
             rows.append((problem, method, ratio, "ok" if within else "WORSE"))
     if not rows:
         return ""
@@ -367,6 +373,30 @@ def _final_cumulative_regret(records: list[dict]) -> dict[tuple[str, str], np.nd
 PEERS = ("mtgp", "rgpe")
 
 
+def _ranks_by_method(
+    finals: dict[tuple[str, str], np.ndarray], problems: list[str]
+) -> dict[str, list[float]]:
+    r"""Each method's rank by mean ``R_T`` (1: lowest; ties share the mean of their
+    ranks) on each of ``problems`` where at least two methods ran."""
+    ranks: dict[str, list[float]] = defaultdict(list)
+    for problem in problems:
+        methods = sorted(m for p, m in finals if p == problem)
+        if len(methods) < 2:
+            continue
+        means = np.array([[finals[(problem, m)].mean()] for m in methods])
+        for method, rank in zip(methods, _average_ranks(means)[:, 0]):
+            ranks[method].append(float(rank))
+    return ranks
+
+
+def _better_peer_mean(
+    finals: dict[tuple[str, str], np.ndarray], problem: str, peers: tuple[str, ...]
+) -> float | None:
+    r"""The lower mean ``R_T`` of the peers that ran on ``problem`` (``None``: none)."""
+    means = [finals[(problem, q)].mean() for q in peers if (problem, q) in finals]
+    return float(min(means)) if means else None
+
+
 def average_rank_table(records: list[dict], peers: tuple[str, ...] = PEERS) -> str:
     r"""Average rank of each method across problems, by mean final cumulative regret.
 
@@ -385,19 +415,15 @@ def average_rank_table(records: list[dict], peers: tuple[str, ...] = PEERS) -> s
     """
     finals = _final_cumulative_regret(records)
     problems = sorted({p for p, _ in finals})
-    ranks: dict[str, list[float]] = defaultdict(list)
+    ranks = _ranks_by_method(finals, problems)
     peer_wins: dict[str, list[bool]] = defaultdict(list)
     for problem in problems:
         methods = sorted(m for p, m in finals if p == problem)
-        if len(methods) < 2:
+        best = _better_peer_mean(finals, problem, peers)
+        if len(methods) < 2 or best is None:
             continue
-        means = np.array([finals[(problem, m)].mean() for m in methods])
-        for method, rank in zip(methods, _average_ranks(means[:, None])[:, 0]):
-            ranks[method].append(float(rank))
-        peer_means = [means[methods.index(m)] for m in peers if m in methods]
-        if peer_means:
-            for method, mean in zip(methods, means):
-                peer_wins[method].append(bool(mean <= min(peer_means)))
+        for method in methods:
+            peer_wins[method].append(bool(finals[(problem, method)].mean() <= best))
     if not ranks:
         return ""
     mw = max(len("method"), *(len(m) for m in ranks))
@@ -437,14 +463,12 @@ def peer_comparison_table(
     for model in ours:
         wins, losses = [], []
         for problem in sorted({p for p, m in finals if m == model}):
-            best = [
-                finals[(problem, q)].mean() for q in peers if (problem, q) in finals
-            ]
-            if not best:
+            best = _better_peer_mean(finals, problem, peers)
+            if best is None:
                 continue
             mean = finals[(problem, model)].mean()
-            ratio = mean / min(best) if min(best) > 0 else float("inf")
-            (wins if mean <= min(best) else losses).append(f"{problem} {ratio:.2f}")
+            ratio = mean / best if best > 0 else float("inf")
+            (wins if mean <= best else losses).append(f"{problem} {ratio:.2f}")
         if wins or losses:
             lines.append(
                 f"{model}: at or below on {len(wins)}/{len(wins) + len(losses)} ("
@@ -548,25 +572,14 @@ def transfer_targets_table(
         f"{reference}; peers: {', '.join(peers)})"
     ]
     # 1. ahead of the peers on the related problems
+    better_peer = {p: _better_peer_mean(finals, p, peers) for p in related}
     with_peers = [
-        p
-        for p in related
-        if (p, recommended) in finals and any((p, q) in finals for q in peers)
+        p for p in related if (p, recommended) in finals and better_peer[p] is not None
     ]
     if with_peers:
-        wins = [
-            p
-            for p in with_peers
-            if mean(p, recommended)
-            <= min(mean(p, q) for q in peers if (p, q) in finals)
-        ]
+        wins = [p for p in with_peers if mean(p, recommended) <= better_peer[p]]
         share = len(wins) / len(with_peers)
-        ranks = defaultdict(list)
-        for p in with_peers:
-            methods = sorted(m for q, m in finals if q == p)
-            means = np.array([[mean(p, m)] for m in methods])
-            for m, rank in zip(methods, _average_ranks(means)[:, 0]):
-                ranks[m].append(float(rank))
+        ranks = _ranks_by_method(finals, with_peers)
         average = {m: float(np.mean(r)) for m, r in ranks.items()}
         best = min(average.values())
         lost = ", ".join(p for p in with_peers if p not in wins) or "none"
@@ -581,18 +594,17 @@ def transfer_targets_table(
     misses = []
     for p in problems:
         ref = finals[(p, reference)]
-        ref_mean, ref_ci = mean_ci(ref[:, None])
         for m in ours:
             if (p, m) not in finals:
                 continue
             value = mean(p, m)
-            ratio = value / ref_mean[0] if ref_mean[0] > 0 else float("inf")
+            ratio = value / ref.mean() if ref.mean() > 0 else float("inf")
             if kinds[p] == "related":
-                bad = value > ref_mean[0]
+                bad = value > ref.mean()
             elif kinds[p] == "identical":
                 continue
             else:
-                bad = value > 1.1 * ref_mean[0] and value > ref_mean[0] + ref_ci[0]
+                bad = not _near_reference(value, ref)
             if bad:
                 misses.append(f"{m} on {p} ({ratio:.2f}x)")
     lines.append(

@@ -65,7 +65,11 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
-from botorch_transfer.benchmarks.context import parse_device, torch_run_context
+from botorch_transfer.benchmarks.context import (
+    parse_device,
+    torch_run_context,
+    wait_for,
+)
 from botorch_transfer.benchmarks.methods import (
     TRANSFER,
     Method,
@@ -203,8 +207,7 @@ def run_config(
     device = torch.device(device)
 
     def clock() -> float:  # CUDA kernels run asynchronously: wait for them
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        wait_for(device)
         return time.perf_counter()
 
     with torch_run_context(num_threads=2, seed=seed):

@@ -84,19 +84,25 @@ def test_an_interrupted_plot_leaves_the_previous_one(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["regret.png"]
 
 
+def _runs(problem, method, finals):
+    r"""Transfer records of ``method`` on ``problem``, one per seed, with the given
+    final cumulative regrets (two iterations)."""
+    return [
+        {
+            "problem": problem,
+            "method": method,
+            "seed": seed,
+            "cumulative_regret": [0.5 * final, final],
+            "iteration_s": [0.1, 0.1],
+            "optimum_is_exact": True,
+        }
+        for seed, final in enumerate(finals)
+    ]
+
+
 def test_ratio_to_the_no_transfer_gp_by_hand():
     def runs(method, finals):
-        return [
-            {
-                "problem": "ctl",
-                "method": method,
-                "seed": s,
-                "cumulative_regret": [0.5 * v, v],
-                "iteration_s": [0.1, 0.1],
-                "optimum_is_exact": True,
-            }
-            for s, v in enumerate(finals)
-        ]
+        return _runs("ctl", method, finals)
 
     reference = runs("gp-ucb-fitted", [10.0, 12.0, 14.0])  # mean 12
     records = reference + runs("good", [12.0, 13.0, 14.0]) + runs("bad", [30, 36, 42])
@@ -114,17 +120,8 @@ def test_ratio_to_the_no_transfer_gp_by_hand():
 
 
 def test_average_rank_across_problems_by_hand():
-    def runs(problem, method, final):
-        return [
-            {
-                "problem": problem,
-                "method": method,
-                "seed": 0,
-                "cumulative_regret": [0.5 * final, final],
-                "iteration_s": [0.1, 0.1],
-                "optimum_is_exact": True,
-            }
-        ]
+    def runs(problem, method, final):  # one seed
+        return _runs(problem, method, [final])
 
     finals = {  # problem -> method -> R_T
         "a": {"ours": 1.0, "mtgp": 2.0, "rgpe": 3.0, "gp": 4.0},  # ranks 1 2 3 4
@@ -329,19 +326,6 @@ def test_problem_kinds_of_the_default_track():
 
 
 def test_issue_16_targets_by_hand():
-    def runs(problem, method, finals):
-        return [
-            {
-                "problem": problem,
-                "method": method,
-                "seed": seed,
-                "cumulative_regret": [0.5 * final, final],
-                "iteration_s": [0.1, 0.1],
-                "optimum_is_exact": True,
-            }
-            for seed, final in enumerate(finals)
-        ]
-
     # R_T per seed: "rec" the recommended model, "other" another model of ours
     table = {
         # related: rec 0.4x the GP and best; other above the GP (a target-2 miss)
@@ -368,7 +352,7 @@ def test_issue_16_targets_by_hand():
         "random-only": {"random": [1, 1]},  # no reference: not checked
     }  # fmt: skip
     records = [
-        r for p, row in table.items() for m, v in row.items() for r in runs(p, m, v)
+        r for p, row in table.items() for m, v in row.items() for r in _runs(p, m, v)
     ]
     lines = transfer_targets_table(records, recommended="rec").splitlines()
     assert lines[0].startswith("Issue 16 targets (recommended default: rec")
@@ -438,17 +422,8 @@ def test_issue_22_target_1_by_hand():
 
 
 def test_peer_comparison_by_hand():
-    def runs(problem, method, final):
-        return [
-            {
-                "problem": problem,
-                "method": method,
-                "seed": 0,
-                "cumulative_regret": [0.5 * final, final],
-                "iteration_s": [0.1, 0.1],
-                "optimum_is_exact": True,
-            }
-        ]
+    def runs(problem, method, final):  # one seed
+        return _runs(problem, method, [final])
 
     table = {
         "a": {"ours": 1.0, "mtgp": 2.0, "rgpe": 4.0, "gp-ucb-fitted": 9.0},
