@@ -452,6 +452,13 @@ def fitted_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOM
     return default_settings_model(DeltaBOModel, state, X, Y, state.source_model)
 
 
+def affine_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOModel:
+    r"""``fitted_deltabo_model`` with a learned source scale and offset
+    (``source_map="affine"``: ``f = a g + c + delta``)."""
+    builder = partial(DeltaBOModel, source_map="affine")
+    return default_settings_model(builder, state, X, Y, state.source_model)
+
+
 def fitted_rgpe_model(state: TransferState, X: Tensor, Y: Tensor) -> RGPE:
     r"""RGPE with the fitted source GP as its base model (built once per run), the
     default target GP, standardized outcomes."""
@@ -640,6 +647,25 @@ register_method(
     ),
     "deltabo-fitted inside a TransferGuard: acts as a target-only SingleTaskGP "
     "while that predicts the target's data better (leave-one-out); UCB",
+)
+register_method(
+    "deltabo-affine",
+    AcquisitionMethod(
+        affine_deltabo_model, fit=True, source_model=fitted_source_posterior
+    ),
+    "deltabo-fitted with a learned source scale and offset (source_map='affine': "
+    "f = a g + c + delta, a and c fitted with the delta kernel); UCB",
+)
+register_method(
+    "deltabo-affine-guarded",
+    AcquisitionMethod(
+        affine_deltabo_model,
+        fit=True,
+        source_model=fitted_source_posterior,
+        guard=True,
+    ),
+    "deltabo-affine inside a TransferGuard (leave-one-out against a target-only "
+    "SingleTaskGP); UCB",
 )
 register_method(
     "envgp-guarded",

@@ -57,6 +57,7 @@ from botorch_transfer.models.source_posterior import (
 from botorch_transfer.progress import fit_mll_with_progress
 
 RESIDUAL_COVARIANCES = ("diagonal", "full")
+SOURCE_MAPS = ("identity", "affine")
 
 
 class DeltaBOModel(SourceConditionedGP):
@@ -122,6 +123,13 @@ class DeltaBOModel(SourceConditionedGP):
             (``benchmarks/RESULTS.md``): ``"full"`` had lower or equal cumulative
             regret on all 11 problems (about half on the six Shilton shifts and
             gaussian-bumps), at 1-2x the cost per iteration.
+        source_map: ``"identity"`` (default, the paper's ``f = g + delta``) or
+            ``"affine"`` (ours): ``f = a g + c + delta`` with a learned scale ``a``
+            and offset ``c`` (``source_scale``, ``source_offset``, initialized at 1
+            and 0 and fitted with the delta kernel), so a source in other units is
+            rescaled and an unrelated one weighted down (``a`` near 0) by the
+            marginal likelihood. Needs ``residual_covariance="full"`` (the source's
+            share ``a^2 Sigma_g,N`` of the prior covariance changes with ``a``).
         fit_source: Fit the hyperparameters of sources built from ``TaskData``
             (otherwise they are used with the kernel's current values).
         source_max_rank: Largest rank of the cached source posterior (its per-point
@@ -162,6 +170,7 @@ class DeltaBOModel(SourceConditionedGP):
         source_covar_module: Kernel | None = None,
         delta_covar_module: Kernel | None = None,
         residual_covariance: str = "full",
+        source_map: str = "identity",
         fit_source: bool = True,
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
@@ -175,12 +184,23 @@ class DeltaBOModel(SourceConditionedGP):
                 f"`residual_covariance` must be one of {RESIDUAL_COVARIANCES}, got "
                 f"{residual_covariance!r}."
             )
+        if source_map not in SOURCE_MAPS:
+            raise ValueError(
+                f"`source_map` must be one of {SOURCE_MAPS}, got {source_map!r}."
+            )
+        if source_map == "affine" and residual_covariance != "full":
+            raise ValueError(
+                "`source_map='affine'` needs `residual_covariance='full'` (the "
+                f"source's share of the prior covariance is scaled), got "
+                f"{residual_covariance!r}."
+            )
         if covar_module is not None and delta_covar_module is not None:
             raise ValueError(
                 "Give the difference kernel once: `covar_module` (BoTorch's name) or "
                 "`delta_covar_module` (the paper's), not both."
             )
         self.residual_covariance = residual_covariance
+        self.source_map = source_map
         self._source_options = dict(
             source_covar_module=source_covar_module,
             fit_source=fit_source,
@@ -205,6 +225,31 @@ class DeltaBOModel(SourceConditionedGP):
             input_transform=input_transform,
             outcome_transform=outcome_transform,
         )
+        if source_map == "affine":
+            self._initialize_source_map()
+
+    def _initialize_source_map(self) -> None:
+        r"""Start the fit of ``a`` and ``c`` at the least-squares line of the target
+        on the source mean (else at 1 and 0): from 1, a source that is the target
+        turned upside down would have to pass ``a = 0``, a local optimum of the
+        marginal likelihood."""
+        if self.num_train < 3:
+            return
+        with torch.no_grad():
+            mu = self.source_posterior.mean(self._target_X)
+            y = self._target_Y  # model units, batch x n
+            mu_c = mu - mu.mean(-1, keepdim=True)
+            y_c = y - y.mean(-1, keepdim=True)
+            var = (mu_c**2).mean(-1)
+            spread = (y_c**2).mean(-1)
+            informative = var > 1e-8 * spread.clamp_min(torch.finfo(mu.dtype).tiny)
+            slope = torch.where(
+                informative, (mu_c * y_c).mean(-1) / var.clamp_min(1e-300), 1.0
+            )
+            slope = slope.expand(self.source_scale.shape)
+            self.source_scale.copy_(slope)
+            offset = y.mean(-1) - slope * mu.mean(-1)
+            self.source_offset.copy_(torch.where(informative, offset, 0.0))
 
     @property
     def needs_invertible_input_transform(self) -> bool:
@@ -244,6 +289,10 @@ class DeltaBOModel(SourceConditionedGP):
             if covar_module is not None
             else default_transfer_kernel(train_X.shape[-1], batch_shape=batch_shape)
         )
+        if self.source_map == "affine":
+            like = dict(dtype=train_X.dtype, device=train_X.device)
+            self.source_scale = torch.nn.Parameter(torch.ones(batch_shape, **like))
+            self.source_offset = torch.nn.Parameter(torch.zeros(batch_shape, **like))
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""Residuals ``Y - mu_g,N(X)`` with noise ``[sigma^2_g,N(X)] + Yvar``
@@ -379,9 +428,14 @@ class DeltaBOModel(SourceConditionedGP):
                 )
                 source = SumSourcePosterior([source, delta])
             else:
+                targets = self.train_targets + source.mean(X)
+                if self.source_map == "affine":  # the prior a g + c
+                    source.set_output_affine(
+                        self.source_scale.detach(), self.source_offset.detach()
+                    )
                 source = GPSourcePosterior(
                     X,
-                    self.train_targets + source.mean(X),
+                    targets,
                     noise,
                     self.delta_covar_module,
                     mean_module=self._delta_mean(),
@@ -403,7 +457,15 @@ class DeltaBOModel(SourceConditionedGP):
         mean = self.mean_module(x)
         covar = self.delta_covar_module(x)
         if self.residual_covariance == "full":
-            covar = covar + DenseLinearOperator(self._joint_source_covariance(x))
+            source_covar = self._joint_source_covariance(x)
+            if self.source_map == "affine":
+                # residuals y - mu_g,N of f = a g + c + delta: mean (a - 1) mu_g,N + c,
+                # covariance a^2 Sigma_g,N + k_delta
+                scale = self.source_scale.unsqueeze(-1)
+                source_mean = self.source_posterior.mean(self._raw_inputs(x))
+                mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
+                source_covar = scale.unsqueeze(-1) ** 2 * source_covar
+            covar = covar + DenseLinearOperator(source_covar)
         return MultivariateNormal(mean, covar)
 
     def _joint_source_covariance(self, x: Tensor) -> Tensor:

@@ -30,6 +30,7 @@ from tests.pretraining.test_objectives import make_prior
 KINDS = [
     "deltabo",
     "deltabo-full",
+    "deltabo-affine",
     "envgp",
     "diffgp",
     "envgp-low-rank",
@@ -61,6 +62,8 @@ def build(kind, X, Y, source, **kwargs):
         )
     if kind == "deltabo-full":  # the default
         return DeltaBOModel(X, Y, source=source, **kwargs)
+    if kind == "deltabo-affine":  # learned source scale and offset
+        return DeltaBOModel(X, Y, source=source, source_map="affine", **kwargs)
     if kind == "rgpe":
         return RGPE(X, Y, source=source, **kwargs)
     if kind == "cmbo":  # the meta prior takes the place of the source

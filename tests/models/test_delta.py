@@ -738,3 +738,68 @@ def test_an_untrained_source_model_warns():
     X, Y = make_target()
     with pytest.warns(UntrainedSourceWarning, match=r"`source\[0\]` \(SingleTaskGP\)"):
         DeltaBOModel(X, Y, source=SingleTaskGP(task.X, task.Y))
+
+
+# ------------------------------------------------------------ affine source map
+
+
+def test_affine_source_map_matches_scaled_reference():
+    r"""``f = a g + c + delta``: prior mean ``a mu_g + c``, kernel ``a^2 Sigma_g +
+    k_delta`` (written out here), conditioned on the target exactly."""
+    source = make_source()
+    X, Y = make_target()
+    model = make_model(source, X, Y, mode="full", source_map="affine")
+    a, c = 0.6, -0.25
+    with torch.no_grad():
+        model.source_scale.fill_(a)
+        model.source_offset.fill_(c)
+    mu_g, cov_g = ref_source(source)
+    ref_mean, ref_cov = gp_posterior(
+        lambda A, B: a**2 * cov_g(A, B) + ref_delta_kernel(A, B),
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
+        prior_mean=lambda A: a * mu_g(A) + c,
+    )
+    assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
+    # as a source of another model it is the same posterior
+    frozen = model.as_source_posterior()
+    X_test = torch.rand(5, 2, dtype=F64)
+    torch.testing.assert_close(
+        frozen.mean(X_test), ref_mean(X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        frozen.covariance(X_test), ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL
+    )
+
+
+def test_affine_source_map_is_fitted_and_finds_the_scale():
+    r"""A target that is ``-2 g + 1`` drives the learned scale towards -2 (the
+    identity map would leave all of it to the delta GP)."""
+    source = make_source(n=60)
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(25, 2, generator=gen, dtype=F64)
+    Y = -2 * g(X) + 1 + 0.01 * torch.randn(25, 1, generator=gen, dtype=F64)
+    model = DeltaBOModel(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, 1e-4),
+        source=source,
+        source_covar_module=source_kernel().to(X),
+        source_map="affine",
+        fit_source=False,
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert abs(model.source_scale.item() + 2) < 0.2
+    assert abs(model.source_offset.item() - 1) < 0.3
+    names = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert {"source_scale", "source_offset"} <= names
+
+
+def test_affine_source_map_needs_the_full_residual_covariance():
+    source = make_source()
+    X, Y = make_target()
+    with pytest.raises(ValueError, match="source_map='affine'.*residual_covariance"):
+        make_model(source, X, Y, mode="diagonal", source_map="affine")
+    with pytest.raises(ValueError, match="`source_map` must be one of"):
+        make_model(source, X, Y, mode="full", source_map="scaled")
