@@ -452,6 +452,8 @@ class DeltaBOModel(SourceConditionedGP):
         return None if isinstance(self.mean_module, ZeroMean) else self.mean_module
 
     def forward(self, x: Tensor) -> MultivariateNormal:
+        # the fit evaluates the prior at the training inputs only
+        at_training_inputs = self.training and self._is_training_input(x)
         if self.training:
             x = self.transform_inputs(x)
         mean = self.mean_module(x)
@@ -462,11 +464,36 @@ class DeltaBOModel(SourceConditionedGP):
                 # residuals y - mu_g,N of f = a g + c + delta: mean (a - 1) mu_g,N + c,
                 # covariance a^2 Sigma_g,N + k_delta
                 scale = self.source_scale.unsqueeze(-1)
-                source_mean = self.source_posterior.mean(self._raw_inputs(x))
+                source_mean = self._joint_source_mean(x, at_training_inputs)
                 mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
                 source_covar = scale.unsqueeze(-1) ** 2 * source_covar
             covar = covar + DenseLinearOperator(source_covar)
         return MultivariateNormal(mean, covar)
+
+    def _is_training_input(self, x: Tensor) -> bool:
+        train_x = self.train_inputs[0]
+        return x.shape == train_x.shape and torch.equal(x, train_x)
+
+    def _joint_source_mean(self, x: Tensor, at_training_inputs: bool) -> Tensor:
+        r"""``mu_g,N`` at the (transformed) inputs ``x``. At the training inputs it is
+        ``y - r`` (the residuals were built from it), so the fit and the training
+        block of every posterior call evaluate the source only at the test points."""
+        train_mean = self._target_Y - self.train_targets
+        if at_training_inputs:
+            return train_mean
+        train_x = self.train_inputs[0]
+        n = train_x.shape[-2]
+        batch = x.shape[:-2]
+        if (
+            self.training
+            or n == 0
+            or x.shape[-2] <= n
+            or train_x.shape[:-2] != batch[len(batch) - train_x.dim() + 2 :]
+            or not torch.equal(x[..., :n, :], train_x.expand(*batch, n, x.shape[-1]))
+        ):
+            return self.source_posterior.mean(self._raw_inputs(x))
+        test_mean = self.source_posterior.mean(self._raw_inputs(x[..., n:, :]))
+        return torch.cat([train_mean.expand(*batch, n), test_mean], dim=-1)
 
     def _joint_source_covariance(self, x: Tensor) -> Tensor:
         r"""``Sigma_g,N`` at the (transformed) inputs ``x``, in blocks when possible.
