@@ -33,6 +33,7 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean, ZeroMean
+from gpytorch.priors import NormalPrior, Prior
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
@@ -58,6 +59,8 @@ from botorch_transfer.progress import fit_mll_with_progress
 
 RESIDUAL_COVARIANCES = ("diagonal", "full")
 SOURCE_MAPS = ("identity", "affine")
+#: Standard deviation of the default ``N(1, sd^2)`` prior on the affine source scale.
+DEFAULT_SOURCE_SCALE_PRIOR_SD = 0.5
 
 
 class DeltaBOModel(SourceConditionedGP):
@@ -130,6 +133,11 @@ class DeltaBOModel(SourceConditionedGP):
             rescaled and an unrelated one weighted down (``a`` near 0) by the
             marginal likelihood. Needs ``residual_covariance="full"`` (the source's
             share ``a^2 Sigma_g,N`` of the prior covariance changes with ``a``).
+        source_scale_prior: Prior of ``a`` under ``source_map="affine"`` (default
+            ``N(1, 0.5^2)``: with two or three target points an unregularized ``a``
+            and ``c`` fit the points exactly and the model becomes confidently
+            wrong, measured on assumption-gp). ``c`` has no prior (its scale is the
+            outcomes').
         fit_source: Fit the hyperparameters of sources built from ``TaskData``
             (otherwise they are used with the kernel's current values).
         source_max_rank: Largest rank of the cached source posterior (its per-point
@@ -171,6 +179,7 @@ class DeltaBOModel(SourceConditionedGP):
         delta_covar_module: Kernel | None = None,
         residual_covariance: str = "full",
         source_map: str = "identity",
+        source_scale_prior: Prior | None = None,
         fit_source: bool = True,
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
@@ -201,6 +210,8 @@ class DeltaBOModel(SourceConditionedGP):
             )
         self.residual_covariance = residual_covariance
         self.source_map = source_map
+        # a tuple: a Module cannot be assigned before Module.__init__
+        self._source_scale_prior = (source_scale_prior,)
         self._source_options = dict(
             source_covar_module=source_covar_module,
             fit_source=fit_source,
@@ -293,6 +304,16 @@ class DeltaBOModel(SourceConditionedGP):
             like = dict(dtype=train_X.dtype, device=train_X.device)
             self.source_scale = torch.nn.Parameter(torch.ones(batch_shape, **like))
             self.source_offset = torch.nn.Parameter(torch.zeros(batch_shape, **like))
+            (prior,) = self._source_scale_prior
+            if prior is None:
+                prior = NormalPrior(1.0, DEFAULT_SOURCE_SCALE_PRIOR_SD)
+            # bound methods, not the closures a parameter name would make: picklable
+            self.register_prior(
+                "source_scale_prior",
+                prior.to(**like),
+                self._source_scale_of,
+                self._set_source_scale_of,
+            )
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""Residuals ``Y - mu_g,N(X)`` with noise ``[sigma^2_g,N(X)] + Yvar``
@@ -469,6 +490,17 @@ class DeltaBOModel(SourceConditionedGP):
                 source_covar = scale.unsqueeze(-1) ** 2 * source_covar
             covar = covar + DenseLinearOperator(source_covar)
         return MultivariateNormal(mean, covar)
+
+    @staticmethod
+    def _source_scale_of(model: DeltaBOModel) -> Tensor:
+        return model.source_scale
+
+    @staticmethod
+    def _set_source_scale_of(model: DeltaBOModel, value: Tensor) -> None:
+        with torch.no_grad():
+            model.source_scale.copy_(
+                torch.as_tensor(value).expand_as(model.source_scale)
+            )
 
     def _is_training_input(self, x: Tensor) -> bool:
         train_x = self.train_inputs[0]

@@ -9,6 +9,7 @@ from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import NormalPrior
 
 from botorch_transfer import DeltaBOModel, TaskData
 from botorch_transfer.models import GPSourcePosterior, ModelSourcePosterior
@@ -775,7 +776,8 @@ def test_affine_source_map_matches_scaled_reference():
 
 def test_affine_source_map_is_fitted_and_finds_the_scale():
     r"""A target that is ``-2 g + 1`` drives the learned scale towards -2 (the
-    identity map would leave all of it to the delta GP)."""
+    identity map would leave all of it to the delta GP). Under a flat prior: the
+    default ``N(1, 0.5^2)`` prefers ``a = 0`` and the delta GP here (18 nats)."""
     source = make_source(n=60)
     gen = torch.Generator().manual_seed(3)
     X = torch.rand(25, 2, generator=gen, dtype=F64)
@@ -787,6 +789,7 @@ def test_affine_source_map_is_fitted_and_finds_the_scale():
         source=source,
         source_covar_module=source_kernel().to(X),
         source_map="affine",
+        source_scale_prior=NormalPrior(1.0, 1e3),
         fit_source=False,
     )
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
@@ -803,3 +806,32 @@ def test_affine_source_map_needs_the_full_residual_covariance():
         make_model(source, X, Y, mode="diagonal", source_map="affine")
     with pytest.raises(ValueError, match="`source_map` must be one of"):
         make_model(source, X, Y, mode="full", source_map="scaled")
+
+
+def test_affine_source_scale_prior_keeps_two_points_from_fixing_the_map():
+    r"""Two target points of ``f = g + delta``: without a prior on ``a`` the fit puts
+    the line ``a g + c`` through both points (``a`` far from 1, the delta kernel's
+    amplitude near 0: confidently wrong elsewhere); ``N(1, 0.5^2)`` keeps ``a`` near 1."""
+    source = make_source(n=60)
+    X = torch.tensor([[0.1, 0.8], [0.7, 0.2]], dtype=F64)
+    Y = f(X)
+
+    def fitted(**kwargs):
+        model = DeltaBOModel(
+            X,
+            Y,
+            train_Yvar=torch.full_like(Y, 1e-4),
+            source=source,
+            source_covar_module=source_kernel().to(X),
+            source_map="affine",
+            fit_source=False,
+            **kwargs,
+        )
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        return model
+
+    model = fitted()
+    assert [name for name, *_ in model.named_priors()].count("source_scale_prior") == 1
+    assert abs(model.source_scale.item() - 1) < 0.5
+    flat = fitted(source_scale_prior=NormalPrior(1.0, 1e3))  # effectively no prior
+    assert abs(flat.source_scale.item() - 1) > abs(model.source_scale.item() - 1)
