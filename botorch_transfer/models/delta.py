@@ -33,8 +33,8 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean, ZeroMean
-from gpytorch.priors import NormalPrior, Prior
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import NormalPrior, Prior
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 from torch.nn import Module
