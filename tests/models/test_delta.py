@@ -811,7 +811,8 @@ def test_affine_source_map_needs_the_full_residual_covariance():
 def test_affine_source_scale_prior_keeps_two_points_from_fixing_the_map():
     r"""Two target points of ``f = g + delta``: without a prior on ``a`` the fit puts
     the line ``a g + c`` through both points (``a`` far from 1, the delta kernel's
-    amplitude near 0: confidently wrong elsewhere); ``N(1, 0.5^2)`` keeps ``a`` near 1."""
+    amplitude near 0: confidently wrong elsewhere); ``N(1, 0.5^2)`` keeps ``a`` near
+    1."""
     source = make_source(n=60)
     X = torch.tensor([[0.1, 0.8], [0.7, 0.2]], dtype=F64)
     Y = f(X)
