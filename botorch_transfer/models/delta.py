@@ -128,8 +128,9 @@ class DeltaBOModel(SourceConditionedGP):
             gaussian-bumps), at 1-2x the cost per iteration.
         source_map: ``"identity"`` (default, the paper's ``f = g + delta``) or
             ``"affine"`` (ours): ``f = a g + c + delta`` with a learned scale ``a``
-            and offset ``c`` (``source_scale``, ``source_offset``, initialized at 1
-            and 0 and fitted with the delta kernel), so a source in other units is
+            and offset ``c`` (``source_scale``, ``source_offset``, fitted with the
+            delta kernel from the least-squares line of the target data on the
+            source mean, or from 1 and 0 below 3 points), so a source in other units is
             rescaled and an unrelated one weighted down (``a`` near 0) by the
             marginal likelihood. Needs ``residual_covariance="full"`` (the source's
             share ``a^2 Sigma_g,N`` of the prior covariance changes with ``a``).
@@ -506,6 +507,22 @@ class DeltaBOModel(SourceConditionedGP):
         train_x = self.train_inputs[0]
         return x.shape == train_x.shape and torch.equal(x, train_x)
 
+    def _training_block_size(self, x: Tensor) -> int:
+        r"""``n`` when ``x`` is ``[train; test]`` (eval mode: GPyTorch calls
+        ``forward`` so for every batch of test points), else 0."""
+        train_x = self.train_inputs[0]
+        n = train_x.shape[-2]
+        batch = x.shape[:-2]
+        if (
+            self.training
+            or n == 0
+            or x.shape[-2] <= n
+            or train_x.shape[:-2] != batch[len(batch) - train_x.dim() + 2 :]
+            or not torch.equal(x[..., :n, :], train_x.expand(*batch, n, x.shape[-1]))
+        ):
+            return 0
+        return n
+
     def _joint_source_mean(self, x: Tensor, at_training_inputs: bool) -> Tensor:
         r"""``mu_g,N`` at the (transformed) inputs ``x``. At the training inputs it is
         ``y - r`` (the residuals were built from it), so the fit and the training
@@ -513,39 +530,20 @@ class DeltaBOModel(SourceConditionedGP):
         train_mean = self._target_Y - self.train_targets
         if at_training_inputs:
             return train_mean
-        train_x = self.train_inputs[0]
-        n = train_x.shape[-2]
-        batch = x.shape[:-2]
-        if (
-            self.training
-            or n == 0
-            or x.shape[-2] <= n
-            or train_x.shape[:-2] != batch[len(batch) - train_x.dim() + 2 :]
-            or not torch.equal(x[..., :n, :], train_x.expand(*batch, n, x.shape[-1]))
-        ):
+        n = self._training_block_size(x)
+        if n == 0:
             return self.source_posterior.mean(self._raw_inputs(x))
         test_mean = self.source_posterior.mean(self._raw_inputs(x[..., n:, :]))
-        return torch.cat([train_mean.expand(*batch, n), test_mean], dim=-1)
+        return torch.cat([train_mean.expand(*x.shape[:-2], n), test_mean], dim=-1)
 
     def _joint_source_covariance(self, x: Tensor) -> Tensor:
-        r"""``Sigma_g,N`` at the (transformed) inputs ``x``, in blocks when possible.
-
-        In eval mode GPyTorch calls ``forward`` on ``[train; test]`` for every batch of
-        test points; the source's training block is the same for every batch entry
-        (see :meth:`SourcePosterior.joint_covariance`).
-        """
-        train_x = self.train_inputs[0]
-        n = train_x.shape[-2]
-        batch = x.shape[:-2]
-        if (
-            self.training
-            or n == 0
-            or x.shape[-2] <= n
-            or train_x.shape[:-2] != batch[len(batch) - train_x.dim() + 2 :]
-            or not torch.equal(x[..., :n, :], train_x.expand(*batch, n, x.shape[-1]))
-        ):
+        r"""``Sigma_g,N`` at the (transformed) inputs ``x``, in blocks when possible:
+        the source's training block is the same for every batch of test points (see
+        :meth:`SourcePosterior.joint_covariance`)."""
+        n = self._training_block_size(x)
+        if n == 0:
             return self.source_posterior.covariance(self._raw_inputs(x))
-        raw_train = self._raw_inputs(train_x)
+        raw_train = self._raw_inputs(self.train_inputs[0])
         raw_test = self._raw_inputs(x[..., n:, :])
         return self.source_posterior.joint_covariance(raw_train, raw_test)
 
