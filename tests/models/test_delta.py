@@ -140,13 +140,17 @@ def test_posterior_matches_paper_equations(mode):
         )
 
 
+@pytest.mark.parametrize("source_map", ["identity", "affine"])
 @pytest.mark.parametrize(
     "setup",
     ["plain", "normalize", "batched", "fantasy", "generic-source", "stacked-sources"],
 )
-def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch):
-    # The eval-mode forward evaluates Sigma_g,N in train/cross/test blocks (the train
-    # block once for all test batches); it must equal Sigma_g,N on the joint inputs.
+def test_full_residual_blocked_source_covariance_equals_joint(
+    setup, source_map, monkeypatch
+):
+    # The eval-mode forward evaluates Sigma_g,N (and, under the affine map, mu_g,N) in
+    # train/cross/test blocks (the train block once for all test batches, its mean
+    # from the residuals); it must equal both on the joint inputs.
     source = make_source()
     X, Y = make_target(batch=(2,) if setup == "batched" else ())
     kwargs = (
@@ -172,7 +176,20 @@ def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch
             source,
             make_source(n=15, seed=5, fn=lambda X: g(X) + 0.1 * X[..., 1:]),
         ]
-    model = make_model(source, X, Y, mode="full", **kwargs)
+    model = make_model(source, X, Y, mode="full", source_map=source_map, **kwargs)
+    if source_map == "affine":
+        with torch.no_grad():
+            model.source_scale.fill_(0.7)
+            model.source_offset.fill_(0.2)
+        # the fit's prior at the training inputs takes mu_g,N from the residuals
+        model.train()
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        fast = mll(model(*model.train_inputs), model.train_targets)
+        monkeypatch.setattr(DeltaBOModel, "_is_training_input", lambda self, x: False)
+        slow = mll(model(*model.train_inputs), model.train_targets)
+        monkeypatch.undo()
+        torch.testing.assert_close(fast, slow, rtol=RTOL, atol=ATOL)
+        model.eval()
     if setup == "fantasy":
         model = model.fantasize(
             torch.rand(2, 2, dtype=F64), SobolQMCNormalSampler(torch.Size([3]), seed=0)
@@ -192,10 +209,7 @@ def test_full_residual_blocked_source_covariance_equals_joint(setup, monkeypatch
     # the training block is never evaluated jointly with the test points
     assert source_rows and n + 3 not in source_rows
 
-    def joint_only(self, x):
-        return self.source_posterior.covariance(self._raw_inputs(x))
-
-    monkeypatch.setattr(DeltaBOModel, "_joint_source_covariance", joint_only)
+    monkeypatch.setattr(DeltaBOModel, "_training_block_size", lambda self, x: 0)
     model.prediction_strategy = None
     source_rows.clear()
     joint = model.posterior(X_test)
