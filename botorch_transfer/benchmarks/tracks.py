@@ -84,6 +84,8 @@ TRACKS: dict[str, Track] = {
         methods=(
             "deltabo-fitted",
             "deltabo-guarded",
+            "deltabo-affine",
+            "deltabo-affine-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",
