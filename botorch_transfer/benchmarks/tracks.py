@@ -84,7 +84,7 @@ TRACKS: dict[str, Track] = {
         methods=(
             "deltabo-fitted",
             "deltabo-guarded",
-            "deltabo-affine",
+            "deltabo-affine-fitted",
             "deltabo-affine-guarded",
             "envgp-fitted",
             "diffgp-fitted",

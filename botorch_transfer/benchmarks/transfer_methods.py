@@ -649,7 +649,7 @@ register_method(
     "while that predicts the target's data better (leave-one-out); UCB",
 )
 register_method(
-    "deltabo-affine",
+    "deltabo-affine-fitted",
     AcquisitionMethod(
         affine_deltabo_model, fit=True, source_model=fitted_source_posterior
     ),
@@ -664,7 +664,7 @@ register_method(
         source_model=fitted_source_posterior,
         guard=True,
     ),
-    "deltabo-affine inside a TransferGuard (leave-one-out against a target-only "
+    "deltabo-affine-fitted inside a TransferGuard (leave-one-out against a target-only "
     "SingleTaskGP); UCB",
 )
 register_method(
