@@ -248,7 +248,7 @@ class DeltaBOModel(SourceConditionedGP):
         if self.num_train < 3:
             return
         with torch.no_grad():
-            mu = self.source_posterior.mean(self._target_X)
+            mu = self._training_source_mean
             y = self._target_Y  # model units, batch x n
             mu_c = mu - mu.mean(-1, keepdim=True)
             y_c = y - y.mean(-1, keepdim=True)
@@ -450,14 +450,13 @@ class DeltaBOModel(SourceConditionedGP):
                 )
                 source = SumSourcePosterior([source, delta])
             else:
-                targets = self.train_targets + source.mean(X)
                 if self.source_map == "affine":  # the prior a g + c
                     source.set_output_affine(
                         self.source_scale.detach(), self.source_offset.detach()
                     )
                 source = GPSourcePosterior(
                     X,
-                    targets,
+                    self._target_Y,  # residuals plus mu_g,N: the target data
                     noise,
                     self.delta_covar_module,
                     mean_module=self._delta_mean(),
@@ -481,12 +480,13 @@ class DeltaBOModel(SourceConditionedGP):
         mean = self.mean_module(x)
         covar = self.delta_covar_module(x)
         if self.residual_covariance == "full":
-            source_covar = self._joint_source_covariance(x)
+            n = self._training_block_size(x)
+            source_covar = self._joint_source_covariance(x, n)
             if self.source_map == "affine":
                 # residuals y - mu_g,N of f = a g + c + delta: mean (a - 1) mu_g,N + c,
                 # covariance a^2 Sigma_g,N + k_delta
                 scale = self.source_scale.unsqueeze(-1)
-                source_mean = self._joint_source_mean(x, at_training_inputs)
+                source_mean = self._joint_source_mean(x, n, at_training_inputs)
                 mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
                 source_covar = scale.unsqueeze(-1) ** 2 * source_covar
             covar = covar + DenseLinearOperator(source_covar)
@@ -523,24 +523,30 @@ class DeltaBOModel(SourceConditionedGP):
             return 0
         return n
 
-    def _joint_source_mean(self, x: Tensor, at_training_inputs: bool) -> Tensor:
-        r"""``mu_g,N`` at the (transformed) inputs ``x``. At the training inputs it is
-        ``y - r`` (the residuals were built from it), so the fit and the training
-        block of every posterior call evaluate the source only at the test points."""
-        train_mean = self._target_Y - self.train_targets
+    @property
+    def _training_source_mean(self) -> Tensor:
+        r"""``mu_g,N`` at the target inputs (model units, ``batch x n``): ``y - r``,
+        since the residuals ``r`` were built from it."""
+        return self._target_Y - self.train_targets
+
+    def _joint_source_mean(self, x: Tensor, n: int, at_training_inputs: bool) -> Tensor:
+        r"""``mu_g,N`` at the (transformed) inputs ``x`` whose first ``n`` rows are the
+        training inputs (see :meth:`_training_block_size`). The training rows come
+        from :attr:`_training_source_mean`, so the fit and every posterior call
+        evaluate the source only at the test points."""
+        train_mean = self._training_source_mean
         if at_training_inputs:
             return train_mean
-        n = self._training_block_size(x)
         if n == 0:
             return self.source_posterior.mean(self._raw_inputs(x))
         test_mean = self.source_posterior.mean(self._raw_inputs(x[..., n:, :]))
         return torch.cat([train_mean.expand(*x.shape[:-2], n), test_mean], dim=-1)
 
-    def _joint_source_covariance(self, x: Tensor) -> Tensor:
-        r"""``Sigma_g,N`` at the (transformed) inputs ``x``, in blocks when possible:
-        the source's training block is the same for every batch of test points (see
+    def _joint_source_covariance(self, x: Tensor, n: int) -> Tensor:
+        r"""``Sigma_g,N`` at the (transformed) inputs ``x`` whose first ``n`` rows are
+        the training inputs, in blocks when ``n > 0``: the source's training block is
+        the same for every batch of test points (see
         :meth:`SourcePosterior.joint_covariance`)."""
-        n = self._training_block_size(x)
         if n == 0:
             return self.source_posterior.covariance(self._raw_inputs(x))
         raw_train = self._raw_inputs(self.train_inputs[0])

@@ -788,6 +788,22 @@ def test_affine_source_map_matches_scaled_reference():
     )
 
 
+def fitted_affine_model(source, X, Y, **kwargs):
+    r"""``source_map="affine"`` on the fixed source kernel, fitted (noise 1e-4)."""
+    model = DeltaBOModel(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, 1e-4),
+        source=source,
+        source_covar_module=source_kernel().to(X),
+        source_map="affine",
+        fit_source=False,
+        **kwargs,
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
 def test_affine_source_map_is_fitted_and_finds_the_scale():
     r"""A target that is ``-2 g + 1`` drives the learned scale towards -2 (the
     identity map would leave all of it to the delta GP). Under a flat prior: the
@@ -796,17 +812,7 @@ def test_affine_source_map_is_fitted_and_finds_the_scale():
     gen = torch.Generator().manual_seed(3)
     X = torch.rand(25, 2, generator=gen, dtype=F64)
     Y = -2 * g(X) + 1 + 0.01 * torch.randn(25, 1, generator=gen, dtype=F64)
-    model = DeltaBOModel(
-        X,
-        Y,
-        train_Yvar=torch.full_like(Y, 1e-4),
-        source=source,
-        source_covar_module=source_kernel().to(X),
-        source_map="affine",
-        source_scale_prior=NormalPrior(1.0, 1e3),
-        fit_source=False,
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    model = fitted_affine_model(source, X, Y, source_scale_prior=NormalPrior(1.0, 1e3))
     assert abs(model.source_scale.item() + 2) < 0.2
     assert abs(model.source_offset.item() - 1) < 0.3
     names = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -830,23 +836,9 @@ def test_affine_source_scale_prior_keeps_two_points_from_fixing_the_map():
     source = make_source(n=60)
     X = torch.tensor([[0.1, 0.8], [0.7, 0.2]], dtype=F64)
     Y = f(X)
-
-    def fitted(**kwargs):
-        model = DeltaBOModel(
-            X,
-            Y,
-            train_Yvar=torch.full_like(Y, 1e-4),
-            source=source,
-            source_covar_module=source_kernel().to(X),
-            source_map="affine",
-            fit_source=False,
-            **kwargs,
-        )
-        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        return model
-
-    model = fitted()
+    model = fitted_affine_model(source, X, Y)
     assert [name for name, *_ in model.named_priors()].count("source_scale_prior") == 1
     assert abs(model.source_scale.item() - 1) < 0.5
-    flat = fitted(source_scale_prior=NormalPrior(1.0, 1e3))  # effectively no prior
+    # effectively no prior
+    flat = fitted_affine_model(source, X, Y, source_scale_prior=NormalPrior(1.0, 1e3))
     assert abs(flat.source_scale.item() - 1) > abs(model.source_scale.item() - 1)
