@@ -459,6 +459,15 @@ def affine_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOM
     return default_settings_model(builder, state, X, Y, state.source_model)
 
 
+def marginal_affine_deltabo_model(
+    state: TransferState, X: Tensor, Y: Tensor
+) -> DeltaBOModel:
+    r"""``fitted_deltabo_model`` with the source scale and offset integrated out
+    (``source_map="marginal-affine"``: ``a ~ N(1, 0.5^2)``, ``c ~ N(0, 1)``)."""
+    builder = partial(DeltaBOModel, source_map="marginal-affine")
+    return default_settings_model(builder, state, X, Y, state.source_model)
+
+
 def fitted_rgpe_model(state: TransferState, X: Tensor, Y: Tensor) -> RGPE:
     r"""RGPE with the fitted source GP as its base model (built once per run), the
     default target GP, standardized outcomes."""
@@ -666,6 +675,26 @@ register_method(
     ),
     "deltabo-affine-fitted inside a TransferGuard (leave-one-out against a target-only "
     "SingleTaskGP); UCB",
+)
+register_method(
+    "deltabo-marginal-fitted",
+    AcquisitionMethod(
+        marginal_affine_deltabo_model, fit=True, source_model=fitted_source_posterior
+    ),
+    "deltabo-fitted with the source scale and offset integrated out "
+    "(source_map='marginal-affine': f = a g + c + delta, a ~ N(1, 0.5^2), c ~ N(0, 1) "
+    "in standardized units); UCB",
+)
+register_method(
+    "deltabo-marginal-guarded",
+    AcquisitionMethod(
+        marginal_affine_deltabo_model,
+        fit=True,
+        source_model=fitted_source_posterior,
+        guard=True,
+    ),
+    "deltabo-marginal-fitted inside a TransferGuard (leave-one-out against a "
+    "target-only SingleTaskGP); UCB",
 )
 register_method(
     "envgp-guarded",

@@ -27,6 +27,7 @@ from botorch_transfer.models.randomized_nn import (
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
+    MarginalAffineSourcePosterior,
     ModelSourcePosterior,
     SourcePosterior,
     SumSourcePosterior,
@@ -40,6 +41,7 @@ __all__ = [
     "EnvGP",
     "GPSourcePosterior",
     "LogPowerSchedule",
+    "MarginalAffineSourcePosterior",
     "ModelSourcePosterior",
     "PooledTransferGP",
     "PretrainedPriorGP",

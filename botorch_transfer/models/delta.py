@@ -49,18 +49,24 @@ from botorch_transfer.models.base import (
 from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
+    MarginalAffineSourcePosterior,
     SourceLike,
     SourcePosterior,
     SumSourcePosterior,
     frozen_source_posterior,
+    marginal_affine_covariance,
     source_posterior_from_model,
 )
 from botorch_transfer.progress import fit_mll_with_progress
 
 RESIDUAL_COVARIANCES = ("diagonal", "full")
-SOURCE_MAPS = ("identity", "affine")
-#: Standard deviation of the default ``N(1, sd^2)`` prior on the affine source scale.
+SOURCE_MAPS = ("identity", "affine", "marginal-affine")
+#: Standard deviation of the default ``N(1, sd^2)`` prior on the affine source scale
+#: (``"affine"``: its prior; ``"marginal-affine"``: the distribution integrated over).
 DEFAULT_SOURCE_SCALE_PRIOR_SD = 0.5
+#: Standard deviation of the offset integrated over under ``"marginal-affine"``, in
+#: model units (the target's standard deviations under ``Standardize(m=1)``).
+DEFAULT_SOURCE_OFFSET_SD = 1.0
 
 
 class DeltaBOModel(SourceConditionedGP):
@@ -134,11 +140,26 @@ class DeltaBOModel(SourceConditionedGP):
             rescaled and an unrelated one weighted down (``a`` near 0) by the
             marginal likelihood. Needs ``residual_covariance="full"`` (the source's
             share ``a^2 Sigma_g,N`` of the prior covariance changes with ``a``).
+            ``"marginal-affine"`` (ours): the same ``f = a g + c + delta`` with ``a ~
+            N(1, source_scale_sd^2)`` and ``c ~ N(0, source_offset_sd^2)`` integrated
+            out instead of fitted (see :class:`MarginalAffineSourcePosterior`): the
+            prior mean stays ``mu_g,N`` and the source's share of the prior kernel
+            becomes ``(1 + s_a^2) Sigma_g,N + s_a^2 mu_g,N mu_g,N^T + s_c^2``. A
+            fitted ``a`` is a point estimate that a few clustered target points can
+            leave at 1 for an unrelated source (the model then exploits the source's
+            optimum for the whole run); integrated out, the scale stays uncertain
+            wherever the target data cannot fix it, and the acquisition explores
+            there. Needs ``residual_covariance="full"``; nothing is added to fit.
         source_scale_prior: Prior of ``a`` under ``source_map="affine"`` (default
             ``N(1, 0.5^2)``: with two or three target points an unregularized ``a``
             and ``c`` fit the points exactly and the model becomes confidently
             wrong, measured on assumption-gp). ``c`` has no prior (its scale is the
             outcomes').
+        source_scale_sd: ``s_a`` under ``source_map="marginal-affine"`` (default
+            0.5).
+        source_offset_sd: ``s_c`` under ``source_map="marginal-affine"``, in model
+            units (default 1.0: one standard deviation of the target under
+            ``Standardize(m=1)``, on which BoTorch's default priors also rely).
         fit_source: Fit the hyperparameters of sources built from ``TaskData``
             (otherwise they are used with the kernel's current values).
         source_max_rank: Largest rank of the cached source posterior (its per-point
@@ -181,6 +202,8 @@ class DeltaBOModel(SourceConditionedGP):
         residual_covariance: str = "full",
         source_map: str = "identity",
         source_scale_prior: Prior | None = None,
+        source_scale_sd: float | None = None,
+        source_offset_sd: float | None = None,
         fit_source: bool = True,
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
@@ -198,11 +221,24 @@ class DeltaBOModel(SourceConditionedGP):
             raise ValueError(
                 f"`source_map` must be one of {SOURCE_MAPS}, got {source_map!r}."
             )
-        if source_map == "affine" and residual_covariance != "full":
+        if source_map != "identity" and residual_covariance != "full":
             raise ValueError(
-                "`source_map='affine'` needs `residual_covariance='full'` (the "
+                f"`source_map={source_map!r}` needs `residual_covariance='full'` (the "
                 f"source's share of the prior covariance is scaled), got "
                 f"{residual_covariance!r}."
+            )
+        if source_map != "marginal-affine" and (
+            source_scale_sd is not None or source_offset_sd is not None
+        ):
+            raise ValueError(
+                "`source_scale_sd` and `source_offset_sd` apply to "
+                f"`source_map='marginal-affine'` only, got `source_map={source_map!r}`."
+            )
+        if source_map != "affine" and source_scale_prior is not None:
+            raise ValueError(
+                "`source_scale_prior` applies to `source_map='affine'` only (give "
+                "`source_scale_sd` under 'marginal-affine'), got "
+                f"`source_map={source_map!r}`."
             )
         if covar_module is not None and delta_covar_module is not None:
             raise ValueError(
@@ -213,6 +249,21 @@ class DeltaBOModel(SourceConditionedGP):
         self.source_map = source_map
         # a tuple: a Module cannot be assigned before Module.__init__
         self._source_scale_prior = (source_scale_prior,)
+        if source_map == "marginal-affine":
+            self._marginal_map = (
+                MarginalAffineSourcePosterior.checked_sd(
+                    "source_scale_sd",
+                    DEFAULT_SOURCE_SCALE_PRIOR_SD
+                    if source_scale_sd is None
+                    else source_scale_sd,
+                ),
+                MarginalAffineSourcePosterior.checked_sd(
+                    "source_offset_sd",
+                    DEFAULT_SOURCE_OFFSET_SD
+                    if source_offset_sd is None
+                    else source_offset_sd,
+                ),
+            )
         self._source_options = dict(
             source_covar_module=source_covar_module,
             fit_source=fit_source,
@@ -454,6 +505,8 @@ class DeltaBOModel(SourceConditionedGP):
                     source.set_output_affine(
                         self.source_scale.detach(), self.source_offset.detach()
                     )
+                elif self.source_map == "marginal-affine":
+                    source = MarginalAffineSourcePosterior(source, *self._marginal_map)
                 source = GPSourcePosterior(
                     X,
                     self._target_Y,  # residuals plus mu_g,N: the target data
@@ -489,6 +542,11 @@ class DeltaBOModel(SourceConditionedGP):
                 source_mean = self._joint_source_mean(x, n, at_training_inputs)
                 mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
                 source_covar = scale.unsqueeze(-1) ** 2 * source_covar
+            elif self.source_map == "marginal-affine":
+                source_mean = self._joint_source_mean(x, n, at_training_inputs)
+                source_covar = marginal_affine_covariance(
+                    source_covar, source_mean, source_mean, *self._marginal_map
+                )
             covar = covar + DenseLinearOperator(source_covar)
         return MultivariateNormal(mean, covar)
 

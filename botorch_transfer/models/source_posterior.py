@@ -36,6 +36,7 @@ consumer model's (outcome-transformed) space by an affine map set with
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -624,6 +625,108 @@ class SumSourcePosterior(SourcePosterior):
 
     def _variance(self, X: Tensor) -> Tensor:
         return sum(c.variance(X) for c in self.components)
+
+
+def marginal_affine_covariance(
+    covariance: Tensor,
+    mean1: Tensor,
+    mean2: Tensor,
+    scale_sd: float,
+    offset_sd: float,
+) -> Tensor:
+    r"""Covariance of ``a g + c`` between two point sets, for a Gaussian process
+    ``g`` and independent ``a ~ N(1, scale_sd^2)``, ``c ~ N(0, offset_sd^2)``:
+    ``(1 + s_a^2) Sigma_g + s_a^2 mu_g mu_g'^T + s_c^2``.
+
+    Args:
+        covariance: ``batch x n1 x n2`` covariance ``Sigma_g`` of ``g``.
+        mean1: ``batch x n1`` mean ``mu_g`` at the first set.
+        mean2: ``batch x n2`` mean at the second set.
+        scale_sd: ``s_a``.
+        offset_sd: ``s_c``.
+
+    Returns:
+        The ``batch x n1 x n2`` covariance.
+    """
+    outer = mean1.unsqueeze(-1) * mean2.unsqueeze(-2)
+    return (1 + scale_sd**2) * covariance + scale_sd**2 * outer + offset_sd**2
+
+
+class MarginalAffineSourcePosterior(SourcePosterior):
+    r"""A source whose scale and offset are unknown: the Gaussian process with the
+    first two moments of ``a g + c``, for the source posterior ``g`` and independent
+    ``a ~ N(1, scale_sd^2)`` and ``c ~ N(0, offset_sd^2)`` integrated out.
+
+    Its mean is ``mu_g`` and its covariance ``(1 + s_a^2) Sigma_g + s_a^2 mu_g
+    mu_g^T + s_c^2`` (:func:`marginal_affine_covariance`). The rank-one term keeps
+    the scale uncertain where data do not fix it: two points with different source
+    means stay uncertain relative to each other until both are observed. (``a g`` is
+    not Gaussian; a GP with its moments takes its place, as in the explicit-basis
+    GPs of Rasmussen & Williams, Sec. 2.7, with ``mu_g`` and 1 as the basis.)
+
+    Args:
+        source: The source posterior ``g`` (in this posterior's output space).
+        scale_sd: Standard deviation ``s_a`` of the scale ``a`` around 1.
+        offset_sd: Standard deviation ``s_c`` of the offset ``c`` around 0.
+
+    Example:
+        >>> prior = MarginalAffineSourcePosterior(source, scale_sd=0.5, offset_sd=1.0)
+        >>> prior.variance(X)  # (1.25) var_g + 0.25 mu_g^2 + 1
+    """
+
+    def __init__(
+        self, source: SourcePosterior, scale_sd: float, offset_sd: float
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.scale_sd = self.checked_sd("scale_sd", scale_sd)
+        self.offset_sd = self.checked_sd("offset_sd", offset_sd)
+        self.to(source.output_scale)
+
+    @staticmethod
+    def checked_sd(name: str, value: Any) -> float:
+        r"""``value`` as a float, or a ``ValueError`` naming ``name`` unless it is a
+        finite number ``>= 0``."""
+        if isinstance(value, bool) or not (
+            isinstance(value, (int, float)) and 0 <= value < math.inf
+        ):
+            raise ValueError(f"`{name}` must be a finite float >= 0, got {value!r}.")
+        return float(value)
+
+    def _mean(self, X: Tensor) -> Tensor:
+        return self.source.mean(X)
+
+    def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
+        return marginal_affine_covariance(
+            self.source.covariance(X1, X2),
+            self.source.mean(X1),
+            self.source.mean(X2),
+            self.scale_sd,
+            self.offset_sd,
+        )
+
+    def _variance(self, X: Tensor) -> Tensor:
+        s_a2 = self.scale_sd**2
+        return (
+            (1 + s_a2) * self.source.variance(X)
+            + s_a2 * self.source.mean(X) ** 2
+            + self.offset_sd**2
+        )
+
+    def _cross_and_own(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+        # the source's own blocks (its cached fixed-set features), in its output space
+        source = self.source
+        cross, own = source._cross_and_own(X_fixed, X)
+        squared_scale = source.output_scale**2
+        mean, mean_fixed = source.mean(X), source.mean(X_fixed)
+        return (
+            marginal_affine_covariance(
+                squared_scale * cross, mean, mean_fixed, self.scale_sd, self.offset_sd
+            ),
+            marginal_affine_covariance(
+                squared_scale * own, mean, mean, self.scale_sd, self.offset_sd
+            ),
+        )
 
 
 def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | None:

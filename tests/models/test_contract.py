@@ -31,6 +31,7 @@ KINDS = [
     "deltabo",
     "deltabo-full",
     "deltabo-affine",
+    "deltabo-marginal-affine",
     "envgp",
     "diffgp",
     "envgp-low-rank",
@@ -64,6 +65,8 @@ def build(kind, X, Y, source, **kwargs):
         return DeltaBOModel(X, Y, source=source, **kwargs)
     if kind == "deltabo-affine":  # learned source scale and offset
         return DeltaBOModel(X, Y, source=source, source_map="affine", **kwargs)
+    if kind == "deltabo-marginal-affine":  # source scale and offset integrated out
+        return DeltaBOModel(X, Y, source=source, source_map="marginal-affine", **kwargs)
     if kind == "rgpe":
         return RGPE(X, Y, source=source, **kwargs)
     if kind == "cmbo":  # the meta prior takes the place of the source

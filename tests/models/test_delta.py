@@ -12,12 +12,17 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import NormalPrior
 
 from botorch_transfer import DeltaBOModel, TaskData
-from botorch_transfer.models import GPSourcePosterior, ModelSourcePosterior
+from botorch_transfer.models import (
+    GPSourcePosterior,
+    MarginalAffineSourcePosterior,
+    ModelSourcePosterior,
+)
 from botorch_transfer.validation import UntrainedSourceWarning
 from tests.models.reference import (
     DirectMaternKernel,
     DirectRBFKernel,
     deltabo_posterior,
+    explicit_basis_posterior,
     gp_posterior,
     matern52,
     rbf,
@@ -140,7 +145,7 @@ def test_posterior_matches_paper_equations(mode):
         )
 
 
-@pytest.mark.parametrize("source_map", ["identity", "affine"])
+@pytest.mark.parametrize("source_map", ["identity", "affine", "marginal-affine"])
 @pytest.mark.parametrize(
     "setup",
     ["plain", "normalize", "batched", "fantasy", "generic-source", "stacked-sources"],
@@ -177,10 +182,11 @@ def test_full_residual_blocked_source_covariance_equals_joint(
             make_source(n=15, seed=5, fn=lambda X: g(X) + 0.1 * X[..., 1:]),
         ]
     model = make_model(source, X, Y, mode="full", source_map=source_map, **kwargs)
-    if source_map == "affine":
-        with torch.no_grad():
-            model.source_scale.fill_(0.7)
-            model.source_offset.fill_(0.2)
+    if source_map != "identity":
+        if source_map == "affine":
+            with torch.no_grad():
+                model.source_scale.fill_(0.7)
+                model.source_offset.fill_(0.2)
         # the fit's prior at the training inputs takes mu_g,N from the residuals
         model.train()
         mll = ExactMarginalLogLikelihood(model.likelihood, model)
@@ -842,3 +848,94 @@ def test_affine_source_scale_prior_keeps_two_points_from_fixing_the_map():
     # effectively no prior
     flat = fitted_affine_model(source, X, Y, source_scale_prior=NormalPrior(1.0, 1e3))
     assert abs(flat.source_scale.item() - 1) > abs(model.source_scale.item() - 1)
+
+
+# --------------------------------------------------- marginal affine source map
+
+
+@pytest.mark.parametrize("sds", [{}, {"source_scale_sd": 0.8, "source_offset_sd": 0.3}])
+def test_marginal_affine_source_map_matches_explicit_basis_reference(sds):
+    r"""``f = a g + c + delta`` with ``a ~ N(1, s_a^2)``, ``c ~ N(0, s_c^2)`` integrated
+    out is a GP with the explicit basis ``(mu_g, 1)`` and coefficient prior ``N((1,
+    0), diag(s_a^2, s_c^2))`` plus ``(1 + s_a^2) Sigma_g + k_delta``; its posterior is
+    R&W eqs. 2.41-2.42 (another route than the model's kernel)."""
+    source = make_source()
+    X, Y = make_target()
+    model = make_model(source, X, Y, mode="full", source_map="marginal-affine", **sds)
+    s_a = sds.get("source_scale_sd", 0.5)
+    s_c = sds.get("source_offset_sd", 1.0)
+    mu_g, cov_g = ref_source(source)
+    ref_mean, ref_cov = explicit_basis_posterior(
+        lambda A, B: (1 + s_a**2) * cov_g(A, B) + ref_delta_kernel(A, B),
+        lambda A: torch.stack([mu_g(A), torch.ones_like(mu_g(A))], dim=-2),
+        torch.tensor([1.0, 0.0], dtype=F64),
+        torch.diag(torch.tensor([s_a**2, s_c**2], dtype=F64)),
+        X,
+        Y.squeeze(-1),
+        torch.full((7,), TARGET_NOISE, dtype=F64),
+    )
+    assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
+    # nothing is added to the fit; the residuals are the identity map's
+    assert {n for n, _ in model.named_parameters()} == {
+        n for n, _ in make_model(source, X, Y, mode="full").named_parameters()
+    }
+    torch.testing.assert_close(
+        model.train_targets, Y.squeeze(-1) - mu_g(X), rtol=RTOL, atol=ATOL
+    )
+    # as a source of another model it is the same posterior
+    frozen = model.as_source_posterior()
+    X_test = torch.rand(5, 2, dtype=F64)
+    torch.testing.assert_close(
+        frozen.mean(X_test), ref_mean(X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        frozen.covariance(X_test), ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        frozen.variance(X_test),
+        torch.diagonal(ref_cov(X_test, X_test)),
+        rtol=RTOL,
+        atol=ATOL,
+    )
+
+
+def test_marginal_affine_prior_joint_covariance_equals_its_blocks():
+    # joint_covariance builds [fixed; X] from the source's own blocks (its cached
+    # fixed-set features); it must equal the covariance of the stacked inputs
+    model = make_model(make_source(), *make_target(), mode="full")
+    prior = MarginalAffineSourcePosterior(
+        model.source_posterior, scale_sd=0.6, offset_sd=0.4
+    )
+    fixed, X = torch.rand(6, 2, dtype=F64), torch.rand(3, 4, 2, dtype=F64)
+    joint = prior.joint_covariance(fixed, X)
+    reference = prior.covariance(torch.cat([fixed.expand(3, 6, 2), X], dim=-2))
+    torch.testing.assert_close(joint, reference, rtol=RTOL, atol=ATOL)
+    with pytest.raises(ValueError, match="`scale_sd` must be a finite float >= 0"):
+        MarginalAffineSourcePosterior(prior.source, scale_sd=-1.0, offset_sd=0.4)
+
+
+def test_marginal_affine_arguments_are_checked():
+    source = make_source()
+    X, Y = make_target()
+    with pytest.raises(ValueError, match="'marginal-affine'.*residual_covariance"):
+        make_model(source, X, Y, mode="diagonal", source_map="marginal-affine")
+    with pytest.raises(ValueError, match="`source_scale_sd` and `source_offset_sd`"):
+        make_model(source, X, Y, mode="full", source_map="affine", source_scale_sd=1.0)
+    with pytest.raises(ValueError, match="`source_scale_prior` applies to"):
+        make_model(
+            source,
+            X,
+            Y,
+            mode="full",
+            source_map="marginal-affine",
+            source_scale_prior=NormalPrior(1.0, 0.5),
+        )
+    with pytest.raises(ValueError, match="`source_offset_sd` must be a finite float"):
+        make_model(
+            source,
+            X,
+            Y,
+            mode="full",
+            source_map="marginal-affine",
+            source_offset_sd=float("inf"),
+        )
