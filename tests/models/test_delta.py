@@ -939,3 +939,45 @@ def test_marginal_affine_arguments_are_checked():
             source_map="marginal-affine",
             source_offset_sd=float("inf"),
         )
+
+
+def test_marginal_affine_leaves_a_source_optimum_the_target_contradicts():
+    r"""The source has its bump at 0.3, the target at 0.8; four of five target points
+    sit at 0.3 (observed low). Fitted ``a`` and ``c`` explain those points exactly,
+    the delta amplitude collapses, and UCB queries the contradicted bump again (3 of
+    8 draws); with ``a`` and ``c`` integrated out the scale stays uncertain away
+    from the cluster and UCB never goes back there."""
+
+    def bump(center):
+        return lambda X: torch.exp(-((X - center) ** 2).sum(-1, keepdim=True) / 0.02)
+
+    grid = torch.linspace(0, 1, 201, dtype=F64).unsqueeze(-1)
+    requeried = {"affine": 0, "marginal-affine": 0}
+    for seed in range(8):
+        gen = torch.Generator().manual_seed(seed)
+        Xs = torch.rand(30, 1, generator=gen, dtype=F64)
+        Ys = bump(0.3)(Xs) + 0.01 * torch.randn(30, 1, generator=gen, dtype=F64)
+        X = torch.cat(
+            [
+                (0.3 + 0.03 * torch.randn(4, 1, generator=gen, dtype=F64)).clamp(0, 1),
+                0.4 * torch.rand(1, 1, generator=gen, dtype=F64),
+            ]
+        )
+        Y = bump(0.8)(X) + 0.01 * torch.randn(5, 1, generator=gen, dtype=F64)
+        for source_map in requeried:
+            model = DeltaBOModel(
+                X,
+                Y,
+                train_Yvar=torch.full_like(Y, 1e-4),
+                source=TaskData(Xs, Ys, torch.full_like(Ys, 1e-4)),
+                source_map=source_map,
+                outcome_transform=Standardize(m=1),
+                progress=False,
+            )
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            with torch.no_grad():
+                post = model.posterior(grid)
+                ucb = (post.mean + 2.0 * post.variance.sqrt()).squeeze(-1)
+            requeried[source_map] += abs(float(grid[ucb.argmax()]) - 0.3) < 0.1
+    assert requeried["marginal-affine"] == 0
+    assert requeried["affine"] >= 1  # the failure it fixes (3 of 8 here)
