@@ -86,6 +86,8 @@ TRACKS: dict[str, Track] = {
             "deltabo-guarded",
             "deltabo-affine-fitted",
             "deltabo-affine-guarded",
+            "deltabo-marginal-fitted",
+            "deltabo-marginal-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

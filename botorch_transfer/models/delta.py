@@ -50,6 +50,7 @@ from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     MarginalAffineSourcePosterior,
+    ModelSourcePosterior,
     SourceLike,
     SourcePosterior,
     SumSourcePosterior,
@@ -483,42 +484,45 @@ class DeltaBOModel(SourceConditionedGP):
         if len(self.batch_shape) != 0:
             raise ValueError("Only a non-batched DeltaBOModel can be used as a source.")
         self.eval()
+        if self.num_train == 0:
+            # the prior of f (source, its map and the delta prior): no data to cache
+            # a factor of, so the model's own posterior is the source
+            return ModelSourcePosterior(copy.deepcopy(self))
         source = copy.deepcopy(self.source_posterior)
-        if self.num_train > 0:
-            X = self._target_X
-            noise = self.likelihood.noise.expand(self.train_targets.shape)
-            if self.residual_covariance == "diagonal":
-                delta = GPSourcePosterior(
-                    X,
-                    self.train_targets,
-                    noise,
-                    self.delta_covar_module,
-                    mean_module=self._delta_mean(),
-                    input_transform=getattr(self, "input_transform", None),
-                    max_rank=max_rank,
-                    tolerance=tolerance,
-                    progress=progress,
+        X = self._target_X
+        noise = self.likelihood.noise.expand(self.train_targets.shape)
+        if self.residual_covariance == "diagonal":
+            delta = GPSourcePosterior(
+                X,
+                self.train_targets,
+                noise,
+                self.delta_covar_module,
+                mean_module=self._delta_mean(),
+                input_transform=getattr(self, "input_transform", None),
+                max_rank=max_rank,
+                tolerance=tolerance,
+                progress=progress,
+            )
+            source = SumSourcePosterior([source, delta])
+        else:
+            if self.source_map == "affine":  # the prior a g + c
+                source.set_output_affine(
+                    self.source_scale.detach(), self.source_offset.detach()
                 )
-                source = SumSourcePosterior([source, delta])
-            else:
-                if self.source_map == "affine":  # the prior a g + c
-                    source.set_output_affine(
-                        self.source_scale.detach(), self.source_offset.detach()
-                    )
-                elif self.source_map == "marginal-affine":
-                    source = MarginalAffineSourcePosterior(source, *self._marginal_map)
-                source = GPSourcePosterior(
-                    X,
-                    self._target_Y,  # residuals plus mu_g,N: the target data
-                    noise,
-                    self.delta_covar_module,
-                    mean_module=self._delta_mean(),
-                    input_transform=getattr(self, "input_transform", None),
-                    prior_source=source,
-                    max_rank=max_rank,
-                    tolerance=tolerance,
-                    progress=progress,
-                )
+            elif self.source_map == "marginal-affine":
+                source = MarginalAffineSourcePosterior(source, *self._marginal_map)
+            source = GPSourcePosterior(
+                X,
+                self._target_Y,  # residuals plus mu_g,N: the target data
+                noise,
+                self.delta_covar_module,
+                mean_module=self._delta_mean(),
+                input_transform=getattr(self, "input_transform", None),
+                prior_source=source,
+                max_rank=max_rank,
+                tolerance=tolerance,
+                progress=progress,
+            )
         source.set_output_affine(self.output_scale, self.output_offset)
         return source
 

@@ -619,6 +619,27 @@ def test_deltabo_model_as_source_of_another(mode):
     )
 
 
+@pytest.mark.parametrize("source_map", ["identity", "affine", "marginal-affine"])
+def test_deltabo_model_without_target_data_as_source_is_its_prior(source_map):
+    # no target data: the model's posterior is its prior, source plus delta prior
+    # (and the source map); the frozen source once dropped all but the source
+    X, Y = torch.zeros(0, 2, dtype=F64), torch.zeros(0, 1, dtype=F64)
+    model = make_model(make_source(), X, Y, mode="full", source_map=source_map)
+    frozen = model.as_source_posterior()
+    X_test = torch.rand(4, 2, dtype=F64)
+    post = model.posterior(X_test)
+    torch.testing.assert_close(
+        frozen.mean(X_test), post.mean.squeeze(-1), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        frozen.covariance(X_test),
+        post.distribution.covariance_matrix,
+        rtol=RTOL,
+        atol=ATOL,
+    )
+    assert (frozen.variance(X_test) > model.source_posterior.variance(X_test)).all()
+
+
 @pytest.mark.parametrize("transforms", [False, True])
 def test_rebuild_on_frozen_source_reuses_it_exactly(transforms):
     source = make_source()
