@@ -486,7 +486,7 @@ def peer_comparison_table(
 
 
 #: The model the default-settings track holds to issue 16's targets 1 and 4, the one
-#: the README recommends where a source may not help: on seeds 0-14 of the track the
+#: the README recommends where a source may not help: on seeds 0-15 of the track the
 #: only transfer model at or below the no-transfer GP on every related problem and
 #: within 10% (or its CI) on every control (RESULTS.md, "DeltaBO with the source
 #: scale integrated out").

@@ -151,7 +151,7 @@ class DeltaBOModel(SourceConditionedGP):
             optimum for the whole run); integrated out, the scale stays uncertain
             wherever the target data cannot fix it, and the acquisition explores
             there. Needs ``residual_covariance="full"``; nothing is added to fit.
-            On the default-settings track (seeds 0-14, ``benchmarks/RESULTS.md``)
+            On the default-settings track (seeds 0-15, ``benchmarks/RESULTS.md``)
             it is, inside ``TransferGuard``, the only transfer model at or below
             the no-transfer GP on every related problem and within 10% (or the CI)
             of it on every control; the default stays the paper's identity map
