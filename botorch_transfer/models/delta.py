@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -494,21 +495,21 @@ class DeltaBOModel(SourceConditionedGP):
             # a factor of, so the model's own posterior is the source
             return ModelSourcePosterior(copy.deepcopy(self))
         source = copy.deepcopy(self.source_posterior)
-        X = self._target_X
         noise = self.likelihood.noise.expand(self.train_targets.shape)
+        # the delta GP's kernel and mean, conditioned on the target inputs
+        conditioned = partial(
+            GPSourcePosterior,
+            self._target_X,
+            noise=noise,
+            covar_module=self.delta_covar_module,
+            mean_module=self._delta_mean(),
+            input_transform=getattr(self, "input_transform", None),
+            max_rank=max_rank,
+            tolerance=tolerance,
+            progress=progress,
+        )
         if self.residual_covariance == "diagonal":
-            delta = GPSourcePosterior(
-                X,
-                self.train_targets,
-                noise,
-                self.delta_covar_module,
-                mean_module=self._delta_mean(),
-                input_transform=getattr(self, "input_transform", None),
-                max_rank=max_rank,
-                tolerance=tolerance,
-                progress=progress,
-            )
-            source = SumSourcePosterior([source, delta])
+            source = SumSourcePosterior([source, conditioned(self.train_targets)])
         else:
             if self.source_map == "affine":  # the prior a g + c
                 source.set_output_affine(
@@ -516,18 +517,8 @@ class DeltaBOModel(SourceConditionedGP):
                 )
             elif self.source_map == "marginal-affine":
                 source = MarginalAffineSourcePosterior(source, *self._marginal_map)
-            source = GPSourcePosterior(
-                X,
-                self._target_Y,  # residuals plus mu_g,N: the target data
-                noise,
-                self.delta_covar_module,
-                mean_module=self._delta_mean(),
-                input_transform=getattr(self, "input_transform", None),
-                prior_source=source,
-                max_rank=max_rank,
-                tolerance=tolerance,
-                progress=progress,
-            )
+            # residuals plus mu_g,N: the target data, under the prior of f
+            source = conditioned(self._target_Y, prior_source=source)
         source.set_output_affine(self.output_scale, self.output_offset)
         return source
 

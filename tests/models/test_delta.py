@@ -113,6 +113,25 @@ def assert_posterior_matches(model, ref_mean, ref_cov, X_test):
     )
 
 
+def assert_frozen_source_matches(model, ref_mean, ref_cov):
+    r"""As a source of another model (``as_source_posterior``) the model is the same
+    posterior: its mean, covariance and variance match the reference."""
+    frozen = model.as_source_posterior()
+    X_test = torch.rand(5, 2, dtype=F64)
+    torch.testing.assert_close(
+        frozen.mean(X_test), ref_mean(X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        frozen.covariance(X_test), ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL
+    )
+    torch.testing.assert_close(
+        frozen.variance(X_test),
+        torch.diagonal(ref_cov(X_test, X_test)),
+        rtol=RTOL,
+        atol=ATOL,
+    )
+
+
 # ----------------------------------------------------------------- reference
 
 
@@ -804,15 +823,7 @@ def test_affine_source_map_matches_scaled_reference():
         prior_mean=lambda A: a * mu_g(A) + c,
     )
     assert_posterior_matches(model, ref_mean, ref_cov, torch.rand(3, 4, 2, dtype=F64))
-    # as a source of another model it is the same posterior
-    frozen = model.as_source_posterior()
-    X_test = torch.rand(5, 2, dtype=F64)
-    torch.testing.assert_close(
-        frozen.mean(X_test), ref_mean(X_test), rtol=RTOL, atol=ATOL
-    )
-    torch.testing.assert_close(
-        frozen.covariance(X_test), ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL
-    )
+    assert_frozen_source_matches(model, ref_mean, ref_cov)
 
 
 def fitted_affine_model(source, X, Y, **kwargs):
@@ -903,21 +914,7 @@ def test_marginal_affine_source_map_matches_explicit_basis_reference(sds):
     torch.testing.assert_close(
         model.train_targets, Y.squeeze(-1) - mu_g(X), rtol=RTOL, atol=ATOL
     )
-    # as a source of another model it is the same posterior
-    frozen = model.as_source_posterior()
-    X_test = torch.rand(5, 2, dtype=F64)
-    torch.testing.assert_close(
-        frozen.mean(X_test), ref_mean(X_test), rtol=RTOL, atol=ATOL
-    )
-    torch.testing.assert_close(
-        frozen.covariance(X_test), ref_cov(X_test, X_test), rtol=RTOL, atol=ATOL
-    )
-    torch.testing.assert_close(
-        frozen.variance(X_test),
-        torch.diagonal(ref_cov(X_test, X_test)),
-        rtol=RTOL,
-        atol=ATOL,
-    )
+    assert_frozen_source_matches(model, ref_mean, ref_cov)
 
 
 def test_marginal_affine_prior_joint_covariance_equals_its_blocks():
