@@ -485,6 +485,54 @@ def peer_comparison_table(
     return "\n".join([header, *lines])
 
 
+def guard_table(records: list[dict]) -> str:
+    r"""How often each guarded method's ``TransferGuard`` acted as the target-only GP,
+    per problem, from the runs' ``diagnostics`` (runs without them are left out).
+
+    Columns: the runs, the share of the iterations at which the guard compared the
+    two models (it needs ``min_points`` target points) and chose the target-only GP,
+    and the mean leave-one-out gain of the target-only GP over the transfer model at
+    those comparisons (nats per point; > 0: the target-only GP predicted the
+    target's own data better).
+
+    Args:
+        records: Run records.
+
+    Returns:
+        The table, or ``""`` when no run has a guard trace.
+    """
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        trace = record.get("diagnostics", {}).get("guard_uses_transfer")
+        if "error" not in record and trace:
+            groups.setdefault((record["problem"], record["method"]), []).append(record)
+    if not groups:
+        return ""
+    pw = max([len("problem")] + [len(p) for p, _ in groups])
+    mw = max([len("method")] + [len(m) for _, m in groups])
+    lines = [
+        "TransferGuard: share of the compared iterations at which the target-only GP "
+        "acted, and the mean LOO gain of the target-only GP (nats/point)",
+        f"{'problem':<{pw}} {'method':<{mw}} {'runs':>4} {'target GP':>10} "
+        f"{'LOO gain':>9}",
+    ]
+    for (problem, method), runs in sorted(groups.items()):
+        chosen, gains = [], []
+        for run in runs:
+            trace = run["diagnostics"]
+            steps = zip(trace["guard_uses_transfer"], trace["guard_loo_gain"])
+            for uses, gain in steps:
+                if gain is not None:  # compared (enough target points)
+                    chosen.append(not uses)
+                    gains.append(gain)
+        share = f"{np.mean(chosen):.0%}" if chosen else "-"
+        gain = f"{np.mean(gains):+.2f}" if gains else "-"
+        lines.append(
+            f"{problem:<{pw}} {method:<{mw}} {len(runs):>4} {share:>10} {gain:>9}"
+        )
+    return "\n".join(lines)
+
+
 #: The model the default-settings track holds to issue 16's targets 1 and 4, the one
 #: the README recommends where a source may not help: on seeds 0-15 of the track the
 #: only transfer model at or below the no-transfer GP on every related problem and
@@ -913,6 +961,8 @@ def summary_table(records: list[dict]) -> str:
     if RECOMMENDED in {r["method"] for r in records}:
         targets = transfer_targets_table(records)
         lines += ["", targets] if targets else []
+    guards = guard_table(records)
+    lines += ["", guards] if guards else []
     if meta:
         lines += [
             "",

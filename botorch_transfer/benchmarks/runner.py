@@ -63,7 +63,9 @@ def run_experiment(
 
     Returns:
         A JSON-serializable record with the query/observation trace, the
-        instantaneous and cumulative regret, timings and settings.
+        instantaneous and cumulative regret, timings and settings, and the
+        method's per-iteration ``diagnostics`` where it keeps any (e.g. which
+        model a ``TransferGuard`` used).
     """
     if iterations is not None and iterations < 1:  # an empty run reports nothing
         raise ValueError(f"`iterations` must be positive, got {iterations}.")
@@ -114,11 +116,12 @@ def run_experiment(
             queries.append(x.squeeze(0).tolist())
             observations.append(float(y))
             values.append(float(f_x))
+    diagnostics = getattr(state, "diagnostics", None)
     # unknown optimum (HPO): regret is computed at report time from the best value
     # any run found
     regret = None if f_star is None else [f_star - v for v in values]
     cumulative = None if regret is None else torch.tensor(regret).cumsum(0).tolist()
-    return {
+    record = {
         "problem": problem.name,
         "method": method,
         "seed": seed,
@@ -142,6 +145,9 @@ def run_experiment(
             "target_noise": problem.target_noise,
         },
     }
+    if diagnostics:
+        record["diagnostics"] = diagnostics
+    return record
 
 
 def safe_run_experiment(

@@ -16,7 +16,7 @@ A new model joins the comparison with one registration, e.g.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -97,12 +97,15 @@ class TransferState:
         generator: The run's policy generator.
         source_model: What the method built from the source data at setup (e.g. a
             source posterior), or ``None``.
+        diagnostics: Per-iteration traces a method keeps for the run record (e.g.
+            ``guard_uses_transfer``), one list per name, one entry per iteration.
     """
 
     problem: TransferProblem
     source: TaskData
     generator: torch.Generator
     source_model: Any = None
+    diagnostics: dict[str, list] = field(default_factory=dict)
 
     def target_noise(self, Y: Tensor) -> Tensor:
         r"""The known target noise variance, shaped like ``Y``."""
@@ -189,6 +192,14 @@ class AcquisitionMethod(TransferMethod):
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         if self.guard:
             model = TransferGuard(model)
+            # which model acted and by how much the target-only GP's LOO density
+            # beat the transfer model's (nats per point; None: too few points)
+            loo = model.loo_log_density
+            gain = loo["target"] - loo["transfer"] if loo else None
+            state.diagnostics.setdefault("guard_uses_transfer", []).append(
+                model.uses_transfer
+            )
+            state.diagnostics.setdefault("guard_loo_gain", []).append(gain)
         return maximize(state.problem, self.acquisition(model, state.problem, Y))
 
 

@@ -6,6 +6,7 @@ import pytest
 from botorch_transfer.benchmarks.report import (
     average_rank_table,
     budget_to_target,
+    guard_table,
     mean_ci,
     meta_cumulative_regret_ratio_table,
     meta_targets_table,
@@ -438,3 +439,24 @@ def test_peer_comparison_by_hand():
     # ours only: random, the peers and the no-transfer GP are not models of ours
     assert lines[1:] == ["ours: at or below on 1/2 (a 0.50); above on b 2.00"]
     assert peer_comparison_table(records, peers=("none",)) == ""
+
+
+def test_guard_table_by_hand():
+    runs = _runs("ctl", "x-guarded", [1.0, 2.0])
+    # run 0: too few points, then the target GP (gain 0.5), then the transfer model
+    runs[0]["diagnostics"] = {
+        "guard_uses_transfer": [True, False, True],
+        "guard_loo_gain": [None, 0.5, -0.1],
+    }
+    runs[1]["diagnostics"] = {
+        "guard_uses_transfer": [False, False],
+        "guard_loo_gain": [1.0, 0.2],
+    }
+    unguarded = _runs("ctl", "plain", [1.0])
+    table = guard_table(runs + unguarded)
+    row = next(line for line in table.splitlines() if "x-guarded" in line)
+    # 3 of the 4 compared iterations used the target GP; mean gain 1.6 / 4
+    assert row.split()[-3:] == ["2", "75%", "+0.40"]
+    assert "plain" not in table
+    assert "TransferGuard" in summary_table(runs + unguarded)
+    assert guard_table(unguarded) == ""

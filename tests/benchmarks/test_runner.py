@@ -61,6 +61,14 @@ def test_every_problem_and_method_runs(problem, method, device):
         assert record["cumulative_regret"][-1] == pytest.approx(sum(record["regret"]))
     if record["optimum_is_exact"]:
         assert all(r >= -1e-12 for r in record["regret"])  # exact optimum on the grid
+    if method.endswith("-guarded"):  # which model the guard used, every iteration
+        trace = record["diagnostics"]
+        assert len(trace["guard_uses_transfer"]) == len(trace["guard_loo_gain"]) == 2
+        for uses, gain in zip(trace["guard_uses_transfer"], trace["guard_loo_gain"]):
+            # margin 0: the transfer model acts unless the target-only GP gains
+            assert uses is (gain is None or gain <= 0.0)
+    else:
+        assert "diagnostics" not in record
     json.dumps(record)  # serializable
 
 
