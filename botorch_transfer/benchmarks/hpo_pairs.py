@@ -1,11 +1,13 @@
-r"""Real HPO transfer pairs from the YAHPO Gym LCBench surrogate (needs the
-``[yahpo]`` extra and the YAHPO data folder, see :mod:`.yahpo`).
+r"""Real HPO transfer pairs from the YAHPO Gym surrogates (needs the ``[yahpo]``
+extra and the YAHPO data folder, see :mod:`.yahpo`).
 
-A pair is two OpenML tasks of LCBench: a few hundred random evaluations of the
-source task, BO on the target task, over the 7 tunable hyperparameters of the
-unit cube (validation accuracy in percent at the last epoch, maximized). The
-pairs span the range of source-target agreement; each problem's description
-reports the Spearman rank correlation of the two tasks over 2000 uniform points.
+A pair is two OpenML tasks of one surrogate: a few hundred random evaluations of the
+source task, BO on the target task, over the unit cube of the tunable
+hyperparameters, accuracy in percent maximized (LCBench: validation accuracy at the
+last epoch, 7 hyperparameters; rbv2_xgboost: accuracy at the full training set,
+13 hyperparameters with the booster). The pairs span the range of source-target
+agreement; each problem's description reports the Spearman rank correlation of the
+two tasks over 2000 uniform points.
 """
 
 from __future__ import annotations
@@ -26,16 +28,29 @@ LCBENCH_PAIRS = {
     "lcbench-pair-none": ("168868", "168910"),  # rho = 0.00
     "lcbench-pair-negative": ("189873", "34539"),  # rho = -0.44
 }
+#: rbv2_xgboost pairs, chosen among the 119 tasks (targets with an accuracy sd of at
+#: least 0.12 over the cube, so that there is something to optimize).
+XGBOOST_PAIRS = {
+    "xgboost-pair-strong": ("1497", "375"),  # rho = 0.95
+    "xgboost-pair-weak": ("40685", "40981"),  # rho = 0.30
+}
+#: ``scenario: (pairs, surrogate output, factor to percent)``
+_SCENARIOS = {
+    "lcbench": (LCBENCH_PAIRS, "val_accuracy", 1.0),
+    "rbv2_xgboost": (XGBOOST_PAIRS, "acc", 100.0),
+}
+#: Every real pair: ``name: scenario``.
+HPO_PAIRS = {name: sc for sc, (pairs, _, _) in _SCENARIOS.items() for name in pairs}
 #: The pairs whose source does not help (rank correlation <= 0): negative-transfer
 #: controls of real data.
 UNHELPFUL_PAIRS = ("lcbench-pair-none", "lcbench-pair-negative")
 
 
 @lru_cache
-def _lcbench():
+def _surrogate(scenario: str):
     from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
 
-    return YahpoSurrogate("lcbench", "val_accuracy")
+    return YahpoSurrogate(scenario, _SCENARIOS[scenario][1])
 
 
 def rank_correlation(a: Tensor, b: Tensor) -> float:
@@ -46,8 +61,8 @@ def rank_correlation(a: Tensor, b: Tensor) -> float:
     return float((ra @ rb) / (ra.norm() * rb.norm()))
 
 
-def lcbench_pair(name: str) -> TransferProblem:
-    r"""The LCBench transfer pair ``name`` (see :data:`LCBENCH_PAIRS`).
+def hpo_pair(name: str) -> TransferProblem:
+    r"""The real HPO transfer pair ``name`` (see :data:`HPO_PAIRS`).
 
     300 source evaluations with noise variance 0.01 (percent^2), 3 initial target
     points, T = 30, candidates from the continuous unit cube. The fixed kernels
@@ -55,16 +70,18 @@ def lcbench_pair(name: str) -> TransferProblem:
     default-settings track fits its own.
 
     Args:
-        name: A key of :data:`LCBENCH_PAIRS`.
+        name: A key of :data:`HPO_PAIRS` (``lcbench-pair-*``, ``xgboost-pair-*``).
     """
-    source_task, target_task = LCBENCH_PAIRS[name]
-    bench = _lcbench()
+    scenario = HPO_PAIRS[name]
+    pairs, output, to_percent = _SCENARIOS[scenario]
+    source_task, target_task = pairs[name]
+    bench = _surrogate(scenario)
 
     def source(X: Tensor) -> Tensor:
-        return bench(source_task, X)
+        return to_percent * bench(source_task, X)
 
     def target(X: Tensor) -> Tensor:
-        return bench(target_task, X)
+        return to_percent * bench(target_task, X)
 
     U = torch.rand(
         2000, bench.dim, generator=torch.Generator().manual_seed(0), dtype=torch.float64
@@ -89,6 +106,6 @@ def lcbench_pair(name: str) -> TransferProblem:
         n_init=3,
         iterations=30,
         beta=0.3,
-        description=f"LCBench (YAHPO) pair: source task {source_task}, target task "
-        f"{target_task}, val_accuracy (%), rank correlation {rho:.2f}",
+        description=f"{scenario} (YAHPO) pair: source task {source_task}, target "
+        f"task {target_task}, {output} (%), rank correlation {rho:.2f}",
     )

@@ -20,7 +20,7 @@ from torch import Tensor
 from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo import breast_cancer
-from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS, lcbench_pair
+from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS, hpo_pair
 
 __all__ = [
     "PROBLEMS",
@@ -233,7 +233,7 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
         for kind in CONTROLS
     },
     # real HPO pairs: need the [yahpo] extra and the YAHPO data folder
-    **{name: partial(lcbench_pair, name) for name in LCBENCH_PAIRS},
+    **{name: partial(hpo_pair, name) for name in HPO_PAIRS},
 }
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from botorch_transfer.benchmarks.controls import CONTROLS
-from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS
+from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
 from botorch_transfer.benchmarks.problems import CONTROLLED, SHILTON_SHIFTS
 
 PAPER_SETTINGS = (
@@ -95,7 +95,7 @@ TRACKS: dict[str, Track] = {
             "gp-ucb-fitted",
             "random",
         ),
-        problems=PAPER_SETTINGS + SHILTON + CONTROL_PROBLEMS + tuple(LCBENCH_PAIRS),
+        problems=PAPER_SETTINGS + SHILTON + CONTROL_PROBLEMS + tuple(HPO_PAIRS),
         description="every model with its documented defaults, fitted every "
         "iteration, against MultiTaskGP, RGPE and the no-transfer GP",
     ),

@@ -118,31 +118,57 @@ def test_identical_references_have_the_target_as_their_source(base):
         assert "REFERENCE" in problem.description
 
 
-def _yahpo_available():
+def _yahpo_available(scenario: str = "lcbench"):
     pytest.importorskip("onnxruntime")
     from botorch_transfer.benchmarks.yahpo import default_data_dir
 
-    if not (default_data_dir() / "lcbench" / "model.onnx").exists():
-        pytest.skip("the YAHPO LCBench data folder is not here")
+    if not (default_data_dir() / scenario / "model.onnx").exists():
+        pytest.skip(f"the YAHPO {scenario} data folder is not here")
 
 
-def test_lcbench_pairs_span_the_range_of_agreement():
-    _yahpo_available()
-    from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS, rank_correlation
-    from botorch_transfer.benchmarks.runner import run_experiment
+def _pair_correlations(pairs, dim):
+    from botorch_transfer.benchmarks.hpo_pairs import rank_correlation
 
     rhos = {}
-    for name in LCBENCH_PAIRS:
+    for name in pairs:
         problem = make_problem(name)
         U = problem.sample(500, torch.Generator().manual_seed(3))
         s, t = problem.source(U).squeeze(-1), problem.target(U).squeeze(-1)
         rhos[name] = rank_correlation(s, t)
         stated = float(problem.description.rsplit("rank correlation ", 1)[1])
         assert abs(stated - rhos[name]) < 0.1  # the description's 2000-point value
-        assert problem.dim == 7 and problem.n_source == 300
+        assert problem.dim == dim and problem.n_source == 300
+    return rhos
+
+
+def test_lcbench_pairs_span_the_range_of_agreement():
+    _yahpo_available()
+    from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS
+    from botorch_transfer.benchmarks.runner import run_experiment
+
+    rhos = _pair_correlations(LCBENCH_PAIRS, dim=7)
     assert rhos["lcbench-pair-strong"] > 0.9 and abs(rhos["lcbench-pair-none"]) < 0.15
     assert rhos["lcbench-pair-negative"] < -0.2
     record = run_experiment("lcbench-pair-weak", "gp-ucb-fitted", 0, 2)
+    assert len(record["queries"]) == 2 and "error" not in record
+
+
+def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
+    _yahpo_available("rbv2_xgboost")
+    from botorch_transfer.benchmarks.hpo_pairs import XGBOOST_PAIRS
+    from botorch_transfer.benchmarks.runner import run_experiment
+    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
+
+    rhos = _pair_correlations(XGBOOST_PAIRS, dim=13)
+    assert rhos["xgboost-pair-strong"] > 0.9
+    assert 0.15 < rhos["xgboost-pair-weak"] < 0.45
+    # the objective is the surrogate's accuracy in percent, the target task's
+    problem = make_problem("xgboost-pair-weak")
+    U = problem.sample(5, torch.Generator().manual_seed(4))
+    raw = YahpoSurrogate("rbv2_xgboost", "acc")("40981", U)
+    assert torch.allclose(problem.target(U), 100 * raw, rtol=0, atol=1e-12)
+    assert "rbv2_xgboost" in problem.description
+    record = run_experiment("xgboost-pair-strong", "gp-ucb-fitted", 0, 2)
     assert len(record["queries"]) == 2 and "error" not in record
 
 

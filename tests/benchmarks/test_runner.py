@@ -3,6 +3,7 @@ import json
 import pytest
 
 from botorch_transfer.benchmarks.__main__ import main
+from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
 from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS
 from botorch_transfer.benchmarks.report import summary_table
@@ -22,8 +23,8 @@ SMOKE_PROBLEMS = sorted(
         or p.endswith(("-unrelated", "-affine", "-identical"))
     )
     or p in ("shilton-bumps-s0.5", "gaussian-bumps-unrelated", "bohachevsky-affine")
-    # the LCBench pairs need the [yahpo] extra: test_problems runs them when present
-    if not p.startswith("lcbench-pair-")
+    # the real HPO pairs need the [yahpo] extra: test_problems runs them when present
+    if p not in HPO_PAIRS
 )
 
 
