@@ -18,6 +18,7 @@ from botorch_transfer.benchmarks.report import (
     simple_regret_table,
     summary_table,
     transfer_targets_table,
+    with_regret,
 )
 
 
@@ -29,6 +30,35 @@ def test_mean_ci_by_hand():
     assert ci.tolist() == pytest.approx([1.96 * s / math.sqrt(3) for s in sd])
     _, ci_one = mean_ci(values[:1])
     assert ci_one.tolist() == [0.0, 0.0]  # a single run has no interval
+
+
+def test_a_dense_sample_optimum_is_raised_to_the_best_value_found():
+    def record(method, values, optimum=1.0, exact=False, problem="p"):
+        regret = [optimum - v for v in values]
+        return {
+            "problem": problem,
+            "method": method,
+            "seed": 0,
+            "values": values,
+            "regret": regret,
+            "cumulative_regret": np.cumsum(regret).tolist(),
+            "optimum": optimum,
+            "optimum_is_exact": exact,
+        }
+
+    # b beat the estimate 1.0 by 0.5: both runs' regret is against 1.5
+    filled = with_regret([record("a", [0.5, 1.0]), record("b", [1.5, 0.0])])
+    assert [r["optimum"] for r in filled] == [1.5, 1.5]
+    assert filled[0]["regret"] == pytest.approx([1.0, 0.5])
+    assert filled[1]["cumulative_regret"] == pytest.approx([0.0, 1.5])
+    assert all(r["optimum_is_best_found"] for r in filled)
+    # an estimate nobody beat, an exact optimum, and another problem stay as they are
+    kept = [
+        record("a", [0.2, 0.9]),
+        record("a", [1.5, 0.0], exact=True, problem="grid"),
+        record("a", [0.1], optimum=0.5, problem="other"),
+    ]
+    assert with_regret(kept) == kept
 
 
 def test_summary_and_plot(tmp_path):
