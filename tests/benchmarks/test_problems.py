@@ -144,19 +144,15 @@ def _pair_correlations(pairs, dim):
 def test_lcbench_pairs_span_the_range_of_agreement():
     _yahpo_available()
     from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS
-    from botorch_transfer.benchmarks.runner import run_experiment
 
     rhos = _pair_correlations(LCBENCH_PAIRS, dim=7)
     assert rhos["lcbench-pair-strong"] > 0.9 and abs(rhos["lcbench-pair-none"]) < 0.15
     assert rhos["lcbench-pair-negative"] < -0.2
-    record = run_experiment("lcbench-pair-weak", "gp-ucb-fitted", 0, 2)
-    assert len(record["queries"]) == 2 and "error" not in record
 
 
 def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
     _yahpo_available("rbv2_xgboost")
     from botorch_transfer.benchmarks.hpo_pairs import XGBOOST_PAIRS
-    from botorch_transfer.benchmarks.runner import run_experiment
     from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
 
     rhos = _pair_correlations(XGBOOST_PAIRS, dim=13)
@@ -168,8 +164,20 @@ def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
     raw = YahpoSurrogate("rbv2_xgboost", "acc")("40981", U)
     assert torch.allclose(problem.target(U), 100 * raw, rtol=0, atol=1e-12)
     assert "rbv2_xgboost" in problem.description
-    record = run_experiment("xgboost-pair-strong", "gp-ucb-fitted", 0, 2)
-    assert len(record["queries"]) == 2 and "error" not in record
+
+
+@pytest.mark.parametrize("method", ["mtgp", "rgpe", "gp-ucb-fitted"])
+@pytest.mark.parametrize(
+    "scenario, pair",
+    [("lcbench", "lcbench-pair-weak"), ("rbv2_xgboost", "xgboost-pair-strong")],
+)
+def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(scenario, pair, method):
+    _yahpo_available(scenario)
+    from botorch_transfer.benchmarks.runner import run_experiment
+
+    record = run_experiment(pair, method, 0, 2)
+    assert "error" not in record and len(record["queries"]) == 2
+    assert all(len(x) == make_problem(pair).dim for x in record["queries"])
 
 
 @pytest.mark.parametrize("name", ["bohachevsky", "gaussian-bumps"])  # grid, box
