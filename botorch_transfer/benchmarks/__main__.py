@@ -44,7 +44,7 @@ from botorch_transfer.benchmarks.methods import (
     describe_method,
 )
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.report import plot_regret, summary_table
+from botorch_transfer.benchmarks.report import plot_regret, summary_table, with_regret
 from botorch_transfer.benchmarks.runner import (
     ResultsWriter,
     deduplicate,
@@ -311,8 +311,26 @@ def cmd_run(args: argparse.Namespace) -> None:
     cmd_plot(args, records)
 
 
+def _selected(args: argparse.Namespace) -> list[dict]:
+    r"""The records of ``args.out``, restricted to ``--problems``/``--methods`` where
+    given (e.g. the problems that have all their seeds). Regret is filled in before
+    the selection, so that it is against the best value found by any run."""
+    records = with_regret(_load(args.out))
+    for field in ("problems", "methods"):
+        wanted = getattr(args, field, None)
+        if wanted:
+            missing = set(wanted) - {r[field[:-1]] for r in records}
+            if missing:
+                raise UsageError(
+                    f"--{field}: no record in {args.out / RESULTS} of "
+                    f"{_joined(missing)}"
+                )
+            records = [r for r in records if r[field[:-1]] in wanted]
+    return records
+
+
 def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -> None:
-    print(summary_table(_load(args.out) if records is None else records))
+    print(summary_table(_selected(args) if records is None else records))
 
 
 def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> None:
@@ -320,7 +338,7 @@ def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> Non
     options = {
         name: getattr(args, name) for name in ("log_y", "dpi") if hasattr(args, name)
     }
-    records = _load(args.out) if records is None else records
+    records = _selected(args) if records is None else records
     if all("error" in r for r in records):
         raise SystemExit(
             f"error: no finished run in {args.out / RESULTS} to plot; "
@@ -490,6 +508,14 @@ def main(argv: list[str] | None = None) -> None:
     for name, func in (("summarize", cmd_summarize), ("plot", cmd_plot)):
         p = sub.add_parser(name)
         p.set_defaults(func=func)
+        for field in ("problems", "methods"):
+            p.add_argument(
+                f"--{field}",
+                nargs="+",
+                default=None,
+                metavar=field[:-1].upper(),
+                help=f"only the records of these {field} (default: all)",
+            )
     plot = sub.choices["plot"]
     plot.add_argument(
         "--log-y",

@@ -87,6 +87,33 @@ def test_summarize_and_plot_need_results(tmp_path, command):
     assert "no results" in str(e.value.code)
 
 
+def test_summarize_selects_problems_and_methods(tmp_path, capsys):
+    def record(problem, method, values):
+        return {
+            "problem": problem,
+            "method": method,
+            "seed": 0,
+            "values": values,
+            "iteration_s": [0.1] * len(values),
+            "optimum": 1.0,
+            "optimum_is_exact": False,
+        }
+
+    # b's 2.0 beats the estimate 1.0 on p: a's regret is against 2.0 even without b
+    write_records(
+        tmp_path,
+        [record("p", "a", [0.5, 1.0]), record("p", "b", [2.0]), record("q", "a", [1])],
+    )
+    main(["summarize", "--out", str(tmp_path), "--problems", "p", "--methods", "a"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    table = [row for row in rows if row[:1] in (["p"], ["q"])]
+    assert [row[:3] for row in table] == [["p", "a", "1"]]
+    assert float(table[0][3]) == pytest.approx(1.5 + 1.0)  # R_T against 2.0
+    with pytest.raises(SystemExit) as e:
+        main(["summarize", "--out", str(tmp_path), "--methods", "a", "zz"])
+    assert e.value.code == 2 and "--methods: no record" in capsys.readouterr().err
+
+
 def test_plot_needs_a_finished_run(tmp_path):
     write_records(tmp_path, [{"problem": "p", "method": "a", "seed": 0, "error": "x"}])
     with pytest.raises(SystemExit) as e:
