@@ -28,8 +28,8 @@ LCBENCH_PAIRS = {
     "lcbench-pair-none": ("168868", "168910"),  # rho = 0.00
     "lcbench-pair-negative": ("189873", "34539"),  # rho = -0.44
 }
-#: rbv2_xgboost pairs, chosen among the 119 tasks (targets with an accuracy sd of at
-#: least 0.12 over the cube, so that there is something to optimize).
+#: rbv2_xgboost pairs, chosen among the 119 tasks (targets whose accuracy sd over the
+#: cube is at least 12 points, so that there is something to optimize).
 XGBOOST_PAIRS = {
     "xgboost-pair-strong": ("1497", "375"),  # rho = 0.95
     "xgboost-pair-weak": ("40685", "40981"),  # rho = 0.30
