@@ -167,17 +167,16 @@ def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
 
 
 @pytest.mark.parametrize("method", ["mtgp", "rgpe", "gp-ucb-fitted"])
-@pytest.mark.parametrize(
-    "scenario, pair",
-    [("lcbench", "lcbench-pair-weak"), ("rbv2_xgboost", "xgboost-pair-strong")],
-)
-def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(scenario, pair, method):
-    _yahpo_available(scenario)
+@pytest.mark.parametrize("pair", ["lcbench-pair-weak", "xgboost-pair-strong"])
+def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(pair, method):
+    from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
     from botorch_transfer.benchmarks.runner import run_experiment
 
+    _yahpo_available(HPO_PAIRS[pair])
     record = run_experiment(pair, method, 0, 2)
     assert "error" not in record and len(record["queries"]) == 2
-    assert all(len(x) == make_problem(pair).dim for x in record["queries"])
+    dim = make_problem(pair).dim
+    assert all(len(x) == dim for x in record["queries"])
 
 
 @pytest.mark.parametrize("name", ["bohachevsky", "gaussian-bumps"])  # grid, box
