@@ -99,6 +99,8 @@ class TransferState:
             source posterior), or ``None``.
         diagnostics: Per-iteration traces a method keeps for the run record (e.g.
             ``guard_uses_transfer``), one list per name, one entry per iteration.
+        guard: The previous iteration's ``TransferGuard`` (a prequential guard
+            builds on it), or ``None``.
     """
 
     problem: TransferProblem
@@ -106,6 +108,7 @@ class TransferState:
     generator: torch.Generator
     source_model: Any = None
     diagnostics: dict[str, list] = field(default_factory=dict)
+    guard: Any = None
 
     def target_noise(self, Y: Tensor) -> Tensor:
         r"""The known target noise variance, shaped like ``Y``."""
@@ -159,7 +162,9 @@ class AcquisitionMethod(TransferMethod):
             iteration (when there are target data).
         source_model: See :class:`TransferMethod`.
         guard: Wrap the (fitted) model in a
-            :class:`~botorch_transfer.models.guard.TransferGuard`.
+            :class:`~botorch_transfer.models.guard.TransferGuard`: ``True`` or
+            ``"loo"`` (its default criterion), or ``"prequential"`` (each
+            iteration's guard builds on the previous one's).
     """
 
     def __init__(
@@ -168,9 +173,11 @@ class AcquisitionMethod(TransferMethod):
         acquisition: AcquisitionBuilder | None = None,
         fit: bool = False,
         source_model: SourceBuilder | None = None,
-        guard: bool = False,
+        guard: bool | str = False,
     ) -> None:
         super().__init__(source_model=source_model)
+        if guard is True:
+            guard = "loo"
         self.model = model
         self.acquisition = ucb if acquisition is None else acquisition
         self.fit = fit
@@ -190,7 +197,19 @@ class AcquisitionMethod(TransferMethod):
         model = self.model(state, X, Y)
         if self.fit and X.shape[0] > 0:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        if self.guard:
+        if self.guard == "prequential":
+            model = state.guard = TransferGuard(
+                model, criterion="prequential", previous=state.guard
+            )
+            # which model acted and the target-only GP's prequential gain so far
+            sums = model.prequential_log_density
+            state.diagnostics.setdefault("guard_uses_transfer", []).append(
+                model.uses_transfer
+            )
+            state.diagnostics.setdefault("guard_prequential_gain", []).append(
+                sums["target"] - sums["transfer"]
+            )
+        elif self.guard:
             model = TransferGuard(model)
             # which model acted and by how much the target-only GP's LOO density
             # beat the transfer model's (nats per point; None: too few points)
@@ -331,6 +350,7 @@ def deltabo_model(
         source=state.source_model,
         delta_covar_module=problem.kernels["delta"](problem.dim),
         residual_covariance=residual_covariance,
+        source_map="identity",  # the paper's f = g + delta
     )
 
 
@@ -459,8 +479,11 @@ def default_settings_model(
 
 def fitted_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOModel:
     r"""DeltaBO on the fitted source GP, default delta kernel, standardized outcomes
-    (the delta kernel's default prior amplitude is then on the scale of the data)."""
-    return default_settings_model(DeltaBOModel, state, X, Y, state.source_model)
+    (the delta kernel's default prior amplitude is then on the scale of the data),
+    the paper's identity map (``source_map="identity"``, the class default until the
+    track chose ``"marginal-affine"``: ``deltabo-marginal-fitted``)."""
+    builder = partial(DeltaBOModel, source_map="identity")
+    return default_settings_model(builder, state, X, Y, state.source_model)
 
 
 def affine_deltabo_model(state: TransferState, X: Tensor, Y: Tensor) -> DeltaBOModel:
@@ -600,9 +623,9 @@ register_method(
     AcquisitionMethod(
         fitted_deltabo_model, fit=True, source_model=fitted_source_posterior
     ),
-    "DeltaBOModel with its defaults (full residual covariance): source SingleTaskGP "
-    "fitted once, default delta kernel fitted every iteration, standardized "
-    "outcomes; UCB",
+    "DeltaBOModel with the paper's identity map and our full residual covariance: "
+    "source SingleTaskGP fitted once, default delta kernel fitted every iteration, "
+    "standardized outcomes; UCB",
 )
 register_method(
     "deltabo-fitted-source-gp",
@@ -706,6 +729,17 @@ register_method(
     ),
     "deltabo-marginal-fitted inside a TransferGuard (leave-one-out against a "
     "target-only SingleTaskGP); UCB",
+)
+register_method(
+    "deltabo-marginal-prequential",
+    AcquisitionMethod(
+        marginal_affine_deltabo_model,
+        fit=True,
+        source_model=fitted_source_posterior,
+        guard="prequential",
+    ),
+    "deltabo-marginal-fitted inside a prequential TransferGuard (the target-only "
+    "GP acts once it predicted the run's new observations better, summed); UCB",
 )
 register_method(
     "envgp-guarded",

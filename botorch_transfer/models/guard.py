@@ -13,6 +13,13 @@ single-task GP).
 The LOO predictions of the transfer model keep its fitted hyperparameters and rebuild
 everything derived from the target data without the left-out point (residuals,
 corrections, ensemble weights), so no target observation predicts itself.
+
+``criterion="prequential"`` judges instead by how well each model, as fitted before a
+query was observed, predicted it (Dawid's prequential principle): the guard of the
+previous BO iteration is passed as ``previous``, its two models score the new
+observations, and the sums accumulate along the run. Leave-one-out measures how well
+a model interpolates where BO has already been; the prequential score measures how
+well it predicted where BO went next, which is what the acquisition relies on.
 """
 
 from __future__ import annotations
@@ -109,6 +116,42 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
     return log_density
 
 
+def predictive_log_density(
+    model: Model, X: Tensor, Y: Tensor, Yvar: Tensor | None = None
+) -> Tensor:
+    r"""Log predictive density of observations ``Y`` at ``X`` under ``model``, in the
+    user's units.
+
+    Args:
+        model: A single-output, non-batched model.
+        X: ``n x d`` raw inputs.
+        Y: ``n x 1`` observations.
+        Yvar: ``n x 1`` known observation noise variances (user units), or ``None``
+            to add the model's own noise (``observation_noise=True``).
+
+    Returns:
+        ``n`` log densities.
+    """
+    with torch.no_grad():
+        if Yvar is None:
+            posterior = model.posterior(X, observation_noise=True)
+            variance = posterior.variance
+        else:
+            posterior = model.posterior(X)
+            variance = posterior.variance + Yvar
+    return normal_log_density(Y, posterior.mean, variance).squeeze(-1)
+
+
+CRITERIA = ("loo", "prequential")
+
+
+def _same_data(A: Tensor, B: Tensor) -> bool:
+    r"""Whether ``A`` and ``B`` are the same data up to round-off (the user-unit
+    outcomes of two models pass through each model's own fitted outcome map)."""
+    tolerance = 1e3 * torch.finfo(A.dtype).eps
+    return torch.allclose(A, B, rtol=tolerance, atol=tolerance * B.abs().max())
+
+
 class TransferGuard(SingleOutputTargetMixin, Model):
     r"""Act as the transfer model while it predicts the target's data at least as
     well as a target-only GP (leave-one-out), else as the target-only GP.
@@ -119,14 +162,27 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     target points (too few to judge). Build a new guard after each refit, as you
     build the model itself.
 
+    With ``criterion="prequential"`` the comparison is the sum, over the target
+    points observed since the first guard of the run, of each point's log predictive
+    density under the two models of the guard built just before it was observed
+    (pass that guard as ``previous``); the transfer model acts unless the target-only
+    GP's sum is higher by more than ``margin`` nats in total. Without ``previous``
+    (the run's first guard) there is no evidence yet and the transfer model acts.
+
     Args:
         model: A fitted, non-batched source-conditioned model (``DeltaBOModel``,
             ``EnvGP``, ``DiffGP``, ``RGPE``, ...).
         target_model: The no-transfer alternative (default: a ``SingleTaskGP`` on the
             model's target data, with BoTorch's defaults, a copy of the model's
             input transform, and fitted here with ``fit_gpytorch_mll``).
-        margin: Nats per point the target-only GP must gain before it is used.
-        min_points: Fewest target points at which the guard compares.
+        margin: Nats the target-only GP must gain before it is used: per point
+            under ``"loo"``, in total under ``"prequential"``.
+        min_points: Fewest target points at which the guard compares (under
+            ``"prequential"``: at which the target-only GP is fitted, so that it
+            predicts the next observations).
+        criterion: ``"loo"`` (default) or ``"prequential"`` (see above).
+        previous: Under ``"prequential"``, the guard of the previous BO iteration,
+            on a prefix of this model's target data (``None`` at the first).
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -134,6 +190,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         >>> guarded = TransferGuard(model)
         >>> acqf = LogExpectedImprovement(guarded, best_f=train_Y.max())
         >>> guarded.uses_transfer  # which model acts
+        >>> # prequential: each iteration's guard takes the previous one
+        >>> guarded = TransferGuard(model, criterion="prequential", previous=guarded)
     """
 
     def __init__(
@@ -142,8 +200,23 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         target_model: SingleTaskGP | None = None,
         margin: float = 0.0,
         min_points: int = 3,
+        criterion: str = "loo",
+        previous: TransferGuard | None = None,
     ) -> None:
         super().__init__()
+        if criterion not in CRITERIA:
+            raise ValueError(
+                f"`criterion` must be one of {CRITERIA}, got {criterion!r}."
+            )
+        if previous is not None and criterion != "prequential":
+            raise ValueError(
+                "`previous` applies to `criterion='prequential'` only, got "
+                f"{criterion!r}."
+            )
+        if previous is not None and not isinstance(previous, TransferGuard):
+            raise TypeError(
+                f"`previous` must be a TransferGuard, got {type(previous).__name__}."
+            )
         if not isinstance(model, SourceConditionedGP):
             raise TypeError(
                 "`model` must be a source-conditioned model of this package, got "
@@ -155,15 +228,54 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             raise ValueError(f"`min_points` must be an int >= 2, got {min_points!r}.")
         self.transfer_model = model
         self.margin, self.min_points = float(margin), min_points
+        self.criterion = criterion
         if target_model is None and model.target_X.shape[-2] >= min_points:
             target_model = self._fit_target_model(model)
         self.target_model = target_model
+        # the run's evidence so far (only floats are kept: no chain of guards)
+        self.prequential_log_density = self._prequential_sums(previous)
         self._choose()
+
+    def _prequential_sums(self, previous: TransferGuard | None) -> dict[str, float]:
+        r"""``previous``'s sums plus its models' log predictive densities of the
+        target points observed since it was built."""
+        if previous is None:
+            return {"transfer": 0.0, "target": 0.0}
+        X, Y = self.transfer_model.target_X, self.transfer_model.target_Y
+        m = previous.target_X.shape[-2]
+        if (
+            previous.target_X.shape[-2] > X.shape[-2]
+            or previous.target_X.shape[-1] != X.shape[-1]
+            or not _same_data(previous.target_X, X[:m])
+            or not _same_data(previous.target_Y, Y[:m])
+        ):
+            raise ValueError(
+                "`previous` must be a guard on a prefix of this model's target data "
+                f"(the previous BO iteration's), got one on {m} points that are not "
+                f"the first {m} of these {X.shape[-2]}."
+            )
+        sums = dict(previous.prequential_log_density)
+        if previous.target_model is None or m == X.shape[-2]:
+            return sums  # nothing new, or no target-only GP to predict it yet
+        Yvar = self.transfer_model.target_Yvar
+        new = (X[m:], Y[m:], None if Yvar is None else Yvar[m:])
+        sums["transfer"] += (
+            predictive_log_density(previous.transfer_model, *new).sum().item()
+        )
+        sums["target"] += (
+            predictive_log_density(previous.target_model, *new).sum().item()
+        )
+        return sums
 
     def _choose(self) -> None:
         r"""Compare the two models' LOO densities and set ``uses_transfer``."""
         self.loo_log_density: dict[str, float] = {}
         n = self.transfer_model.target_X.shape[-2]
+        if self.criterion == "prequential":
+            sums = self.prequential_log_density
+            gain = sums["target"] - sums["transfer"]
+            self.uses_transfer = self.target_model is None or gain <= self.margin
+            return
         if n < self.min_points or self.target_model is None:
             self.uses_transfer = True  # too few points to judge
             return

@@ -84,6 +84,8 @@ def ref_delta_kernel(A, B):
 
 def make_model(source, X, Y, mode="diagonal", **kwargs):
     kwargs.setdefault("train_Yvar", torch.full_like(Y, TARGET_NOISE))
+    # the paper's f = g + delta unless a test asks for another map
+    kwargs.setdefault("source_map", "identity")
     return DeltaBOModel(
         X,
         Y,
@@ -351,6 +353,7 @@ def test_fitted_model_source_with_transforms_matches_its_posterior():
         source=gp,
         train_Yvar=torch.full_like(Y, TARGET_NOISE),
         delta_covar_module=delta_kernel(),
+        source_map="identity",
     )
 
     def src_mean(A):
@@ -705,7 +708,7 @@ def test_construct_inputs_builds_the_model():
         delta_covar_module=delta_kernel(),
         fit_source=False,
     )
-    direct = make_model(source, X, Y, mode="full")
+    direct = make_model(source, X, Y, mode="full", source_map=None)  # the default
     X_test = torch.rand(3, 2, dtype=F64)
     torch.testing.assert_close(
         model.posterior(X_test).mean,
@@ -957,6 +960,30 @@ def test_marginal_affine_arguments_are_checked():
             source_map="marginal-affine",
             source_offset_sd=float("inf"),
         )
+
+
+def test_default_source_map_is_marginal_affine_with_the_full_residual():
+    # chosen by the default-settings track (issue 16); the paper's identity map
+    # stays the default of the paper's diagonal residual, and one argument away
+    source = make_source()
+    X, Y = make_target()
+    default = make_model(source, X, Y, mode="full", source_map=None)
+    assert default.source_map == "marginal-affine"
+    explicit = make_model(source, X, Y, mode="full", source_map="marginal-affine")
+    X_test = torch.rand(4, 2, dtype=F64)
+    for a, b in (
+        (default.posterior(X_test).mean, explicit.posterior(X_test).mean),
+        (default.posterior(X_test).variance, explicit.posterior(X_test).variance),
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # the source's scale and offset are integrated out: wider than the identity map
+    identity = make_model(source, X, Y, mode="full")
+    assert identity.source_map == "identity"
+    assert (
+        default.posterior(X_test).variance > identity.posterior(X_test).variance
+    ).all()
+    paper = make_model(source, X, Y, mode="diagonal", source_map=None)
+    assert paper.source_map == "identity"
 
 
 def test_marginal_affine_leaves_a_source_optimum_the_target_contradicts():

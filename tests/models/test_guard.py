@@ -207,3 +207,100 @@ def test_guard_as_a_model_class_equals_the_guard_of_a_fitted_model():
     assert fold.loo_log_density == pytest.approx(expected.loo_log_density, rel=1e-9)
     with pytest.raises(TypeError, match="`model_class` must be a source-conditioned"):
         TransferGuard.of(SingleTaskGP)
+
+
+# ------------------------------------------------------------ prequential criterion
+
+
+def guards_along(cls, source, X, Y, start=3, **kwargs):
+    r"""The guards of a run that observes ``X`` one point at a time from ``start``."""
+    guard, guards = None, []
+    for n in range(start, X.shape[0] + 1):
+        model = fitted(cls(X[:n], Y[:n], source=source, **kwargs))
+        guard = TransferGuard(model, criterion="prequential", previous=guard)
+        guards.append(guard)
+    return guards
+
+
+def test_prequential_sums_are_the_previous_models_predictive_densities():
+    generator = torch.Generator().manual_seed(1)
+    X_s = torch.rand(30, 2, generator=generator, dtype=F64)
+    X = torch.rand(8, 2, generator=generator, dtype=F64)
+    Y = 5.0 * sine(X) + 2.0  # user units: the target GP standardizes
+    Yvar = torch.full_like(Y, 0.01)
+    source = TaskData(X_s, 5.0 * sine(X_s) + 2.0)
+    first = TransferGuard(
+        fitted(DeltaBOModel(X[:5], Y[:5], Yvar[:5], source=source)),
+        criterion="prequential",
+    )
+    # the run's first guard has no evidence: the transfer model acts
+    assert first.prequential_log_density == {"transfer": 0.0, "target": 0.0}
+    assert first.uses_transfer
+    second = TransferGuard(
+        fitted(DeltaBOModel(X, Y, Yvar, source=source)),
+        criterion="prequential",
+        previous=first,
+    )
+    # reference: the first guard's target-only GP, by plain linear algebra in its
+    # standardized units, predicts the 3 new points (plus their known noise)
+    gp = first.target_model
+    mean_y, std_y = gp.outcome_transform.means, gp.outcome_transform.stdvs
+    Z = gp.input_transform(X) if hasattr(gp, "input_transform") else X
+    kernel = gp.covar_module
+    with torch.no_grad():
+        K = kernel(Z[:5]).to_dense() + torch.diag(Yvar[:5, 0] / std_y[0, 0] ** 2)
+        k = kernel(Z[5:], Z[:5]).to_dense()
+        c = gp.mean_module.constant
+        z = (Y[:5, 0] - mean_y[0, 0]) / std_y[0, 0]
+        mu = c + k @ torch.linalg.solve(K, z - c)
+        var = kernel(Z[5:], diag=True) - (k * torch.linalg.solve(K, k.T).T).sum(-1)
+    mu_user, var_user = mu * std_y[0, 0] + mean_y[0, 0], var * std_y[0, 0] ** 2
+    expected_target = normal_log_density(Y[5:, 0], mu_user, var_user + 0.01).sum()
+    # the transfer model's densities from its own posterior at the new points
+    post = first.transfer_model.posterior(X[5:])
+    expected_transfer = normal_log_density(
+        Y[5:, 0], post.mean[:, 0], post.variance[:, 0] + 0.01
+    ).sum()
+    sums = second.prequential_log_density
+    assert sums["target"] == pytest.approx(expected_target.item(), rel=1e-9)
+    assert sums["transfer"] == pytest.approx(expected_transfer.item(), rel=1e-9)
+    assert second.uses_transfer == (sums["target"] - sums["transfer"] <= 0.0)
+
+
+def test_prequential_guard_keeps_a_related_source_and_drops_an_unrelated_one():
+    generator = torch.Generator().manual_seed(0)
+    X_s = torch.rand(40, 2, generator=generator, dtype=F64)
+    X = torch.rand(12, 2, generator=generator, dtype=F64)
+    Y = sine(X)
+    related = TaskData(X_s, sine(X_s))
+    unrelated = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    kept = guards_along(DeltaBOModel, related, X, Y)
+    dropped = guards_along(DeltaBOModel, unrelated, X, Y)
+    assert all(guard.uses_transfer for guard in kept)
+    last = dropped[-1].prequential_log_density
+    assert last["target"] > last["transfer"]
+    assert not dropped[-1].uses_transfer
+    assert dropped[-1].model is dropped[-1].target_model
+    # the sums only grow by the new points' densities: a guard holds no chain
+    assert not any(isinstance(v, TransferGuard) for v in vars(dropped[-1]).values())
+
+
+def test_prequential_arguments_are_checked():
+    source = make_source()
+    X, Y = make_target(n=6)
+    guard = TransferGuard(fitted(DeltaBOModel(X, Y, source=source)))
+    with pytest.raises(ValueError, match="`criterion` must be one of"):
+        TransferGuard(guard.transfer_model, criterion="holdout")
+    with pytest.raises(ValueError, match="`previous` applies to `criterion="):
+        TransferGuard(guard.transfer_model, previous=guard)
+    with pytest.raises(TypeError, match="`previous` must be a TransferGuard"):
+        TransferGuard(guard.transfer_model, criterion="prequential", previous=object())
+    later = TransferGuard(
+        DeltaBOModel(X, Y, source=source), criterion="prequential", previous=None
+    )
+    other = DeltaBOModel(X.flip(0), Y.flip(0), source=source)
+    with pytest.raises(ValueError, match="`previous` must be a guard on a prefix"):
+        TransferGuard(other, criterion="prequential", previous=later)
+    shorter = DeltaBOModel(X[:4], Y[:4], source=source)
+    with pytest.raises(ValueError, match="`previous` must be a guard on a prefix"):
+        TransferGuard(shorter, criterion="prequential", previous=later)
