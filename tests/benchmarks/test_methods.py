@@ -309,13 +309,14 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
         + ["--pretrain-steps", "3"]
     )
     goals = [r for r in rows if "goal" in r]
-    assert len(goals) == 10
+    assert len(goals) == 11
     assert all(
         math.isfinite(r["value"]) and r["met"] == (r["value"] <= r["goal"])
         for r in goals
     )
     out = capsys.readouterr().out
     assert "envgp-fitted-low-rank/DeltaBO" in out and "50-point subsample" in out
+    assert "default source map" in out
 
 
 def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
