@@ -511,7 +511,10 @@ def guard_table(records: list[dict]) -> str:
     two models (it needs ``min_points`` target points) and chose the target-only GP,
     and the mean leave-one-out gain of the target-only GP over the transfer model at
     those comparisons (nats per point; > 0: the target-only GP predicted the
-    target's own data better).
+    target's own data better). A prequential guard (``guard_prequential_gain``)
+    decides at every iteration; its gain is the target-only GP's summed
+    prequential gain at the run's last iteration (nats in total), averaged over
+    runs, marked ``(sum)``.
 
     Args:
         records: Run records.
@@ -535,9 +538,14 @@ def guard_table(records: list[dict]) -> str:
         f"{'LOO gain':>9}",
     ]
     for (problem, method), runs in sorted(groups.items()):
-        chosen, gains = [], []
+        chosen, gains, summed = [], [], False
         for run in runs:
             trace = run["diagnostics"]
+            if "guard_prequential_gain" in trace:  # decides at every iteration
+                summed = True
+                chosen.extend(not uses for uses in trace["guard_uses_transfer"])
+                gains.append(trace["guard_prequential_gain"][-1])
+                continue
             steps = zip(trace["guard_uses_transfer"], trace["guard_loo_gain"])
             for uses, gain in steps:
                 if gain is not None:  # compared (enough target points)
@@ -547,6 +555,7 @@ def guard_table(records: list[dict]) -> str:
         gain = f"{np.mean(gains):+.2f}" if gains else "-"
         lines.append(
             f"{problem:<{pw}} {method:<{mw}} {len(runs):>4} {share:>10} {gain:>9}"
+            + (" (sum)" if summed else "")
         )
     return "\n".join(lines)
 

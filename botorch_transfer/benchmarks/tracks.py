@@ -88,6 +88,7 @@ TRACKS: dict[str, Track] = {
             "deltabo-affine-guarded",
             "deltabo-marginal-fitted",
             "deltabo-marginal-guarded",
+            "deltabo-marginal-preq-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

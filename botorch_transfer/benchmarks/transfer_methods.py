@@ -731,7 +731,7 @@ register_method(
     "target-only SingleTaskGP); UCB",
 )
 register_method(
-    "deltabo-marginal-prequential",
+    "deltabo-marginal-preq-guarded",
     AcquisitionMethod(
         marginal_affine_deltabo_model,
         fit=True,

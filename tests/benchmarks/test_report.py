@@ -488,5 +488,17 @@ def test_guard_table_by_hand():
     # 3 of the 4 compared iterations used the target GP; mean gain 1.6 / 4
     assert row.split()[-3:] == ["2", "75%", "+0.40"]
     assert "plain" not in table
+    # a prequential guard decides at every iteration; its gain is the final sum
+    preq = _runs("ctl", "x-preq-guarded", [1.0, 2.0])
+    preq[0]["diagnostics"] = {
+        "guard_uses_transfer": [True, False, False],
+        "guard_prequential_gain": [0.0, 2.0, 3.0],
+    }
+    preq[1]["diagnostics"] = {
+        "guard_uses_transfer": [True, True],
+        "guard_prequential_gain": [0.0, -1.0],
+    }
+    row = next(line for line in guard_table(preq).splitlines() if "x-preq" in line)
+    assert row.split()[-4:] == ["2", "40%", "+1.00", "(sum)"]
     assert "TransferGuard" in summary_table(runs + unguarded)
     assert guard_table(unguarded) == ""
