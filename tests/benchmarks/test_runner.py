@@ -64,8 +64,16 @@ def test_every_problem_and_method_runs(problem, method, device):
         assert all(r >= -1e-12 for r in record["regret"])  # exact optimum on the grid
     if method.endswith("-guarded"):  # which model the guard used, every iteration
         trace = record["diagnostics"]
-        assert len(trace["guard_uses_transfer"]) == len(trace["guard_loo_gain"]) == 2
-        for uses, gain in zip(trace["guard_uses_transfer"], trace["guard_loo_gain"]):
+        # a prequential guard keeps its summed gain, a leave-one-out one its LOO gain
+        key = (
+            "guard_prequential_gain"
+            if "guard_prequential_gain" in trace
+            else "guard_loo_gain"
+        )
+        assert len(trace["guard_uses_transfer"]) == len(trace[key]) == 2
+        if key == "guard_prequential_gain":
+            assert trace[key][0] == 0.0  # the run's first guard has no evidence
+        for uses, gain in zip(trace["guard_uses_transfer"], trace[key]):
             # margin 0: the transfer model acts unless the target-only GP gains
             assert uses is (gain is None or gain <= 0.0)
     else:
