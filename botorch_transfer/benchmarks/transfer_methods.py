@@ -197,28 +197,28 @@ class AcquisitionMethod(TransferMethod):
         model = self.model(state, X, Y)
         if self.fit and X.shape[0] > 0:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        if self.guard == "prequential":
-            model = state.guard = TransferGuard(
-                model, criterion="prequential", previous=state.guard
+        if self.guard:
+            prequential = self.guard == "prequential"
+            model = TransferGuard(
+                model,
+                criterion=self.guard,
+                previous=state.guard if prequential else None,
             )
-            # which model acted and the target-only GP's prequential gain so far
-            sums = model.prequential_log_density
+            # which model acted and by how much the target-only GP beat the
+            # transfer model: its prequential sum so far (nats), or its LOO density
+            # (nats per point; None: too few points)
+            if prequential:
+                state.guard = model
+                sums = model.prequential_log_density
+                key, gain = "guard_prequential_gain", sums["target"] - sums["transfer"]
+            else:
+                loo = model.loo_log_density
+                key = "guard_loo_gain"
+                gain = loo["target"] - loo["transfer"] if loo else None
             state.diagnostics.setdefault("guard_uses_transfer", []).append(
                 model.uses_transfer
             )
-            state.diagnostics.setdefault("guard_prequential_gain", []).append(
-                sums["target"] - sums["transfer"]
-            )
-        elif self.guard:
-            model = TransferGuard(model)
-            # which model acted and by how much the target-only GP's LOO density
-            # beat the transfer model's (nats per point; None: too few points)
-            loo = model.loo_log_density
-            gain = loo["target"] - loo["transfer"] if loo else None
-            state.diagnostics.setdefault("guard_uses_transfer", []).append(
-                model.uses_transfer
-            )
-            state.diagnostics.setdefault("guard_loo_gain", []).append(gain)
+            state.diagnostics.setdefault(key, []).append(gain)
         return maximize(state.problem, self.acquisition(model, state.problem, Y))
 
 

@@ -268,7 +268,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         return sums
 
     def _choose(self) -> None:
-        r"""Compare the two models' LOO densities and set ``uses_transfer``."""
+        r"""Compare the two models by the guard's criterion and set
+        ``uses_transfer``."""
         self.loo_log_density: dict[str, float] = {}
         n = self.transfer_model.target_X.shape[-2]
         if self.criterion == "prequential":

@@ -88,15 +88,20 @@ def fitted(model):
     return model
 
 
-@pytest.mark.parametrize("cls", [DeltaBOModel, EnvGP, DiffGP])
-def test_guard_keeps_a_related_source_and_drops_an_unrelated_one(cls):
+def sine_target_and_sources():
+    r"""12 target points of ``sine``, and 40-point sources: ``sine`` itself and an
+    unrelated one (a different, rougher function with a large offset)."""
     generator = torch.Generator().manual_seed(0)
     X_s = torch.rand(40, 2, generator=generator, dtype=F64)
     X = torch.rand(12, 2, generator=generator, dtype=F64)
-    Y = sine(X)
     related = TaskData(X_s, sine(X_s))
-    # an unrelated source: a different, rougher function with a large offset
     unrelated = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    return X, sine(X), related, unrelated
+
+
+@pytest.mark.parametrize("cls", [DeltaBOModel, EnvGP, DiffGP])
+def test_guard_keeps_a_related_source_and_drops_an_unrelated_one(cls):
+    X, Y, related, unrelated = sine_target_and_sources()
     guards = {}
     for name, source in (("related", related), ("unrelated", unrelated)):
         guards[name] = TransferGuard(fitted(cls(X, Y, source=source)))
@@ -174,10 +179,7 @@ def test_query_inputs_are_checked_whichever_model_acts():
 def test_guard_as_a_model_class_equals_the_guard_of_a_fitted_model():
     import pickle
 
-    generator = torch.Generator().manual_seed(0)
-    X_s = torch.rand(40, 2, generator=generator, dtype=F64)
-    X = torch.rand(12, 2, generator=generator, dtype=F64)
-    unrelated = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    X, _, _, unrelated = sine_target_and_sources()
     guarded_class = TransferGuard.of(DeltaBOModel)
     assert guarded_class.__name__ == "GuardedDeltaBOModel"
     assert pickle.loads(pickle.dumps(guarded_class)) is guarded_class
@@ -268,12 +270,7 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
 
 
 def test_prequential_guard_keeps_a_related_source_and_drops_an_unrelated_one():
-    generator = torch.Generator().manual_seed(0)
-    X_s = torch.rand(40, 2, generator=generator, dtype=F64)
-    X = torch.rand(12, 2, generator=generator, dtype=F64)
-    Y = sine(X)
-    related = TaskData(X_s, sine(X_s))
-    unrelated = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    X, Y, related, unrelated = sine_target_and_sources()
     kept = guards_along(DeltaBOModel, related, X, Y)
     dropped = guards_along(DeltaBOModel, unrelated, X, Y)
     assert all(guard.uses_transfer for guard in kept)
