@@ -89,6 +89,7 @@ TRACKS: dict[str, Track] = {
             "deltabo-marginal-fitted",
             "deltabo-marginal-guarded",
             "deltabo-marginal-preq-guarded",
+            "deltabo-marginal-preqclip-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

@@ -165,6 +165,8 @@ class AcquisitionMethod(TransferMethod):
             :class:`~botorch_transfer.models.guard.TransferGuard`: ``True`` or
             ``"loo"`` (its default criterion), or ``"prequential"`` (each
             iteration's guard builds on the previous one's).
+        guard_options: More keyword arguments of the ``TransferGuard`` (e.g.
+            ``{"prequential_clip": 3.0}``).
     """
 
     def __init__(
@@ -174,14 +176,18 @@ class AcquisitionMethod(TransferMethod):
         fit: bool = False,
         source_model: SourceBuilder | None = None,
         guard: bool | str = False,
+        guard_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(source_model=source_model)
         if guard is True:
             guard = "loo"
+        if guard_options and not guard:
+            raise ValueError("`guard_options` needs a `guard`.")
         self.model = model
         self.acquisition = ucb if acquisition is None else acquisition
         self.fit = fit
         self.guard = guard
+        self.guard_options = dict(guard_options or {})
 
     def propose(self, state: TransferState, X: Tensor, Y: Tensor) -> Tensor:
         r"""Maximize the acquisition of the model on ``(X, Y)`` over the domain.
@@ -203,14 +209,15 @@ class AcquisitionMethod(TransferMethod):
                 model,
                 criterion=self.guard,
                 previous=state.guard if prequential else None,
+                **self.guard_options,
             )
             # which model acted and by how much the target-only GP beat the
             # transfer model: its prequential sum so far (nats), or its LOO density
             # (nats per point; None: too few points)
             if prequential:
                 state.guard = model
-                sums = model.prequential_log_density
-                key, gain = "guard_prequential_gain", sums["target"] - sums["transfer"]
+                key = "guard_prequential_gain"
+                gain = model.prequential_log_density["gain"]
             else:
                 loo = model.loo_log_density
                 key = "guard_loo_gain"
@@ -740,6 +747,19 @@ register_method(
     ),
     "deltabo-marginal-fitted inside a prequential TransferGuard (the target-only "
     "GP acts once it predicted the run's new observations better, summed); UCB",
+)
+register_method(
+    "deltabo-marginal-preqclip-guarded",
+    AcquisitionMethod(
+        marginal_affine_deltabo_model,
+        fit=True,
+        source_model=fitted_source_posterior,
+        guard="prequential",
+        guard_options={"prequential_clip": 3.0},
+    ),
+    "deltabo-marginal-preq-guarded with each observation's gain clipped to +-3 nats "
+    "(prequential_clip=3: the sum counts points won, not a few heavy-tailed ones); "
+    "UCB",
 )
 register_method(
     "envgp-guarded",

@@ -20,6 +20,9 @@ previous BO iteration is passed as ``previous``, its two models score the new
 observations, and the sums accumulate along the run. Leave-one-out measures how well
 a model interpolates where BO has already been; the prequential score measures how
 well it predicted where BO went next, which is what the acquisition relies on.
+``prequential_clip`` bounds each observation's contribution: a GP that is confidently
+wrong at one point (a short fitted lengthscale) scores tens of nats there, and one
+such point should not decide the run.
 """
 
 from __future__ import annotations
@@ -168,6 +171,9 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     (pass that guard as ``previous``); the transfer model acts unless the target-only
     GP's sum is higher by more than ``margin`` nats in total. Without ``previous``
     (the run's first guard) there is no evidence yet and the transfer model acts.
+    With ``prequential_clip`` each point's gain (target-only minus transfer log
+    density) is clipped to ``[-prequential_clip, prequential_clip]`` before it is
+    summed, so that the sum counts points won rather than a few heavy-tailed ones.
 
     Args:
         model: A fitted, non-batched source-conditioned model (``DeltaBOModel``,
@@ -183,6 +189,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         criterion: ``"loo"`` (default) or ``"prequential"`` (see above).
         previous: Under ``"prequential"``, the guard of the previous BO iteration,
             on a prefix of this model's target data (``None`` at the first).
+        prequential_clip: Under ``"prequential"``, the most nats one observation
+            can move the sum either way (``None``: no clipping).
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -202,6 +210,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         min_points: int = 3,
         criterion: str = "loo",
         previous: TransferGuard | None = None,
+        prequential_clip: float | None = None,
     ) -> None:
         super().__init__()
         if criterion not in CRITERIA:
@@ -226,6 +235,23 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             raise ValueError(f"`margin` must be a finite float, got {margin!r}.")
         if not isinstance(min_points, int) or min_points < 2:
             raise ValueError(f"`min_points` must be an int >= 2, got {min_points!r}.")
+        if prequential_clip is not None:
+            if criterion != "prequential":
+                raise ValueError(
+                    "`prequential_clip` applies to `criterion='prequential'` only, "
+                    f"got {criterion!r}."
+                )
+            if not (
+                isinstance(prequential_clip, (int, float))
+                and math.isfinite(prequential_clip)
+                and prequential_clip > 0
+            ):
+                raise ValueError(
+                    "`prequential_clip` must be a positive finite float or None, got "
+                    f"{prequential_clip!r}."
+                )
+            prequential_clip = float(prequential_clip)
+        self.prequential_clip = prequential_clip
         self.transfer_model = model
         self.margin, self.min_points = float(margin), min_points
         self.criterion = criterion
@@ -238,9 +264,11 @@ class TransferGuard(SingleOutputTargetMixin, Model):
 
     def _prequential_sums(self, previous: TransferGuard | None) -> dict[str, float]:
         r"""``previous``'s sums plus its models' log predictive densities of the
-        target points observed since it was built."""
+        target points observed since it was built: ``"transfer"`` and ``"target"``
+        (each model's total) and ``"gain"`` (the sum of each point's target-only
+        minus transfer density, clipped by ``prequential_clip``)."""
         if previous is None:
-            return {"transfer": 0.0, "target": 0.0}
+            return {"transfer": 0.0, "target": 0.0, "gain": 0.0}
         X, Y = self.transfer_model.target_X, self.transfer_model.target_Y
         m = previous.target_X.shape[-2]
         if (
@@ -259,12 +287,14 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             return sums  # nothing new, or no target-only GP to predict it yet
         Yvar = self.transfer_model.target_Yvar
         new = (X[m:], Y[m:], None if Yvar is None else Yvar[m:])
-        sums["transfer"] += (
-            predictive_log_density(previous.transfer_model, *new).sum().item()
-        )
-        sums["target"] += (
-            predictive_log_density(previous.target_model, *new).sum().item()
-        )
+        transfer = predictive_log_density(previous.transfer_model, *new)
+        target = predictive_log_density(previous.target_model, *new)
+        gains = target - transfer
+        if self.prequential_clip is not None:
+            gains = gains.clamp(-self.prequential_clip, self.prequential_clip)
+        sums["transfer"] += transfer.sum().item()
+        sums["target"] += target.sum().item()
+        sums["gain"] += gains.sum().item()
         return sums
 
     def _choose(self) -> None:
@@ -273,8 +303,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         self.loo_log_density: dict[str, float] = {}
         n = self.transfer_model.target_X.shape[-2]
         if self.criterion == "prequential":
-            sums = self.prequential_log_density
-            gain = sums["target"] - sums["transfer"]
+            gain = self.prequential_log_density["gain"]
             self.uses_transfer = self.target_model is None or gain <= self.margin
             return
         if n < self.min_points or self.target_model is None:

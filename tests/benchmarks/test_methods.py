@@ -25,6 +25,8 @@ from botorch_transfer.benchmarks.runner import run_experiment
 from botorch_transfer.benchmarks.transfer_methods import (
     AcquisitionMethod,
     RandomSearch,
+    fitted_source_posterior,
+    marginal_affine_deltabo_model,
     target_gp,
 )
 
@@ -158,6 +160,33 @@ def test_transfer_protocol_resolves_and_drives_registered_methods(register):
     assert record["method"] == "test-recorder"
     assert record["queries"] == builtin["queries"]
     assert record["values"] == builtin["values"]
+
+
+def test_guard_options_reach_the_guard(register):
+    def prequential(**options):
+        return AcquisitionMethod(
+            marginal_affine_deltabo_model,
+            fit=True,
+            source_model=fitted_source_posterior,
+            guard="prequential",
+            guard_options=options,
+        )
+
+    register("test-preq", prequential())
+    register("test-preq-clipped", prequential(prequential_clip=1e-3))
+    runs = {
+        name: run_experiment("gaussian-bumps", name, seed=1, iterations=4)
+        for name in ("test-preq", "test-preq-clipped")
+    }
+    plain = runs["test-preq"]["diagnostics"]["guard_prequential_gain"]
+    clipped = runs["test-preq-clipped"]["diagnostics"]["guard_prequential_gain"]
+    # the first gain is 0 (no evidence); then one new point per iteration, each
+    # moving the clipped sum by at most 1e-3 nats
+    steps = [b - a for a, b in zip(clipped, clipped[1:])]
+    assert clipped[0] == 0.0 and all(abs(step) <= 1e-3 + 1e-12 for step in steps)
+    assert any(abs(b - a) > 1e-3 for a, b in zip(plain, plain[1:]))  # the clip binds
+    with pytest.raises(ValueError, match="`guard_options` needs a `guard`"):
+        AcquisitionMethod(target_gp, guard_options={"prequential_clip": 3.0})
 
 
 def linear_tasks():

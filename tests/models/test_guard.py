@@ -236,7 +236,11 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
         criterion="prequential",
     )
     # the run's first guard has no evidence: the transfer model acts
-    assert first.prequential_log_density == {"transfer": 0.0, "target": 0.0}
+    assert first.prequential_log_density == {
+        "transfer": 0.0,
+        "target": 0.0,
+        "gain": 0.0,
+    }
     assert first.uses_transfer
     second = TransferGuard(
         fitted(DeltaBOModel(X, Y, Yvar, source=source)),
@@ -257,16 +261,41 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
         mu = c + k @ torch.linalg.solve(K, z - c)
         var = kernel(Z[5:], diag=True) - (k * torch.linalg.solve(K, k.T).T).sum(-1)
     mu_user, var_user = mu * std_y[0, 0] + mean_y[0, 0], var * std_y[0, 0] ** 2
-    expected_target = normal_log_density(Y[5:, 0], mu_user, var_user + 0.01).sum()
+    expected_target = normal_log_density(Y[5:, 0], mu_user, var_user + 0.01)
     # the transfer model's densities from its own posterior at the new points
     post = first.transfer_model.posterior(X[5:])
     expected_transfer = normal_log_density(
         Y[5:, 0], post.mean[:, 0], post.variance[:, 0] + 0.01
-    ).sum()
+    )
     sums = second.prequential_log_density
-    assert sums["target"] == pytest.approx(expected_target.item(), rel=1e-9)
-    assert sums["transfer"] == pytest.approx(expected_transfer.item(), rel=1e-9)
-    assert second.uses_transfer == (sums["target"] - sums["transfer"] <= 0.0)
+    assert sums["target"] == pytest.approx(expected_target.sum().item(), rel=1e-9)
+    assert sums["transfer"] == pytest.approx(expected_transfer.sum().item(), rel=1e-9)
+    gains = expected_target - expected_transfer
+    assert sums["gain"] == pytest.approx(gains.sum().item(), rel=1e-9)
+    assert second.uses_transfer == (gains.sum().item() <= 0.0)
+    # clipped: each point moves the sum by at most `prequential_clip` nats; the
+    # clip sits inside the per-point gains' range, so it binds
+    clip = 0.5 * gains.abs().max().item()
+    assert (gains.abs() > clip).any() and (gains.abs() < clip).any()
+    first_clipped = TransferGuard(
+        first.transfer_model, criterion="prequential", prequential_clip=clip
+    )
+    first_clipped.target_model = first.target_model  # the same fitted GP predicts
+    clipped = TransferGuard(
+        second.transfer_model,
+        criterion="prequential",
+        previous=first_clipped,
+        prequential_clip=clip,
+    )
+    expected_gain = gains.clamp(-clip, clip).sum().item()
+    assert clipped.prequential_log_density["gain"] == pytest.approx(
+        expected_gain, rel=1e-9
+    )
+    # the models' own totals stay unclipped
+    assert clipped.prequential_log_density["target"] == pytest.approx(
+        sums["target"], rel=1e-9
+    )
+    assert clipped.uses_transfer == (expected_gain <= 0.0)
 
 
 def test_prequential_guard_keeps_a_related_source_and_drops_an_unrelated_one():
@@ -301,3 +330,10 @@ def test_prequential_arguments_are_checked():
     shorter = DeltaBOModel(X[:4], Y[:4], source=source)
     with pytest.raises(ValueError, match="`previous` must be a guard on a prefix"):
         TransferGuard(shorter, criterion="prequential", previous=later)
+    with pytest.raises(ValueError, match="`prequential_clip` applies to"):
+        TransferGuard(guard.transfer_model, prequential_clip=3.0)
+    for clip in (0.0, -1.0, math.inf, "3"):
+        with pytest.raises(ValueError, match="`prequential_clip` must be a positive"):
+            TransferGuard(
+                guard.transfer_model, criterion="prequential", prequential_clip=clip
+            )
