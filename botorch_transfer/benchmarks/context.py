@@ -1,13 +1,30 @@
 r"""The torch process state one benchmark run owns: thread count, global seed and
-device (``parse_device`` is the benchmark scripts' ``--device`` type)."""
+device (``parse_device`` is the benchmark scripts' ``--device`` type), and the
+environment a run records (:func:`run_environment`)."""
 
 from __future__ import annotations
 
 import argparse
+import platform
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
 
 import torch
+
+#: Distributions whose versions a run record keeps.
+RECORDED_PACKAGES = (
+    "botorch-transfer",
+    "torch",
+    "botorch",
+    "gpytorch",
+    "linear_operator",
+    "numpy",
+    "scipy",
+)
 
 
 @contextmanager
@@ -91,3 +108,52 @@ def wait_for(device: torch.device) -> None:
     clock read next times it; nothing to wait for on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@lru_cache(maxsize=1)
+def run_environment() -> dict[str, str | None]:
+    r"""What a run's numbers depend on besides its code and seed: the package
+    versions, the git commit of the package (``None`` outside a git checkout), the
+    CPU and torch's CPU kernel level.
+
+    A run reproduces bit for bit only in the environment that wrote it: another
+    BLAS code path or library version changes the round-off, and on real HPO
+    problems a BO path can split after a few iterations on it. Records keep this
+    so that a rerun can tell a code change from an environment change.
+
+    Returns:
+        A JSON-serializable dict (computed once per process).
+    """
+    versions = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {
+        **versions,
+        "git_commit": commit or None,
+        "cpu": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -31,7 +31,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import torch_run_context, wait_for
+from botorch_transfer.benchmarks.context import (
+    run_environment,
+    torch_run_context,
+    wait_for,
+)
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, get_method
 from botorch_transfer.data import TaskData
 
@@ -404,6 +408,7 @@ def run_meta_experiment(
         "pretrain_s": pretrain_s,
         "iteration_s": times,
         "device": device.type,
+        "environment": run_environment(),
         **policy.run_info(state),
         "settings": {
             "description": problem.description,

@@ -27,7 +27,11 @@ except ImportError:  # not POSIX: no advisory locks, one writer per results file
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import torch_run_context, wait_for
+from botorch_transfer.benchmarks.context import (
+    run_environment,
+    torch_run_context,
+    wait_for,
+)
 from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
 from botorch_transfer.benchmarks.methods import TRANSFER, TransferData, get_method
 from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
@@ -136,6 +140,7 @@ def run_experiment(
         "setup_s": setup_s,
         "iteration_s": times,
         "device": device.type,
+        "environment": run_environment(),
         "settings": {
             "description": problem.description,
             "n_source": problem.n_source,

@@ -305,3 +305,18 @@ def test_export_keeps_what_the_reports_and_a_resumed_run_read(tmp_path, capsys, 
     # the same records give the same bytes (a re-export changes nothing in git)
     main(["export", "--out", str(out), str(exported)])
     assert exported.read_bytes() == data
+
+
+def test_run_environment_names_versions_commit_and_cpu():
+    from importlib import metadata
+
+    from botorch_transfer.benchmarks.context import run_environment
+
+    environment = run_environment()
+    assert environment["torch"] == torch.__version__
+    assert environment["botorch"] == metadata.version("botorch")
+    assert environment["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert environment["cpu"]
+    # a git checkout names its commit (CI installs from a clone); elsewhere None
+    commit = environment["git_commit"]
+    assert commit is None or (len(commit) == 40 and int(commit, 16) >= 0)

@@ -51,6 +51,7 @@ def test_every_meta_method_runs(method, device):
         small_gp_tasks(), method, seed=0, iterations=2, device=device
     )
     assert record["device"] == device.type
+    assert record["environment"]["torch"] == torch.__version__
     assert record["test_tasks"] and set(record["test_tasks"]).isdisjoint(
         record["train_tasks"]
     )

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import torch
 
 from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
@@ -47,6 +48,7 @@ def smoke_cases():
 def test_every_problem_and_method_runs(problem, method, device):
     record = run_experiment(problem, method, seed=0, iterations=2, device=device)
     assert record["device"] == device.type
+    assert record["environment"]["torch"] == torch.__version__
     assert (
         len(record["queries"])
         == len(record["values"])
