@@ -90,6 +90,7 @@ TRACKS: dict[str, Track] = {
             "deltabo-marginal-guarded",
             "deltabo-marginal-preq-guarded",
             "deltabo-marginal-preqclip-guarded",
+            "deltabo-marginal-preqclip2-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

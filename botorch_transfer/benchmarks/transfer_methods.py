@@ -762,6 +762,18 @@ register_method(
     "UCB",
 )
 register_method(
+    "deltabo-marginal-preqclip2-guarded",
+    AcquisitionMethod(
+        marginal_affine_deltabo_model,
+        fit=True,
+        source_model=fitted_source_posterior,
+        guard="prequential",
+        guard_options={"prequential_clip": 3.0, "min_points": 2},
+    ),
+    "deltabo-marginal-preqclip-guarded with the target-only GP fitted from 2 points "
+    "(min_points=2: the initial design's next query is scored too); UCB",
+)
+register_method(
     "envgp-guarded",
     AcquisitionMethod(fitted_envgp_model, fit=True, guard=True),
     "envgp-fitted inside a TransferGuard (leave-one-out against a target-only "
