@@ -15,6 +15,7 @@ A new model joins the comparison with one registration, e.g.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -744,9 +745,11 @@ register_method(
         fit=True,
         source_model=fitted_source_posterior,
         guard="prequential",
+        guard_options={"prequential_clip": math.inf},
     ),
-    "deltabo-marginal-fitted inside a prequential TransferGuard (the target-only "
-    "GP acts once it predicted the run's new observations better, summed); UCB",
+    "deltabo-marginal-fitted inside a prequential TransferGuard, unclipped (the "
+    "target-only GP acts once it predicted the run's new observations better, "
+    "summed); UCB",
 )
 register_method(
     "deltabo-marginal-preqclip-guarded",

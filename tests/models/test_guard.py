@@ -234,7 +234,14 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
     first = TransferGuard(
         fitted(DeltaBOModel(X[:5], Y[:5], Yvar[:5], source=source)),
         criterion="prequential",
+        prequential_clip=math.inf,
     )
+    # the default clip is 3 nats (the leave-one-out criterion has none)
+    assert (
+        TransferGuard(first.transfer_model, criterion="prequential").prequential_clip
+        == 3.0
+    )
+    assert TransferGuard(first.transfer_model).prequential_clip is None
     # the run's first guard has no evidence: the transfer model acts
     assert first.prequential_log_density == {
         "transfer": 0.0,
@@ -246,6 +253,7 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
         fitted(DeltaBOModel(X, Y, Yvar, source=source)),
         criterion="prequential",
         previous=first,
+        prequential_clip=math.inf,
     )
     # reference: the first guard's target-only GP, by plain linear algebra in its
     # standardized units, predicts the 3 new points (plus their known noise)
@@ -332,7 +340,7 @@ def test_prequential_arguments_are_checked():
         TransferGuard(shorter, criterion="prequential", previous=later)
     with pytest.raises(ValueError, match="`prequential_clip` applies to"):
         TransferGuard(guard.transfer_model, prequential_clip=3.0)
-    for clip in (0.0, -1.0, math.inf, "3"):
+    for clip in (0.0, -1.0, math.nan, "3"):
         with pytest.raises(ValueError, match="`prequential_clip` must be a positive"):
             TransferGuard(
                 guard.transfer_model, criterion="prequential", prequential_clip=clip
