@@ -745,7 +745,7 @@ register_method(
         fit=True,
         source_model=fitted_source_posterior,
         guard="prequential",
-        guard_options={"prequential_clip": math.inf},
+        guard_options={"prequential_clip": math.inf, "min_points": 3},
     ),
     "deltabo-marginal-fitted inside a prequential TransferGuard, unclipped (the "
     "target-only GP acts once it predicted the run's new observations better, "
@@ -758,7 +758,7 @@ register_method(
         fit=True,
         source_model=fitted_source_posterior,
         guard="prequential",
-        guard_options={"prequential_clip": 3.0},
+        guard_options={"prequential_clip": 3.0, "min_points": 3},
     ),
     "deltabo-marginal-preq-guarded with each observation's gain clipped to +-3 nats "
     "(prequential_clip=3: the sum counts points won, not a few heavy-tailed ones); "

@@ -242,6 +242,9 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
         == 3.0
     )
     assert TransferGuard(first.transfer_model).prequential_clip is None
+    # the target-only GP predicts from 2 points under "prequential", 3 under "loo"
+    assert TransferGuard(first.transfer_model, criterion="prequential").min_points == 2
+    assert TransferGuard(first.transfer_model).min_points == 3
     # the run's first guard has no evidence: the transfer model acts
     assert first.prequential_log_density == {
         "transfer": 0.0,
