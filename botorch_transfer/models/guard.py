@@ -262,6 +262,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
                 )
             if not (
                 isinstance(prequential_clip, (int, float))
+                and not isinstance(prequential_clip, bool)
                 and not math.isnan(prequential_clip)
                 and prequential_clip > 0
             ):

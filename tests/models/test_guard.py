@@ -343,7 +343,7 @@ def test_prequential_arguments_are_checked():
         TransferGuard(shorter, criterion="prequential", previous=later)
     with pytest.raises(ValueError, match="`prequential_clip` applies to"):
         TransferGuard(guard.transfer_model, prequential_clip=3.0)
-    for clip in (0.0, -1.0, math.nan, "3"):
+    for clip in (0.0, -1.0, math.nan, "3", True):
         with pytest.raises(ValueError, match="`prequential_clip` must be a positive"):
             TransferGuard(
                 guard.transfer_model, criterion="prequential", prequential_clip=clip
