@@ -738,41 +738,37 @@ register_method(
     "deltabo-marginal-fitted inside a TransferGuard (leave-one-out against a "
     "target-only SingleTaskGP); UCB",
 )
-register_method(
-    "deltabo-marginal-preq-guarded",
-    AcquisitionMethod(
+
+
+def prequential_guarded_marginal_deltabo(**guard_options: Any) -> AcquisitionMethod:
+    r"""``deltabo-marginal-fitted`` in a prequential ``TransferGuard`` with
+    ``guard_options`` (e.g. ``prequential_clip``, ``min_points``)."""
+    return AcquisitionMethod(
         marginal_affine_deltabo_model,
         fit=True,
         source_model=fitted_source_posterior,
         guard="prequential",
-        guard_options={"prequential_clip": math.inf, "min_points": 3},
-    ),
+        guard_options=guard_options,
+    )
+
+
+register_method(
+    "deltabo-marginal-preq-guarded",
+    prequential_guarded_marginal_deltabo(prequential_clip=math.inf, min_points=3),
     "deltabo-marginal-fitted inside a prequential TransferGuard, unclipped (the "
     "target-only GP acts once it predicted the run's new observations better, "
     "summed); UCB",
 )
 register_method(
     "deltabo-marginal-preqclip-guarded",
-    AcquisitionMethod(
-        marginal_affine_deltabo_model,
-        fit=True,
-        source_model=fitted_source_posterior,
-        guard="prequential",
-        guard_options={"prequential_clip": 3.0, "min_points": 3},
-    ),
+    prequential_guarded_marginal_deltabo(prequential_clip=3.0, min_points=3),
     "deltabo-marginal-preq-guarded with each observation's gain clipped to +-3 nats "
     "(prequential_clip=3: the sum counts points won, not a few heavy-tailed ones); "
     "UCB",
 )
 register_method(
     "deltabo-marginal-preqclip2-guarded",
-    AcquisitionMethod(
-        marginal_affine_deltabo_model,
-        fit=True,
-        source_model=fitted_source_posterior,
-        guard="prequential",
-        guard_options={"prequential_clip": 3.0, "min_points": 2},
-    ),
+    prequential_guarded_marginal_deltabo(prequential_clip=3.0, min_points=2),
     "deltabo-marginal-preqclip-guarded with the target-only GP fitted from 2 points "
     "(min_points=2: the initial design's next query is scored too); UCB",
 )

@@ -312,9 +312,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         new = (X[m:], Y[m:], None if Yvar is None else Yvar[m:])
         transfer = predictive_log_density(previous.transfer_model, *new)
         target = predictive_log_density(previous.target_model, *new)
-        gains = target - transfer
-        if self.prequential_clip is not None and math.isfinite(self.prequential_clip):
-            gains = gains.clamp(-self.prequential_clip, self.prequential_clip)
+        # clamping to +-inf (no clipping) leaves the gains as they are
+        gains = (target - transfer).clamp(-self.prequential_clip, self.prequential_clip)
         sums["transfer"] += transfer.sum().item()
         sums["target"] += target.sum().item()
         sums["gain"] += gains.sum().item()

@@ -25,8 +25,7 @@ from botorch_transfer.benchmarks.runner import run_experiment
 from botorch_transfer.benchmarks.transfer_methods import (
     AcquisitionMethod,
     RandomSearch,
-    fitted_source_posterior,
-    marginal_affine_deltabo_model,
+    prequential_guarded_marginal_deltabo,
     target_gp,
 )
 
@@ -163,17 +162,10 @@ def test_transfer_protocol_resolves_and_drives_registered_methods(register):
 
 
 def test_guard_options_reach_the_guard(register):
-    def prequential(**options):
-        return AcquisitionMethod(
-            marginal_affine_deltabo_model,
-            fit=True,
-            source_model=fitted_source_posterior,
-            guard="prequential",
-            guard_options=options,
-        )
-
-    register("test-preq", prequential())
-    register("test-preq-clipped", prequential(prequential_clip=1e-3))
+    register("test-preq", prequential_guarded_marginal_deltabo())
+    register(
+        "test-preq-clipped", prequential_guarded_marginal_deltabo(prequential_clip=1e-3)
+    )
     runs = {
         name: run_experiment("gaussian-bumps", name, seed=1, iterations=4)
         for name in ("test-preq", "test-preq-clipped")

@@ -288,10 +288,12 @@ def test_prequential_sums_are_the_previous_models_predictive_densities():
     # clip sits inside the per-point gains' range, so it binds
     clip = 0.5 * gains.abs().max().item()
     assert (gains.abs() > clip).any() and (gains.abs() < clip).any()
-    first_clipped = TransferGuard(
-        first.transfer_model, criterion="prequential", prequential_clip=clip
+    first_clipped = TransferGuard(  # the same two fitted models predict
+        first.transfer_model,
+        target_model=first.target_model,
+        criterion="prequential",
+        prequential_clip=clip,
     )
-    first_clipped.target_model = first.target_model  # the same fitted GP predicts
     clipped = TransferGuard(
         second.transfer_model,
         criterion="prequential",
