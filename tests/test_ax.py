@@ -256,7 +256,8 @@ def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
         assert abs(cv_mean - full_mean) > 1e-6
 
 
-def test_a_guarded_model_class_on_the_model_options_route():
+@pytest.mark.parametrize("criterion", ["loo", "sequential"])
+def test_a_guarded_model_class_on_the_model_options_route(criterion):
     from botorch_transfer import TransferGuard
 
     gen = torch.Generator().manual_seed(0)
@@ -264,16 +265,22 @@ def test_a_guarded_model_class_on_the_model_options_route():
     X_src = X_src * (BOUNDS[1] - BOUNDS[0]) + BOUNDS[0]
     source = TaskData(X_src, g(X_src))
     guarded_class = TransferGuard.of(DeltaBOModel)
-    client = run_client(guarded_class, {"source": source}, trials=6)
+    options = {"source": source, "criterion": criterion}
+    client = run_client(guarded_class, options, trials=6)
     model = client._generation_strategy.adapter.generator.surrogate.model
-    assert type(model) is guarded_class and set(model.loo_log_density) == {
-        "transfer",
-        "target",
-    }
+    assert type(model) is guarded_class and model.criterion == criterion
+    evidence = getattr(model, f"{criterion}_log_density")
+    assert set(evidence) >= {"transfer", "target"}
     X, Y = observed(client)
     n = model.target_X.shape[-2]
-    by_hand = TransferGuard(fitted_by_hand(DeltaBOModel, X[:n], Y[:n], source))
+    by_hand = TransferGuard(
+        fitted_by_hand(DeltaBOModel, X[:n], Y[:n], source), criterion=criterion
+    )
     assert model.uses_transfer == by_hand.uses_transfer
+    for key in ("transfer", "target"):
+        assert evidence[key] == pytest.approx(
+            getattr(by_hand, f"{criterion}_log_density")[key], rel=1e-4, abs=1e-4
+        )
     X_test = torch.rand(6, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
     a, b = model.posterior(X_test + BOUNDS[0]), by_hand.posterior(X_test + BOUNDS[0])
     torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-6)

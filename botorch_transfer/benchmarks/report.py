@@ -503,6 +503,10 @@ def peer_comparison_table(
     return "\n".join([header, *lines])
 
 
+#: The guard traces that are sums over the run (nats in total), not LOO means.
+SUMMED_GAINS = ("guard_prequential_gain", "guard_sequential_gain")
+
+
 def guard_table(records: list[dict]) -> str:
     r"""How often each guarded method's ``TransferGuard`` acted as the target-only GP,
     per problem, from the runs' ``diagnostics`` (runs without them are left out).
@@ -511,9 +515,10 @@ def guard_table(records: list[dict]) -> str:
     two models (it needs ``min_points`` target points) and chose the target-only GP,
     and the mean leave-one-out gain of the target-only GP over the transfer model at
     those comparisons (nats per point; > 0: the target-only GP predicted the
-    target's own data better). A prequential guard (``guard_prequential_gain``)
-    decides at every iteration; its gain is the target-only GP's summed
-    prequential gain at the run's last iteration (nats in total), averaged over
+    target's own data better). A prequential or sequential guard
+    (``guard_prequential_gain``, ``guard_sequential_gain``) decides at every
+    iteration; its gain is the target-only GP's summed gain at the run's last
+    iteration (nats in total), averaged over
     runs, marked ``(sum)``.
 
     Args:
@@ -541,10 +546,11 @@ def guard_table(records: list[dict]) -> str:
         chosen, gains, summed = [], [], False
         for run in runs:
             trace = run["diagnostics"]
-            if "guard_prequential_gain" in trace:  # decides at every iteration
+            key = next((k for k in SUMMED_GAINS if k in trace), None)
+            if key is not None:  # decides at every iteration
                 summed = True
                 chosen.extend(not uses for uses in trace["guard_uses_transfer"])
-                gains.append(trace["guard_prequential_gain"][-1])
+                gains.append(trace[key][-1])
                 continue
             steps = zip(trace["guard_uses_transfer"], trace["guard_loo_gain"])
             for uses, gain in steps:

@@ -91,6 +91,7 @@ TRACKS: dict[str, Track] = {
             "deltabo-marginal-preq-guarded",
             "deltabo-marginal-preqclip-guarded",
             "deltabo-marginal-preqclip2-guarded",
+            "deltabo-marginal-seqclip2-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

@@ -164,8 +164,9 @@ class AcquisitionMethod(TransferMethod):
         source_model: See :class:`TransferMethod`.
         guard: Wrap the (fitted) model in a
             :class:`~botorch_transfer.models.guard.TransferGuard`: ``True`` or
-            ``"loo"`` (its default criterion), or ``"prequential"`` (each
-            iteration's guard builds on the previous one's).
+            ``"loo"`` (its default criterion), ``"prequential"`` (each
+            iteration's guard builds on the previous one's) or ``"sequential"``
+            (each guard scores the run from scratch with today's fit).
         guard_options: More keyword arguments of the ``TransferGuard`` (e.g.
             ``{"prequential_clip": 3.0}``).
     """
@@ -213,12 +214,15 @@ class AcquisitionMethod(TransferMethod):
                 **self.guard_options,
             )
             # which model acted and by how much the target-only GP beat the
-            # transfer model: its prequential sum so far (nats), or its LOO density
-            # (nats per point; None: too few points)
+            # transfer model: its prequential or sequential sum so far (nats), or
+            # its LOO density (nats per point; None: too few points)
             if prequential:
                 state.guard = model
                 key = "guard_prequential_gain"
                 gain = model.prequential_log_density["gain"]
+            elif self.guard == "sequential":
+                key = "guard_sequential_gain"
+                gain = model.sequential_log_density.get("gain", 0.0)
             else:
                 loo = model.loo_log_density
                 key = "guard_loo_gain"
@@ -740,14 +744,17 @@ register_method(
 )
 
 
-def prequential_guarded_marginal_deltabo(**guard_options: Any) -> AcquisitionMethod:
-    r"""``deltabo-marginal-fitted`` in a prequential ``TransferGuard`` with
-    ``guard_options`` (e.g. ``prequential_clip``, ``min_points``)."""
+def prequential_guarded_marginal_deltabo(
+    criterion: str = "prequential", **guard_options: Any
+) -> AcquisitionMethod:
+    r"""``deltabo-marginal-fitted`` in a prequential (or sequential)
+    ``TransferGuard`` with ``guard_options`` (e.g. ``prequential_clip``,
+    ``min_points``)."""
     return AcquisitionMethod(
         marginal_affine_deltabo_model,
         fit=True,
         source_model=fitted_source_posterior,
-        guard="prequential",
+        guard=criterion,
         guard_options=guard_options,
     )
 
@@ -771,6 +778,15 @@ register_method(
     prequential_guarded_marginal_deltabo(prequential_clip=3.0, min_points=2),
     "deltabo-marginal-preqclip-guarded with the target-only GP fitted from 2 points "
     "(min_points=2: the initial design's next query is scored too); UCB",
+)
+register_method(
+    "deltabo-marginal-seqclip2-guarded",
+    prequential_guarded_marginal_deltabo(
+        "sequential", prequential_clip=3.0, min_points=2
+    ),
+    "deltabo-marginal-preqclip2-guarded scored from scratch at every iteration "
+    "(criterion='sequential': each target point predicted from the points before "
+    "it with today's hyperparameters; no previous guard); UCB",
 )
 register_method(
     "envgp-guarded",

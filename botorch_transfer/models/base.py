@@ -49,7 +49,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -895,23 +895,58 @@ class SourceConditionedGP(
             >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
             >>> model.loo_log_density().mean()  # compare with a target-only GP
         """
+        n = self._target_X.shape[-2]
+        if n < 2:
+            raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
+        return self._log_densities_rebuilt((torch.arange(n) != i, i) for i in range(n))
+
+    def sequential_log_density(self, start: int = 1) -> Tensor:
+        r"""One-step-ahead log predictive density of each target observation from
+        ``start`` on, in the user's units and in the order of the target data.
+
+        Point ``i`` is predicted (with its observation noise) by the model rebuilt on
+        the target points before it, ``0 ... i - 1``, with the same hyperparameters:
+        the prequential score of the run as the model is fitted now (in a BO loop the
+        data are in query order, so each query is scored by how well the points
+        observed before it predicted it). The model is restored afterwards.
+
+        Args:
+            start: The first point scored (>= 1: a transfer model predicts from at
+                least one target point).
+
+        Returns:
+            ``n - start`` log densities (a non-batched model with more than
+            ``start`` target points; an empty tensor otherwise).
+
+        Example:
+            >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            >>> model.sequential_log_density(start=2).sum()
+        """
+        if isinstance(start, bool) or not isinstance(start, int) or start < 1:
+            raise ValueError(f"`start` must be an int >= 1, got {start!r}.")
+        n = self._target_X.shape[-2]
+        return self._log_densities_rebuilt(
+            (torch.arange(i), i) for i in range(start, n)
+        )
+
+    def _log_densities_rebuilt(self, folds: Iterable[tuple[Tensor, int]]) -> Tensor:
+        r"""Log predictive density of target point ``i`` under the model rebuilt on
+        the target points ``kept`` (same hyperparameters), for each ``(kept, i)`` of
+        ``folds``; the model is restored afterwards."""
         if len(self.batch_shape) > 0:
             raise ValueError(
-                "Leave-one-out needs a non-batched model, got batch_shape "
-                f"{tuple(self.batch_shape)}."
+                "Predicting target points from the others needs a non-batched "
+                f"model, got batch_shape {tuple(self.batch_shape)}."
             )
         # the internal target data (model units) are what the model rebuilds from
         X, Y, Yvar = self._target_X, self._target_Y, self._target_Yvar
-        n = X.shape[-2]
-        if n < 2:
-            raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
         y_user = self.target_Y.squeeze(-1)
         densities = []
         try:
             with torch.no_grad():
-                for i in range(n):
-                    keep = torch.arange(n, device=X.device) != i
-                    self._set_target_data(X[keep], Y[keep], Yvar[keep])
+                for kept, i in folds:
+                    kept = kept.to(X.device)
+                    self._set_target_data(X[kept], Y[kept], Yvar[kept])
                     known = not torch.isnan(Yvar[i])
                     noise = Yvar[i].reshape(1, 1) if known else True
                     post = self.posterior(X[i : i + 1], observation_noise=noise)
@@ -922,6 +957,8 @@ class SourceConditionedGP(
                     )
         finally:
             self._set_target_data(X, Y, Yvar)
+        if not densities:
+            return y_user.new_empty(0)
         return torch.stack(densities)
 
     def custom_fit(

@@ -500,5 +500,11 @@ def test_guard_table_by_hand():
     }
     row = next(line for line in guard_table(preq).splitlines() if "x-preq" in line)
     assert row.split()[-4:] == ["2", "40%", "+1.00", "(sum)"]
+    # so does a sequential one
+    for run in preq:
+        trace = run["diagnostics"]
+        trace["guard_sequential_gain"] = trace.pop("guard_prequential_gain")
+    row = next(line for line in guard_table(preq).splitlines() if "x-preq" in line)
+    assert row.split()[-4:] == ["2", "40%", "+1.00", "(sum)"]
     assert "TransferGuard" in summary_table(runs + unguarded)
     assert guard_table(unguarded) == ""

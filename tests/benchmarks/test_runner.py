@@ -66,12 +66,10 @@ def test_every_problem_and_method_runs(problem, method, device):
         assert all(r >= -1e-12 for r in record["regret"])  # exact optimum on the grid
     if method.endswith("-guarded"):  # which model the guard used, every iteration
         trace = record["diagnostics"]
-        # a prequential guard keeps its summed gain, a leave-one-out one its LOO gain
-        key = (
-            "guard_prequential_gain"
-            if "guard_prequential_gain" in trace
-            else "guard_loo_gain"
-        )
+        # a prequential or sequential guard keeps its summed gain, a leave-one-out
+        # one its LOO gain
+        summed = ("guard_prequential_gain", "guard_sequential_gain")
+        key = next((k for k in summed if k in trace), "guard_loo_gain")
         assert len(trace["guard_uses_transfer"]) == len(trace[key]) == 2
         if key == "guard_prequential_gain":
             assert trace[key][0] == 0.0  # the run's first guard has no evidence

@@ -154,6 +154,37 @@ def test_loo_log_density_predicts_each_target_point_from_the_others():
         batched.loo_log_density()
 
 
+def test_sequential_log_density_predicts_each_target_point_from_those_before():
+    source = make_source()
+    X, Y = make_target()
+    Yvar = torch.full_like(Y, TARGET_NOISE)
+    model = WeightedOffsetGP(X, Y, Yvar, covar_module=kernel(), transfer=source)
+    sequential = model.sequential_log_density(start=2)
+    assert sequential.shape == (5,)
+    for i in range(2, 7):
+        ref_mean, ref_cov = reference(source, X[:i], Y[:i])
+        x = X[i : i + 1]
+        variance = ref_cov(x, x).squeeze() + TARGET_NOISE
+        expected = torch.distributions.Normal(
+            ref_mean(x).squeeze(), variance.sqrt()
+        ).log_prob(Y[i].squeeze())
+        torch.testing.assert_close(sequential[i - 2], expected, rtol=RTOL, atol=ATOL)
+    # start=1 scores one more point; nothing to score is an empty result
+    torch.testing.assert_close(model.sequential_log_density()[1:], sequential)
+    assert model.sequential_log_density(start=7).shape == (0,)
+    # the model is left as it was
+    torch.testing.assert_close(model.target_X, X)
+    torch.testing.assert_close(model.train_targets, Y.squeeze(-1) - source.Y.mean())
+    for start in (0, 1.5, True):
+        with pytest.raises(ValueError, match="`start` must be an int >= 1"):
+            model.sequential_log_density(start=start)
+    batched = WeightedOffsetGP(
+        X.expand(2, 7, 2), Y.expand(2, 7, 1), covar_module=kernel(), transfer=source
+    )
+    with pytest.raises(ValueError, match="non-batched"):
+        batched.sequential_log_density()
+
+
 def test_shared_outcome_map_and_transforms():
     source = make_source()
     X, Y = make_target()

@@ -14,6 +14,7 @@ from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, TaskData
 from botorch_transfer.models.guard import (
     TransferGuard,
     single_task_loo_log_density,
+    single_task_sequential_log_density,
     transfer_loo_log_density,
 )
 from tests.models.test_delta import F64, TARGET_NOISE, make_source, make_target
@@ -77,6 +78,56 @@ def test_single_task_loo_matches_refits_with_fixed_hyperparameters(standardize):
     torch.testing.assert_close(
         single_task_loo_log_density(model), torch.stack(expected), rtol=1e-7, atol=1e-9
     )
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_single_task_sequential_matches_prefix_gps_with_fixed_hyperparameters(
+    standardize,
+):
+    X, Y = make_target(n=9)
+    Y = 3.0 * Y + 5.0
+    model = SingleTaskGP(
+        X, Y, outcome_transform=Standardize(m=1) if standardize else None
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    if standardize:
+        mean, std = model.outcome_transform.means, model.outcome_transform.stdvs
+    else:
+        mean, std = torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64)
+    # reference: point i predicted by the GP on points 0..i-1, plain linear algebra
+    Z = (Y[:, 0] - mean[0, 0]) / std[0, 0]
+    kernel, c = model.covar_module, model.mean_module.constant.detach()
+    noise = model.likelihood.noise.detach().squeeze()
+    expected = []
+    with torch.no_grad():
+        for i in range(3, 9):
+            K = kernel(X[:i]).to_dense() + noise * torch.eye(i, dtype=F64)
+            k = kernel(X[i : i + 1], X[:i]).to_dense()[0]
+            mu = c + k @ torch.linalg.solve(K, Z[:i] - c)
+            var = kernel(X[i : i + 1], diag=True)[0] - k @ torch.linalg.solve(K, k)
+            density = normal_log_density(Z[i], mu, var + noise)
+            expected.append(density - std.log().squeeze())
+    torch.testing.assert_close(
+        single_task_sequential_log_density(model, start=3),
+        torch.stack(expected),
+        rtol=1e-7,
+        atol=1e-9,
+    )
+    # and with the first point's prior density they add up to the log marginal
+    # likelihood (the chain rule; hyperparameter priors left out)
+    with torch.no_grad():
+        model.train()
+        marginal = model.likelihood(model(*model.train_inputs))
+        total = marginal.log_prob(model.train_targets).item()
+        model.eval()
+    first = single_task_sequential_log_density(model, start=1)
+    K0 = kernel(X[:1]).to_dense().detach()[0, 0] + noise
+    first_point = normal_log_density(Z[0], c, K0) - std.log().squeeze()
+    assert (first.sum() + first_point).item() == pytest.approx(
+        total - 9 * std.log().item(), rel=1e-8
+    )
+    with pytest.raises(ValueError, match="`start` must be an int >= 1"):
+        single_task_sequential_log_density(model, start=0)
 
 
 def sine(Z):
@@ -209,6 +260,15 @@ def test_guard_as_a_model_class_equals_the_guard_of_a_fitted_model():
     assert fold.loo_log_density == pytest.approx(expected.loo_log_density, rel=1e-9)
     with pytest.raises(TypeError, match="`model_class` must be a source-conditioned"):
         TransferGuard.of(SingleTaskGP)
+    # Ax keeps no previous guard: the prequential criterion is refused by name,
+    # the sequential one (the same score from the current fit) is taken
+    with pytest.raises(ValueError, match="`criterion='prequential'` needs the prev"):
+        guarded_class(X, sine(X), source=unrelated, criterion="prequential")
+    sequential = guarded_class(X, sine(X), source=unrelated, criterion="sequential")
+    assert sequential.uses_transfer and sequential.sequential_log_density == {}
+    sequential.fit()
+    assert not sequential.uses_transfer
+    assert sequential.sequential_log_density["gain"] > 0
 
 
 # ------------------------------------------------------------ prequential criterion
@@ -350,3 +410,88 @@ def test_prequential_arguments_are_checked():
             TransferGuard(
                 guard.transfer_model, criterion="prequential", prequential_clip=clip
             )
+
+
+# ------------------------------------------------------------- sequential criterion
+
+
+def test_sequential_guard_sums_each_points_clipped_gain_from_scratch():
+    X, Y, related, unrelated = sine_target_and_sources()
+    Y = 5.0 * Y + 2.0  # user units: the target GP standardizes
+    Yvar = torch.full_like(Y, 0.01)
+    source = TaskData(unrelated.X, 5.0 * unrelated.Y + 2.0)
+    model = fitted(DeltaBOModel(X, Y, Yvar, source=source))
+    guard = TransferGuard(model, criterion="sequential", prequential_clip=math.inf)
+    # the defaults are the prequential guard's: 3-nat clip, scored from 2 points
+    default = TransferGuard(model, criterion="sequential")
+    assert default.prequential_clip == 3.0 and default.min_points == 2
+    # reference: the guard's target-only GP on the points before each scored one,
+    # by plain linear algebra in its standardized units (plus the known noise)
+    gp = guard.target_model
+    mean_y, std_y = gp.outcome_transform.means[0, 0], gp.outcome_transform.stdvs[0, 0]
+    Z = gp.input_transform(X) if hasattr(gp, "input_transform") else X
+    kernel, c = gp.covar_module, gp.mean_module.constant.detach()
+    z = (Y[:, 0] - mean_y) / std_y
+    target = []
+    with torch.no_grad():
+        for i in range(2, 12):
+            K = kernel(Z[:i]).to_dense() + torch.diag(Yvar[:i, 0] / std_y**2)
+            k = kernel(Z[i : i + 1], Z[:i]).to_dense()[0]
+            mu = c + k @ torch.linalg.solve(K, z[:i] - c)
+            var = kernel(Z[i : i + 1], diag=True)[0] - k @ torch.linalg.solve(K, k)
+            target.append(
+                normal_log_density(Y[i, 0], mu * std_y + mean_y, var * std_y**2 + 0.01)
+            )
+    target = torch.stack(target)
+    transfer = model.sequential_log_density(start=2)  # checked in test_base
+    sums = guard.sequential_log_density
+    assert sums["target"] == pytest.approx(target.sum().item(), rel=1e-9)
+    assert sums["transfer"] == pytest.approx(transfer.sum().item(), rel=1e-9)
+    gains = target - transfer
+    assert sums["gain"] == pytest.approx(gains.sum().item(), rel=1e-9)
+    # an unrelated source: the target-only GP predicted the run better
+    assert sums["gain"] > 0 and not guard.uses_transfer
+    # clipped: each point moves the sum by at most `prequential_clip` nats
+    clip = 0.5 * gains.abs().max().item()
+    assert (gains.abs() > clip).any() and (gains.abs() < clip).any()
+    clipped = TransferGuard(
+        model,
+        target_model=guard.target_model,
+        criterion="sequential",
+        prequential_clip=clip,
+    )
+    expected_gain = gains.clamp(-clip, clip).sum().item()
+    assert clipped.sequential_log_density["gain"] == pytest.approx(
+        expected_gain, rel=1e-9
+    )
+    assert clipped.uses_transfer == (expected_gain <= 0.0)
+    # a margin in total nats: a larger one keeps the transfer model
+    assert TransferGuard(
+        model, criterion="sequential", margin=sums["gain"] + 1.0
+    ).uses_transfer
+
+
+def test_sequential_guard_keeps_a_related_source_and_drops_an_unrelated_one():
+    cls = DeltaBOModel
+    X, Y, related, unrelated = sine_target_and_sources()
+    kept = TransferGuard(fitted(cls(X, Y, source=related)), criterion="sequential")
+    dropped = TransferGuard(fitted(cls(X, Y, source=unrelated)), criterion="sequential")
+    assert kept.uses_transfer and kept.model is kept.transfer_model
+    assert not dropped.uses_transfer and dropped.model is dropped.target_model
+    # with too few points to score, nothing is summed and the transfer model acts
+    few = TransferGuard(
+        fitted(cls(X[:2], Y[:2], source=unrelated)), criterion="sequential"
+    )
+    assert few.uses_transfer and few.sequential_log_density == {}
+
+
+def test_sequential_arguments_are_checked():
+    source = make_source()
+    X, Y = make_target(n=6)
+    model = fitted(DeltaBOModel(X, Y, source=source))
+    first = TransferGuard(model, criterion="prequential")
+    with pytest.raises(ValueError, match="`previous` applies to `criterion="):
+        TransferGuard(model, criterion="sequential", previous=first)
+    for clip in (0.0, -1.0, math.nan, "3", True):
+        with pytest.raises(ValueError, match="`prequential_clip` must be a positive"):
+            TransferGuard(model, criterion="sequential", prequential_clip=clip)
