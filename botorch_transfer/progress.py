@@ -11,6 +11,9 @@ posterior (fitting the source GP, the pivoted Cholesky factor), e.g. inside
 
 A bar appears only once its work has run for :data:`PROGRESS_DELAY` seconds, so quick
 calls (small sources, a few meta-tasks, BO loops that rebuild models) print nothing.
+In a notebook the bar's widget is not even created before then
+(:class:`DeferredNotebookBar`): tqdm's notebook bar waits ``delay`` seconds to display
+its widget but creates it at once, and a notebook saves every widget created.
 Written to a file or pipe rather than a terminal, a bar updates every
 :data:`LOG_UPDATE_INTERVAL` seconds, so logs stay short.
 """
@@ -18,7 +21,8 @@ Written to a file or pipe rather than a terminal, a bar updates every
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from botorch.fit import fit_gpytorch_mll
@@ -32,16 +36,20 @@ PROGRESS_DELAY = 2.0
 LOG_UPDATE_INTERVAL = 30.0
 
 
+def _is_notebook_bar(bar_class: type) -> bool:
+    r"""Whether ``bar_class`` draws ipywidgets (``tqdm.auto`` in a notebook)."""
+    try:
+        from tqdm.notebook import tqdm as notebook_tqdm
+    except ImportError:  # pragma: no cover - tqdm without its notebook module
+        return False
+    return issubclass(bar_class, notebook_tqdm)
+
+
 def _writes_to_a_log(file: Any) -> bool:
     r"""Whether a bar on ``file`` ends up in a log: not a terminal, not a notebook
     widget."""
-    try:
-        from tqdm.notebook import tqdm as notebook_tqdm
-
-        if issubclass(tqdm, notebook_tqdm):
-            return False
-    except ImportError:  # pragma: no cover - tqdm without its notebook module
-        pass
+    if _is_notebook_bar(tqdm):
+        return False
     isatty = getattr(file, "isatty", None)
     try:
         return not (callable(isatty) and isatty())
@@ -51,8 +59,9 @@ def _writes_to_a_log(file: Any) -> bool:
 
 def progress_bar(
     iterable: Iterable | None = None, *, progress: bool = True, **kwargs: Any
-) -> tqdm:
-    r"""A tqdm bar shown after :data:`PROGRESS_DELAY` seconds, or a disabled one.
+) -> tqdm | DeferredNotebookBar:
+    r"""A tqdm bar shown after :data:`PROGRESS_DELAY` seconds, or a disabled one (in
+    a notebook, a :class:`DeferredNotebookBar`).
 
     Args:
         iterable: What to iterate over (``None`` for a bar updated by hand).
@@ -65,9 +74,88 @@ def progress_bar(
     """
     if not progress:
         kwargs["disable"] = True  # else tqdm's defaults (TQDM_DISABLE) decide
+    elif _is_notebook_bar(tqdm):
+        return DeferredNotebookBar(tqdm, iterable, **kwargs)
     elif _writes_to_a_log(kwargs.get("file", sys.stderr)):
         kwargs.setdefault("mininterval", LOG_UPDATE_INTERVAL)
     return tqdm(iterable, delay=PROGRESS_DELAY, **kwargs)
+
+
+class DeferredNotebookBar:
+    r"""A notebook progress bar whose widget is created only once its work has run
+    for :data:`PROGRESS_DELAY` seconds.
+
+    It counts like a tqdm bar (``update``, iteration, ``n``, ``total``,
+    ``set_postfix``, ``close``, a context manager) and hands the count to a
+    ``bar_class`` bar when that is due. Quick work (a BO loop rebuilding a model
+    every iteration) thus creates no widgets, which a notebook would otherwise keep
+    in its saved widget state (a tutorial grew to 11 MB with 960 of them).
+
+    Args:
+        bar_class: The notebook tqdm class to create.
+        iterable: What to iterate over (``None`` for a bar updated by hand).
+        kwargs: Passed to ``bar_class`` (``desc``, ``total``, ``unit``, ...).
+    """
+
+    def __init__(
+        self, bar_class: type, iterable: Iterable | None = None, **kwargs: Any
+    ) -> None:
+        self._bar_class, self._iterable = bar_class, iterable
+        total = kwargs.pop("total", None)
+        if total is None and hasattr(iterable, "__len__"):
+            total = len(iterable)
+        self._total, self._kwargs = total, kwargs
+        self._postfix: dict[str, Any] | None = None
+        self._start = time.monotonic()
+        self.bar: Any = None  # the widget bar, once created
+        self.n = 0
+
+    @property
+    def total(self) -> int | float | None:
+        return self._total
+
+    @total.setter
+    def total(self, value: int | float | None) -> None:
+        self._total = value
+        if self.bar is not None:
+            self.bar.total = value
+            self.bar.refresh()
+
+    def update(self, n: int | float = 1) -> None:
+        r"""Count ``n`` more steps; create the widget bar once it is due."""
+        self.n += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif time.monotonic() - self._start >= PROGRESS_DELAY:
+            self.bar = self._bar_class(
+                total=self._total, initial=self.n, **self._kwargs
+            )
+            if self._postfix:
+                self.bar.set_postfix(self._postfix)
+
+    def set_postfix(
+        self, ordered_dict: dict[str, Any] | None = None, refresh: bool = True, **kw
+    ) -> None:
+        r"""As tqdm's ``set_postfix`` (kept until the widget bar exists)."""
+        self._postfix = {**(ordered_dict or {}), **kw}
+        if self.bar is not None:
+            self.bar.set_postfix(self._postfix, refresh=refresh)
+
+    def __iter__(self) -> Iterator:
+        for item in self._iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> DeferredNotebookBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def fit_mll_with_progress(

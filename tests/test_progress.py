@@ -3,6 +3,7 @@ nothing."""
 
 import pytest
 import torch
+from tqdm.notebook import tqdm as notebook_tqdm
 
 from botorch_transfer import (
     RGPE,
@@ -112,3 +113,75 @@ def test_an_early_stop_completes_the_pretraining_bar(capsys, monkeypatch):
     assert steps < 500  # stopped early
     final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert "100%" in final and f"{steps}/{steps}" in final
+
+
+class RecordingNotebookBar(notebook_tqdm):
+    r"""A notebook bar class that records its instances and calls (no widgets)."""
+
+    instances: list = []
+
+    def __init__(self, iterable=None, total=None, initial=0, **kwargs):
+        self.total, self.n, self.kwargs, self.calls = total, initial, kwargs, []
+        RecordingNotebookBar.instances.append(self)
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
+        self.calls.append(("set_postfix", dict(ordered_dict or {}, **kwargs)))
+
+    def refresh(self, *args, **kwargs):
+        self.calls.append(("refresh",))
+
+    def close(self):
+        self.calls.append(("close",))
+
+    def __del__(self):
+        pass
+
+
+@pytest.fixture
+def notebook(monkeypatch):
+    RecordingNotebookBar.instances = []
+    monkeypatch.setattr(progress, "tqdm", RecordingNotebookBar)
+    return RecordingNotebookBar.instances
+
+
+def test_quick_work_in_a_notebook_creates_no_widget(notebook, monkeypatch):
+    monkeypatch.setattr(progress, "PROGRESS_DELAY", 60.0)
+    bar = progress.progress_bar(range(4), desc="quick")
+    assert isinstance(bar, progress.DeferredNotebookBar)
+    assert list(bar) == [0, 1, 2, 3] and bar.n == 4 and bar.total == 4
+    with progress.progress_bar(total=10, desc="by hand") as bar:
+        bar.update(3)
+        bar.set_postfix(loss="1.0")
+        bar.total = bar.n
+    assert bar.total == 3
+    # the models' own bars too: a source posterior built in a BO loop
+    DeltaBOModel(*xy(tasks(1, 3)[0]), source=tasks(1)[0])
+    assert notebook == []
+
+
+def test_long_work_in_a_notebook_hands_its_count_to_a_widget(notebook, monkeypatch):
+    monkeypatch.setattr(progress, "PROGRESS_DELAY", 0.0)
+    with progress.progress_bar(total=10, desc="long", unit="step") as bar:
+        bar.set_postfix(loss="2.0")
+        bar.update(2)  # due: the widget bar starts at the count so far
+        (widget,) = notebook
+        assert (widget.n, widget.total) == (2, 10)
+        assert widget.kwargs == {"desc": "long", "unit": "step"}
+        assert widget.calls == [("set_postfix", {"loss": "2.0"})]
+        bar.update(3)
+        bar.set_postfix({"loss": "1.5"})
+        bar.total = 5  # an early stop
+        assert (widget.n, widget.total) == (5, 5)
+    assert widget.calls[1:] == [
+        ("set_postfix", {"loss": "1.5"}),
+        ("refresh",),
+        ("close",),
+    ]
+    assert list(progress.progress_bar(range(3))) == [0, 1, 2]
+    assert notebook[1].n == 3 and notebook[1].calls == [("close",)]
+    # turned off: tqdm's own disabled bar (no deferral needed)
+    progress.progress_bar(range(3), progress=False)
+    assert notebook[2].kwargs["disable"] is True
