@@ -92,6 +92,7 @@ TRACKS: dict[str, Track] = {
             "deltabo-marginal-preqclip-guarded",
             "deltabo-marginal-preqclip2-guarded",
             "deltabo-marginal-seqclip2-guarded",
+            "deltabo-marginal-preqinit-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

@@ -780,6 +780,15 @@ register_method(
     "(min_points=2: the initial design's next query is scored too); UCB",
 )
 register_method(
+    "deltabo-marginal-preqinit-guarded",
+    prequential_guarded_marginal_deltabo(
+        prequential_clip=3.0, min_points=2, score_initial_design=True
+    ),
+    "deltabo-marginal-preqclip2-guarded whose first guard scores the initial design "
+    "(score_initial_design=True: each initial point after the second predicted by "
+    "both models refitted on the points before it); UCB",
+)
+register_method(
     "deltabo-marginal-seqclip2-guarded",
     prequential_guarded_marginal_deltabo(
         "sequential", prequential_clip=3.0, min_points=2

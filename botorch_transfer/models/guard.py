@@ -263,6 +263,13 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         prequential_clip: Under ``"prequential"`` and ``"sequential"``, the most
             nats one observation can move the sum either way (``None``: the
             default, 3 nats; ``math.inf``: no clipping).
+        score_initial_design: Under ``"prequential"``, let the run's first guard
+            (no ``previous``) score the target points after the first
+            ``min_points``: each predicted by both models refitted (from the
+            current hyperparameters) on the points before it, as the guards of a
+            run started from ``min_points`` points would have. With an initial
+            design of more points the first query then has evidence too; it costs
+            ``n - min_points`` refits of each model, once.
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -283,6 +290,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         criterion: str = "loo",
         previous: TransferGuard | None = None,
         prequential_clip: float | None = None,
+        score_initial_design: bool = False,
     ) -> None:
         super().__init__()
         if criterion not in CRITERIA:
@@ -327,6 +335,17 @@ class TransferGuard(SingleOutputTargetMixin, Model):
                 )
         elif criterion in SUMMED_CRITERIA:
             prequential_clip = DEFAULT_PREQUENTIAL_CLIP
+        if not isinstance(score_initial_design, bool):
+            raise TypeError(
+                "`score_initial_design` must be a bool, got "
+                f"{type(score_initial_design).__name__}."
+            )
+        if score_initial_design and criterion != "prequential":
+            raise ValueError(
+                "`score_initial_design` applies to `criterion='prequential'` only, "
+                f"got {criterion!r}."
+            )
+        self.score_initial_design = score_initial_design
         self.prequential_clip = (
             None if prequential_clip is None else float(prequential_clip)
         )
@@ -346,6 +365,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         (each model's total) and ``"gain"`` (the sum of each point's target-only
         minus transfer density, clipped by ``prequential_clip``)."""
         if previous is None:
+            if self.score_initial_design and self.target_model is not None:
+                return self._initial_design_sums()
             return {"transfer": 0.0, "target": 0.0, "gain": 0.0}
         X, Y = self.transfer_model.target_X, self.transfer_model.target_Y
         m = previous.target_X.shape[-2]
@@ -372,6 +393,37 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         sums["transfer"] += transfer.sum().item()
         sums["target"] += target.sum().item()
         sums["gain"] += gains.sum().item()
+        return sums
+
+    def _initial_design_sums(self) -> dict[str, float]:
+        r"""The run's first guard: each target point ``i`` from ``min_points`` on is
+        predicted by both models refitted on the points before it, as the guards of
+        a run that had started from ``min_points`` points would have (each refit
+        starts from the current hyperparameters)."""
+        model = self.transfer_model
+        X, Y, Yvar = model.target_X, model.target_Y, model.target_Yvar
+        sums = {"transfer": 0.0, "target": 0.0, "gain": 0.0}
+        for i in range(self.min_points, X.shape[-2]):
+            before = copy.deepcopy(model)
+            before._set_target_data(
+                model._target_X[:i], model._target_Y[:i], model._target_Yvar[:i]
+            )
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(before.likelihood, before))
+            target = self._target_model_for(model, n=i)
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(target.likelihood, target))
+            new = (
+                X[i : i + 1],
+                Y[i : i + 1],
+                None if Yvar is None else Yvar[i : i + 1],
+            )
+            transfer_density = predictive_log_density(before, *new)
+            target_density = predictive_log_density(target, *new)
+            gain = (target_density - transfer_density).clamp(
+                -self.prequential_clip, self.prequential_clip
+            )
+            sums["transfer"] += transfer_density.sum().item()
+            sums["target"] += target_density.sum().item()
+            sums["gain"] += gain.sum().item()
         return sums
 
     def _choose(self) -> None:
@@ -532,12 +584,16 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         return _GUARDED_CLASSES[model_class]
 
     @staticmethod
-    def _target_model_for(model: SourceConditionedGP) -> SingleTaskGP:
+    def _target_model_for(
+        model: SourceConditionedGP, n: int | None = None
+    ) -> SingleTaskGP:
+        r"""The target-only GP on ``model``'s target data (its first ``n`` points)."""
         transform = getattr(model, "input_transform", None)
+        Yvar = model.target_Yvar
         return SingleTaskGP(
-            model.target_X,
-            model.target_Y,
-            model.target_Yvar,
+            model.target_X[:n],
+            model.target_Y[:n],
+            None if Yvar is None else Yvar[:n],
             input_transform=copy.deepcopy(transform),
             outcome_transform=Standardize(m=1),
         )

@@ -495,3 +495,66 @@ def test_sequential_arguments_are_checked():
     for clip in (0.0, -1.0, math.nan, "3", True):
         with pytest.raises(ValueError, match="`prequential_clip` must be a positive"):
             TransferGuard(model, criterion="sequential", prequential_clip=clip)
+
+
+def test_first_prequential_guard_can_score_the_initial_design():
+    generator = torch.Generator().manual_seed(1)
+    X_s = torch.rand(30, 2, generator=generator, dtype=F64)
+    X = torch.rand(6, 2, generator=generator, dtype=F64)
+    Y = 5.0 * sine(X) + 2.0
+    Yvar = torch.full_like(Y, 0.01)
+    # an unrelated, rougher source
+    source = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    model = fitted(DeltaBOModel(X[:5], Y[:5], Yvar[:5], source=source))
+    options = {"criterion": "prequential", "prequential_clip": math.inf}
+    first = TransferGuard(model, score_initial_design=True, **options)
+    # reference: the guards of a run that started from 2 points, each model refitted
+    # on the points before the one it predicts (from the fitted hyperparameters)
+    expected = {"transfer": 0.0, "target": 0.0}
+    for i in range(2, 5):
+        before = DeltaBOModel(X[:i], Y[:i], Yvar[:i], source=source)
+        before.load_state_dict(model.state_dict())
+        fitted(before)
+        target = fitted(
+            SingleTaskGP(X[:i], Y[:i], Yvar[:i], outcome_transform=Standardize(1))
+        )
+        for key, m in (("transfer", before), ("target", target)):
+            post = m.posterior(X[i : i + 1])
+            expected[key] += normal_log_density(
+                Y[i, 0], post.mean[0, 0], post.variance[0, 0] + 0.01
+            ).item()
+    sums = first.prequential_log_density
+    assert sums["transfer"] == pytest.approx(expected["transfer"], rel=1e-6)
+    assert sums["target"] == pytest.approx(expected["target"], rel=1e-6)
+    gain = expected["target"] - expected["transfer"]
+    assert sums["gain"] == pytest.approx(gain, rel=1e-6)
+    # the unrelated source predicted the initial design worse: the target-only GP
+    # acts from the first query on, where a guard without the initial design has
+    # no evidence and acts as the transfer model
+    assert gain > 0 and not first.uses_transfer
+    assert TransferGuard(model, **options).uses_transfer
+    # the next guard adds its new point to these sums
+    nxt = TransferGuard(
+        fitted(DeltaBOModel(X, Y, Yvar, source=source)), previous=first, **options
+    )
+    new = nxt.prequential_log_density["transfer"] - sums["transfer"]
+    post = model.posterior(X[5:])
+    assert new == pytest.approx(
+        normal_log_density(Y[5, 0], post.mean[0, 0], post.variance[0, 0] + 0.01).item(),
+        rel=1e-9,
+    )
+    # the model itself is left as it was
+    torch.testing.assert_close(model.target_X, X[:5])
+    # nothing to score at min_points target points; clipped like every other point
+    few = fitted(DeltaBOModel(X[:2], Y[:2], Yvar[:2], source=source))
+    assert TransferGuard(
+        few, score_initial_design=True, **options
+    ).prequential_log_density == {"transfer": 0.0, "target": 0.0, "gain": 0.0}
+    clipped = TransferGuard(
+        model, score_initial_design=True, criterion="prequential", prequential_clip=0.1
+    )
+    assert abs(clipped.prequential_log_density["gain"]) <= 3 * 0.1 + 1e-12
+    with pytest.raises(TypeError, match="`score_initial_design` must be a bool"):
+        TransferGuard(model, score_initial_design=1, criterion="prequential")
+    with pytest.raises(ValueError, match="`score_initial_design` applies to"):
+        TransferGuard(model, score_initial_design=True, criterion="sequential")
