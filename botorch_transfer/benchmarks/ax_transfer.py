@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import torch
@@ -90,6 +91,8 @@ def ax_transfer_comparison(
     n_source: int | None = 60,
     seeds: Sequence[int] = (0,),
     device: torch.device | str = "cpu",
+    model_options: dict[str, Any] | None = None,
+    label: str = "",
 ) -> pd.DataFrame:
     r"""Simple regret of transfer models through Ax, per trial.
 
@@ -104,6 +107,11 @@ def ax_transfer_comparison(
             observation noise depend on the seed only, not on the method.
         device: Where Ax fits the models and optimizes the acquisition (Ax's
             ``torch_device``); the data are drawn on the CPU.
+        model_options: Keyword arguments of the package's model classes (Ax's
+            ``model_options``, e.g. ``{"criterion": "sequential"}`` for a
+            ``TransferGuard.of(...)`` class); not for ``MultiTaskGP``.
+        label: Appended to each package model's name in the ``method`` column
+            (to tell runs with other ``model_options`` apart).
 
     Returns:
         A DataFrame with columns ``method``, ``seed``, ``trial`` and ``regret``
@@ -151,6 +159,7 @@ def ax_transfer_comparison(
                     model_class,
                     initialization_trials=initialization_trials,
                     use_model_selection=False,
+                    model_options=model_options,
                     seed=seed,
                     torch_device=device,
                 )
@@ -171,9 +180,10 @@ def ax_transfer_comparison(
                     )
                     client.complete_trial(index, raw_data={"y": y})
                     best = max(best, value)
+                name = model_class.__name__
                 rows.append(
                     {
-                        "method": model_class.__name__,
+                        "method": name if model_class is MultiTaskGP else name + label,
                         "seed": seed,
                         "trial": trial,
                         "regret": optimum - best,
@@ -233,12 +243,26 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--output", help="CSV file for the per-trial regret rows")
     parser.add_argument(
+        "--guard-criterion",
+        choices=("loo", "sequential"),
+        help="criterion of the Guarded* classes (TransferGuard.of); their method "
+        "name gets it as a suffix, e.g. GuardedDeltaBOModel[sequential]",
+    )
+    parser.add_argument(
         "--device",
         type=parse_device,
         default="cpu",
         help="Ax's torch_device: cpu (default) or cuda",
     )
     args = parser.parse_args(argv)
+    guard_options = {}
+    if args.guard_criterion is not None:
+        if any(not m.startswith("Guarded") for m in args.methods if m != "MultiTaskGP"):
+            parser.error("--guard-criterion needs the Guarded* methods only")
+        guard_options = {
+            "model_options": {"criterion": args.guard_criterion},
+            "label": f"[{args.guard_criterion}]",
+        }
     frames = []
     for problem in args.problem:
         frame = ax_transfer_comparison(
@@ -249,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
             n_source=args.n_source,
             seeds=range(args.seeds),
             device=args.device,
+            **guard_options,
         )
         frames.append(frame.assign(problem=problem))
         df = pd.concat(frames, ignore_index=True)

@@ -62,3 +62,14 @@ def test_the_cli_runs_a_guarded_model_class(capsys):
     )
     assert list(df.method.unique()) == ["GuardedDeltaBOModel"] and len(df) == 3
     assert "GuardedDeltaBOModel" in capsys.readouterr().out
+
+
+def test_the_cli_passes_the_guard_criterion_to_the_guarded_classes(capsys):
+    df = main(
+        ["--methods", "GuardedDeltaBOModel", "--trials", "4", "--init", "2"]
+        + ["--n-source", "10", "--seeds", "1", "--guard-criterion", "sequential"]
+    )
+    assert list(df.method.unique()) == ["GuardedDeltaBOModel[sequential]"]
+    assert "GuardedDeltaBOModel[sequential]" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--methods", "DeltaBOModel", "--guard-criterion", "sequential"])
