@@ -388,6 +388,15 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         new = (X[m:], Y[m:], None if Yvar is None else Yvar[m:])
         transfer = predictive_log_density(previous.transfer_model, *new)
         target = predictive_log_density(previous.target_model, *new)
+        return self._summed(transfer, target, sums)
+
+    def _summed(
+        self, transfer: Tensor, target: Tensor, sums: dict[str, float] | None = None
+    ) -> dict[str, float]:
+        r"""``sums`` plus the per-point log densities of the two models: each
+        model's total, and the gains (target-only minus transfer) clipped by
+        ``prequential_clip`` and summed."""
+        sums = dict(sums or {"transfer": 0.0, "target": 0.0, "gain": 0.0})
         # clamping to +-inf (no clipping) leaves the gains as they are
         gains = (target - transfer).clamp(-self.prequential_clip, self.prequential_clip)
         sums["transfer"] += transfer.sum().item()
@@ -402,29 +411,27 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         starts from the current hyperparameters)."""
         model = self.transfer_model
         X, Y, Yvar = model.target_X, model.target_Y, model.target_Yvar
-        sums = {"transfer": 0.0, "target": 0.0, "gain": 0.0}
+        transfer, target = [], []
         for i in range(self.min_points, X.shape[-2]):
             before = copy.deepcopy(model)
             before._set_target_data(
                 model._target_X[:i], model._target_Y[:i], model._target_Yvar[:i]
             )
             fit_gpytorch_mll(ExactMarginalLogLikelihood(before.likelihood, before))
-            target = self._target_model_for(model, n=i)
-            fit_gpytorch_mll(ExactMarginalLogLikelihood(target.likelihood, target))
+            target_gp = self._target_model_for(model, n=i)
+            fit_gpytorch_mll(
+                ExactMarginalLogLikelihood(target_gp.likelihood, target_gp)
+            )
             new = (
                 X[i : i + 1],
                 Y[i : i + 1],
                 None if Yvar is None else Yvar[i : i + 1],
             )
-            transfer_density = predictive_log_density(before, *new)
-            target_density = predictive_log_density(target, *new)
-            gain = (target_density - transfer_density).clamp(
-                -self.prequential_clip, self.prequential_clip
-            )
-            sums["transfer"] += transfer_density.sum().item()
-            sums["target"] += target_density.sum().item()
-            sums["gain"] += gain.sum().item()
-        return sums
+            transfer.append(predictive_log_density(before, *new))
+            target.append(predictive_log_density(target_gp, *new))
+        if not transfer:
+            return self._summed(Y.new_empty(0), Y.new_empty(0))
+        return self._summed(torch.cat(transfer), torch.cat(target))
 
     def _choose(self) -> None:
         r"""Compare the two models by the guard's criterion and set
@@ -461,12 +468,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         target = single_task_sequential_log_density(
             self.target_model, start=self.min_points
         )
-        gains = (target - transfer).clamp(-self.prequential_clip, self.prequential_clip)
-        self.sequential_log_density = {
-            "transfer": transfer.sum().item(),
-            "target": target.sum().item(),
-            "gain": gains.sum().item(),
-        }
+        self.sequential_log_density = self._summed(transfer, target)
         self.uses_transfer = self.sequential_log_density["gain"] <= self.margin
 
     def fit(self) -> TransferGuard:
