@@ -46,10 +46,8 @@ def _is_notebook_bar(bar_class: type) -> bool:
 
 
 def _writes_to_a_log(file: Any) -> bool:
-    r"""Whether a bar on ``file`` ends up in a log: not a terminal, not a notebook
-    widget."""
-    if _is_notebook_bar(tqdm):
-        return False
+    r"""Whether a text bar on ``file`` ends up in a log: not a terminal (notebook
+    bars are widgets, see :class:`DeferredNotebookBar`)."""
     isatty = getattr(file, "isatty", None)
     try:
         return not (callable(isatty) and isatty())

@@ -898,7 +898,8 @@ class SourceConditionedGP(
         n = self._target_X.shape[-2]
         if n < 2:
             raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
-        return self._log_densities_rebuilt((torch.arange(n) != i, i) for i in range(n))
+        index = torch.arange(n, device=self._target_X.device)
+        return self._log_densities_rebuilt((index != i, i) for i in range(n))
 
     def sequential_log_density(self, start: int = 1) -> Tensor:
         r"""One-step-ahead log predictive density of each target observation from
@@ -924,9 +925,9 @@ class SourceConditionedGP(
         """
         if isinstance(start, bool) or not isinstance(start, int) or start < 1:
             raise ValueError(f"`start` must be an int >= 1, got {start!r}.")
-        n = self._target_X.shape[-2]
+        index = torch.arange(self._target_X.shape[-2], device=self._target_X.device)
         return self._log_densities_rebuilt(
-            (torch.arange(i), i) for i in range(start, n)
+            (index[:i], i) for i in range(start, len(index))
         )
 
     def _log_densities_rebuilt(self, folds: Iterable[tuple[Tensor, int]]) -> Tensor:
@@ -945,7 +946,6 @@ class SourceConditionedGP(
         try:
             with torch.no_grad():
                 for kept, i in folds:
-                    kept = kept.to(X.device)
                     self._set_target_data(X[kept], Y[kept], Yvar[kept])
                     known = not torch.isnan(Yvar[i])
                     noise = Yvar[i].reshape(1, 1) if known else True

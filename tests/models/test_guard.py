@@ -49,8 +49,9 @@ def test_transfer_loo_matches_closed_form_on_the_pooled_gp():
     assert model.train_inputs[0].shape[-2] == 47
 
 
-@pytest.mark.parametrize("standardize", [False, True])
-def test_single_task_loo_matches_refits_with_fixed_hyperparameters(standardize):
+def fitted_scaled_target_gp(standardize):
+    r"""9 target points in user units (3 y + 5), a fitted ``SingleTaskGP`` on them
+    (optionally standardizing) and its outcome map ``(mean, std)``."""
     X, Y = make_target(n=9)
     Y = 3.0 * Y + 5.0
     model = SingleTaskGP(
@@ -61,6 +62,12 @@ def test_single_task_loo_matches_refits_with_fixed_hyperparameters(standardize):
         mean, std = model.outcome_transform.means, model.outcome_transform.stdvs
     else:
         mean, std = torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64)
+    return X, Y, model, mean, std
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_single_task_loo_matches_refits_with_fixed_hyperparameters(standardize):
+    X, Y, model, mean, std = fitted_scaled_target_gp(standardize)
     Z = (Y - mean) / std
     expected = []
     for i in range(9):
@@ -84,16 +91,7 @@ def test_single_task_loo_matches_refits_with_fixed_hyperparameters(standardize):
 def test_single_task_sequential_matches_prefix_gps_with_fixed_hyperparameters(
     standardize,
 ):
-    X, Y = make_target(n=9)
-    Y = 3.0 * Y + 5.0
-    model = SingleTaskGP(
-        X, Y, outcome_transform=Standardize(m=1) if standardize else None
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    if standardize:
-        mean, std = model.outcome_transform.means, model.outcome_transform.stdvs
-    else:
-        mean, std = torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64)
+    X, Y, model, mean, std = fitted_scaled_target_gp(standardize)
     # reference: point i predicted by the GP on points 0..i-1, plain linear algebra
     Z = (Y[:, 0] - mean[0, 0]) / std[0, 0]
     kernel, c = model.covar_module, model.mean_module.constant.detach()
