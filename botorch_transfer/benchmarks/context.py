@@ -130,6 +130,9 @@ def run_environment() -> dict[str, str | None]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    # torch's build tag (+cpu, +cu130) selects other kernels; a distribution's
+    # metadata can lack it (a CUDA image's torch reports 2.11.0, not 2.11.0+cu130)
+    versions["torch"] = torch.__version__
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -146,6 +149,9 @@ def run_environment() -> dict[str, str | None]:
         "git_commit": commit or None,
         "cpu": _cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # the CUDA toolkit torch was built with (None for a CPU build); asking for
+        # the GPU itself would initialize CUDA in a process that may fork workers
+        "cuda": torch.version.cuda,
     }
 
 

@@ -754,7 +754,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 res[method] = _config_in_process(args, method, dim, n)
                 rows.append(res[method])
             cells = [
-                f"{res[m]['iteration_s']:.2f}{'' if res[m]['refit'] else '*'}"
+                f"{res[m]['iteration_s']:.3f}{'' if res[m]['refit'] else '*'}"
                 for m in methods
             ]
             line = f"{dim:>2} {n:>6} | " + " ".join(f"{c:>{width}}" for c in cells)
@@ -775,6 +775,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 )
                 + "; peak MB: "
                 + ", ".join(f"{m} {res[m]['peak_rss_mb']:.0f}" for m in methods)
+                + (
+                    "; peak GPU MB: "
+                    + ", ".join(f"{m} {res[m]['peak_device_mb']:.0f}" for m in methods)
+                    if res[base]["peak_device_mb"] is not None
+                    else ""
+                )
             )
     print(
         f"\n* model trained on more than {args.max_fit_n} points: hyperparameters "

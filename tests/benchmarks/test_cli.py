@@ -316,6 +316,7 @@ def test_run_environment_names_versions_commit_and_cpu():
     assert environment["torch"] == torch.__version__
     assert environment["botorch"] == metadata.version("botorch")
     assert environment["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert environment["cuda"] == torch.version.cuda
     assert environment["cpu"]
     # a git checkout names its commit (CI installs from a clone); elsewhere None
     commit = environment["git_commit"]
