@@ -19,7 +19,9 @@ columns of ``Y`` (``M x N``) are ``N`` draws of the unknown task distribution at
   ``f(V)`` the base GP's conditional: mean
   ``c + k(x, V) (K + s^2 I)^{-1} (mu_hat - c)`` and covariance
   ``k(x, x') + k(x, V) B k(V, x')`` with
-  ``B = (K + s^2 I)^{-1} (S - K - s^2 I) (K + s^2 I)^{-1}``.
+  ``B = (K + s^2 I)^{-1} (S - K - s^2 I) (K + s^2 I)^{-1}``, computed in the
+  coordinates whitened by the Cholesky factor of ``K + s^2 I`` (see
+  :class:`~botorch_transfer.pretraining.prior.EmpiricalStructure`).
   Far from ``V`` it reverts to ``GP(c, k)``; with ``lam = 1`` its covariance is ``k``.
 
 No network is trained, so it takes seconds (the NLL objective's Adam takes minutes).
@@ -176,11 +178,16 @@ def fit_empirical_prior(
         mean_hat = Y.mean(0)
         cov_hat = (Y - mean_hat).transpose(0, 1) @ (Y - mean_hat) / max(N - 1, 1)
         S = (1 - lam) * cov_hat + lam * K_noisy
-        alpha = torch.cholesky_solve((mean_hat - c).unsqueeze(-1), L).squeeze(-1)
-        K_inv = torch.cholesky_inverse(L)
+        # in the coordinates whitened by L (EmpiricalStructure): no (K + s^2 I)^{-2}
+        alpha = torch.linalg.solve_triangular(
+            L, (mean_hat - c).unsqueeze(-1), upper=False
+        )
+        inner = torch.linalg.solve_triangular(L, S, upper=False)
+        inner = torch.linalg.solve_triangular(L, inner.transpose(0, 1), upper=False)
         structure.index_points.copy_(V)
-        structure.alpha.copy_(alpha)
-        structure.correction.copy_(K_inv @ (S - K_noisy) @ K_inv)
+        structure.index_cholesky.copy_(L)
+        structure.alpha.copy_(alpha.squeeze(-1))
+        structure.correction.copy_((inner + inner.transpose(0, 1)) / 2 - eye)
         structure.constant.copy_(c)
         history.append({"shrinkage": lam, "base_nll": float(base_nll())})
     return history

@@ -48,6 +48,8 @@ _STATE_KEYS = (
     "mean_module.offset",
     "mean_module.scale",
 )
+#: The empirical prior's whitening factor, absent from priors saved before it.
+_WHITENING_KEY = "empirical.index_cholesky"
 
 
 class InputFeatures(nn.Module):
@@ -88,13 +90,23 @@ class EmpiricalStructure(nn.Module):
     With index points ``V`` (the inputs every meta-task observed, on the unit cube),
     a base kernel ``k`` (ARD Matern-5/2 with an outputscale) and noise ``s^2``:
 
-    - ``m(x) = c + k(x, V) alpha`` with ``alpha = (K + s^2 I)^{-1} (mu_hat - c)``: the
-      meta-tasks' mean at ``V``, smoothed and interpolated by ``k``;
-    - ``k_e(x, x') = k(x, x') + k(x, V) B k(V, x')`` with
-      ``B = (K + s^2 I)^{-1} (S - K - s^2 I) (K + s^2 I)^{-1}``, where ``S`` is the
-      meta-tasks' (shrunk) covariance at ``V``. Far from ``V`` it is ``k``.
+    - ``m(x) = c + q(x)^T alpha`` with ``q(x) = L^{-1} k(V, x)``, ``L L^T = K + s^2 I``
+      and ``alpha = L^{-1} (mu_hat - c)``: the meta-tasks' mean at ``V``, smoothed
+      and interpolated by ``k``;
+    - ``k_e(x, x') = k(x, x') + q(x)^T D q(x')`` with ``D = L^{-1} S L^{-T} - I``,
+      where ``S`` is the meta-tasks' (shrunk) covariance at ``V``. Far from ``V`` it
+      is ``k``.
 
-    ``alpha``, ``B`` and ``c`` are buffers set by the fit.
+    This is ``k(x, x') + k(x, V) B k(V, x')`` with
+    ``B = (K + s^2 I)^{-1} (S - K - s^2 I) (K + s^2 I)^{-1}``, computed in the
+    coordinates whitened by ``L``: ``B`` itself holds ``(K + s^2 I)^{-2}``, whose
+    round-off made the covariance indefinite for smooth, noise-free meta-data
+    (a smallest eigenvalue of -0.19 against variances of at most 0.09). A prior saved
+    before ``index_cholesky`` existed stored ``B`` and ``(K + s^2 I)^{-1}
+    (mu_hat - c)``: it loads with ``L = I``, which is that formula.
+
+    ``index_cholesky``, ``alpha``, ``correction`` (``D``) and ``c`` are buffers set
+    by the fit.
     """
 
     def __init__(self, features: InputFeatures, num_index_points: int) -> None:
@@ -108,6 +120,7 @@ class EmpiricalStructure(nn.Module):
         self.register_buffer(
             "correction", torch.zeros(num_index_points, num_index_points)
         )
+        self.register_buffer("index_cholesky", torch.eye(num_index_points))
         self.register_buffer("constant", torch.zeros(()))
         self.to(dtype=dtype)
 
@@ -115,20 +128,23 @@ class EmpiricalStructure(nn.Module):
         return (X - self.features.lower) / self.features.range
 
     def cross(self, X: Tensor) -> Tensor:
-        r"""``k(X, V)``."""
-        return self.base_kernel(self.unit(X), self.index_points).to_dense()
+        r"""``q(X)^T = k(X, V) L^{-T}`` (``... x n x M``)."""
+        k = self.base_kernel(self.unit(X), self.index_points).to_dense()
+        L = self.index_cholesky.expand(*k.shape[:-2], *self.index_cholesky.shape)
+        q = torch.linalg.solve_triangular(L, k.transpose(-1, -2), upper=False)
+        return q.transpose(-1, -2)
 
     def mean(self, X: Tensor) -> Tensor:
         return self.constant + (self.cross(X) @ self.alpha.unsqueeze(-1)).squeeze(-1)
 
     def covariance(self, X1: Tensor, X2: Tensor, diag: bool = False) -> Tensor:
-        k1 = self.cross(X1)
+        q1 = self.cross(X1)
         if diag:
             base = self.base_kernel(self.unit(X1), self.unit(X2), diag=True)
-            return base + ((k1 @ self.correction) * k1).sum(-1)
-        k2 = k1 if X2 is X1 else self.cross(X2)
+            return base + ((q1 @ self.correction) * q1).sum(-1)
+        q2 = q1 if X2 is X1 else self.cross(X2)
         base = self.base_kernel(self.unit(X1), self.unit(X2)).to_dense()
-        return base + k1 @ self.correction @ k2.transpose(-1, -2)
+        return base + q1 @ self.correction @ q2.transpose(-1, -2)
 
 
 class PretrainedMean(Mean):
@@ -441,6 +457,17 @@ class PretrainedPrior(Module):
             raise PriorFileError(
                 f"{describe_path(path)}: invalid config of the saved {name}: {e}"
             ) from e
+        if prior.empirical is not None and _WHITENING_KEY not in state:
+            # saved before the whitened form: alpha and B un-whitened, i.e. L = I
+            # (under each name of the shared structure)
+            state = {
+                **state,
+                **{
+                    k: v
+                    for k, v in prior.state_dict().items()
+                    if k.endswith(_WHITENING_KEY)
+                },
+            }
         try:
             prior.load_state_dict(state)
         except RuntimeError as e:  # missing / unexpected / mis-shaped tensors

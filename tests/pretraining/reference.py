@@ -183,11 +183,17 @@ def empirical_loo_nll(Y, yvar, V, lengthscale, outputscale, c, noise, lam):
 
 
 def empirical_parts(prior):
-    r"""The evaluation parts of an empirical prior (its buffers and base kernel)."""
+    r"""The evaluation parts of an empirical prior in the formula's own coordinates:
+    ``alpha = (K + s^2 I)^{-1} (mu_hat - c)`` and ``B``, un-whitened from the buffers
+    (which hold ``L^{-1} (mu_hat - c)`` and ``L^{-1} S L^{-T} - I``)."""
     e = prior.empirical
+    L = _np(e.index_cholesky)
+    alpha = scipy.linalg.solve_triangular(L, _np(e.alpha), lower=True, trans="T")
+    half = scipy.linalg.solve_triangular(L, _np(e.correction), lower=True, trans="T")
+    B = scipy.linalg.solve_triangular(L, half.T, lower=True, trans="T").T
     return {
         "V": _np(e.index_points),
-        "alpha": _np(e.alpha),
-        "B": _np(e.correction),
+        "alpha": alpha,
+        "B": B,
         "c": float(_np(e.constant)),
     }
