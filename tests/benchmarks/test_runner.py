@@ -44,7 +44,7 @@ def smoke_cases():
             )
 
 
-@pytest.mark.parametrize("problem, method", smoke_cases())
+@pytest.mark.parametrize("problem, method", list(smoke_cases()))
 def test_every_problem_and_method_runs(problem, method, device):
     record = run_experiment(problem, method, seed=0, iterations=2, device=device)
     assert record["device"] == device.type

@@ -117,7 +117,7 @@ def acquisition_cases():
             )
 
 
-@pytest.mark.parametrize("kind, name", acquisition_cases())
+@pytest.mark.parametrize("kind, name", list(acquisition_cases()))
 def test_bo_loop_with_acquisition(kind, source_data, source_model, name):
     run_loop(kind, source_data, source_model, name, n_init=3)
 
