@@ -356,6 +356,10 @@ def _first_paragraph(doc: str | None) -> str:
 TRACE_FIELDS = ("queries", "observations")
 
 
+def _without_traces(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in TRACE_FIELDS}
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     r"""Write ``OUT``'s records, one per run, without the query traces, to a JSONL
     file (gzipped if its name ends in ``.gz``): a sweep's results small enough to keep
@@ -364,7 +368,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     records = _load(args.out)
     lines = []
     for record in records:
-        kept = {k: v for k, v in record.items() if k not in TRACE_FIELDS}
+        kept = _without_traces(record)
+        if "tasks" in kept:  # a meta-track run: one trace per test task
+            kept["tasks"] = [_without_traces(task) for task in kept["tasks"]]
         lines.append(json.dumps(kept) + "\n")
     data = "".join(lines).encode()
     target = args.file

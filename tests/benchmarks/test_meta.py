@@ -25,6 +25,7 @@ from botorch_transfer.benchmarks.report import (
     summary_table,
 )
 from botorch_transfer.benchmarks.runner import load_results
+from tests.benchmarks.test_cli import write_records
 
 
 def small_gp_tasks():
@@ -100,6 +101,28 @@ def test_same_seed_same_meta_run():
     a = run_meta_experiment(small_gp_tasks(), "hyperbo-ekl", seed=3, iterations=2)
     b = run_meta_experiment(small_gp_tasks(), "hyperbo-ekl", seed=3, iterations=2)
     assert [t["queries"] for t in a["tasks"]] == [t["queries"] for t in b["tasks"]]
+
+
+def test_export_drops_each_test_tasks_trace_and_keeps_the_summary(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    run = ["run", "--problems", "gp-tasks", "--methods", "random", "hyperbo"]
+    main(
+        [*run, "--seeds", "1", "--iterations", "2", "--workers", "1", "--out", str(out)]
+    )
+    capsys.readouterr()
+    main(["summarize", "--out", str(out)])
+    table = capsys.readouterr().out
+    exported = tmp_path / "meta.jsonl"
+    main(["export", "--out", str(out), str(exported)])
+    assert "2 record(s)" in capsys.readouterr().out
+    records = [json.loads(line) for line in exported.read_text().splitlines()]
+    tasks = [t for r in records for t in r["tasks"]]
+    assert tasks and not any("queries" in t or "observations" in t for t in tasks)
+    assert all(len(t["simple_regret"]) == 3 for t in tasks)
+    again = tmp_path / "again"
+    write_records(again, records)
+    main(["summarize", "--out", str(again)])
+    assert capsys.readouterr().out.replace(str(again), str(out)) == table
 
 
 def test_cli_mixes_transfer_and_meta_problems(tmp_path, capsys):
