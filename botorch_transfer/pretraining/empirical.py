@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -131,14 +132,27 @@ def fit_empirical_prior(
         K_noisy = kernel(V).to_dense() + (prior.noise_relative + Yvar) * eye
         return -_gaussian_log_likelihood(Y, constant, K_noisy).sum() / (N * M)
 
+    best: dict[str, Any] = {"loss": math.inf, "values": None}
+
     def closure() -> Tensor:
         optimizer.zero_grad()
         loss = base_nll()
         loss.backward()
+        if loss.item() < best["loss"]:  # NaN compares False: never kept
+            best["loss"] = loss.item()
+            best["values"] = [p.detach().clone() for p in params]
         return loss
 
     with torch.enable_grad():
-        optimizer.step(closure)
+        try:
+            optimizer.step(closure)
+        except torch.linalg.LinAlgError:
+            # a line-search trial point left the positive-definite region (seen on
+            # rbv2_rpart meta-data): keep the best point evaluated before it
+            if best["values"] is not None:
+                with torch.no_grad():
+                    for p, value in zip(params, best["values"]):
+                        p.copy_(value)
     for p in params:
         p.requires_grad_(False)
     prior.raw_noise.requires_grad_(True)  # the prior's parameters stay trainable

@@ -125,6 +125,62 @@ def test_smooth_noise_free_meta_data_give_a_positive_semidefinite_covariance():
     torch.linalg.cholesky(prior.covariance(X_new, observation_noise=True).detach())
 
 
+@pytest.mark.parametrize("failing_call", [1, 8])
+def test_a_line_search_step_outside_the_positive_definite_region_keeps_the_best_point(
+    monkeypatch, failing_call
+):
+    # the base-kernel fit's L-BFGS line search tried a point whose covariance has no
+    # Cholesky factor on rbv2_rpart meta-data (seeds 3 and 4) and the prior failed
+    import botorch_transfer.pretraining.empirical as empirical
+
+    likelihood, calls = empirical._gaussian_log_likelihood, []
+
+    def failing(y, mean, cov):
+        calls.append(None)
+        if len(calls) == failing_call:
+            raise torch.linalg.LinAlgError("not positive-definite")
+        return likelihood(y, mean, cov)
+
+    with monkeypatch.context() as m:
+        m.setattr(empirical, "_gaussian_log_likelihood", failing)
+        prior = pretrain_prior(family(), objective="empirical", progress=False)
+    # the fit ends where it failed: the best point evaluated before (or the
+    # starting point), and the prior is built from it
+    assert len(calls) > failing_call
+    X = torch.rand(5, 2, dtype=F64)
+    with torch.no_grad():
+        torch.linalg.cholesky(prior.covariance(X, observation_noise=True))
+        assert torch.isfinite(prior.mean(X)).all()
+    start = pretrain_prior(family(), objective="empirical", progress=False)
+    if failing_call == 1:  # nothing evaluated: the starting values
+        e = prior.empirical.base_kernel
+        assert float(e.base_kernel.lengthscale.mean()) == pytest.approx(0.5)
+    else:  # some progress kept; the complete fit gets at least as far
+        assert (
+            start.training_history[-1]["base_nll"]
+            <= prior.training_history[-1]["base_nll"]
+        )
+
+
+def test_rbv2_rpart_meta_data_that_broke_the_base_fit():
+    pytest.importorskip("onnxruntime")
+    from botorch_transfer.benchmarks.meta import (
+        META_PROBLEMS,
+        _split,
+        meta_training_data,
+    )
+    from botorch_transfer.benchmarks.yahpo import default_data_dir
+
+    if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
+        pytest.skip("YAHPO rbv2_rpart data not available")
+    problem = META_PROBLEMS["rbv2-rpart"]()
+    train, _ = _split(problem, 3)
+    prior = pretrain_prior(meta_training_data(problem, train, 3), progress=False)
+    X = torch.rand(10, 5, generator=torch.Generator().manual_seed(0), dtype=F64)
+    with torch.no_grad():
+        torch.linalg.cholesky(prior.covariance(X, observation_noise=True))
+
+
 def test_units_do_not_matter():
     small, large = family(scale=1e-3), family(scale=1e3)
     p_small = pretrain_prior(small, objective="empirical", progress=False)
