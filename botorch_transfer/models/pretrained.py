@@ -54,7 +54,8 @@ class PretrainedPriorGP(SourceConditionedGP):
         outcome_transform: Must be ``None`` (see above).
         input_transform: Optional input transform.
         prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword).
-        fine_tune: Make the prior's parameters trainable.
+        fine_tune: Make the prior's parameters trainable (not for the empirical
+            prior: its mean and covariance are estimates derived at its fit).
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -116,6 +117,16 @@ class PretrainedPriorGP(SourceConditionedGP):
             raise ValueError(
                 f"`train_X` has d={train_X.shape[-1]} but `prior` was pre-trained on "
                 f"d={transfer.dim} inputs."
+            )
+        if self.fine_tune and transfer.empirical is not None:
+            # its mean and covariance were derived from the base kernel at the fit
+            # (whitened by its Cholesky factor at V): a re-fitted kernel leaves them
+            # inconsistent and the covariance indefinite
+            raise ValueError(
+                "`fine_tune=True` needs a prior with trainable structure; this prior "
+                "is the empirical one (pretrain_prior's default on shared inputs), "
+                "whose mean and covariance are fixed estimates. Pre-train with "
+                "objective='nll' (or 'ekl') to fine-tune, or use fine_tune=False."
             )
         prior = copy.deepcopy(transfer).to(train_X)
         prior.requires_grad_(self.fine_tune)

@@ -18,6 +18,7 @@ from botorch_transfer import (
     PretrainedPriorGP,
     hyperbo_probability_of_improvement,
 )
+from botorch_transfer.data import TaskData
 from botorch_transfer.pretraining import pretrain_prior
 from tests.models.test_delta import make_source, make_target
 from tests.pretraining import reference as ref
@@ -122,6 +123,22 @@ def test_shapes_dtypes_devices(device, dtype, batch, normalize):
         assert post.distribution.covariance_matrix.shape == out_batch + torch.Size(
             [3, 3]
         )
+
+
+def test_fine_tune_refuses_the_empirical_prior_by_name():
+    # its structure was derived from the base kernel at the fit: a re-fitted kernel
+    # made the covariance indefinite and fit_gpytorch_mll failed with NotPSDError,
+    # even on the README's example
+    X_meta = torch.rand(20, 1, generator=torch.Generator().manual_seed(0)).double()
+    tasks = [
+        TaskData(X_meta, torch.sin(6 * X_meta + a) + a * X_meta)
+        for a in torch.linspace(-1, 1, 10).double()
+    ]
+    prior = pretrain_prior(tasks, progress=False)
+    X, Y = X_meta[:5], torch.sin(6 * X_meta[:5] + 0.3)
+    with pytest.raises(ValueError, match="`fine_tune=True`.*empirical"):
+        PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
+    PretrainedPriorGP(X, Y, prior=prior)  # frozen, as the README loop runs it
 
 
 def test_frozen_by_default_fit_is_a_no_op_and_fine_tune_trains_a_copy():
