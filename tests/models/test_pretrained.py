@@ -226,7 +226,6 @@ def test_bad_inputs():
 def test_bo_loop_from_a_pretrained_prior(acquisition):
     # related tasks: shifted and scaled copies of the target family
     gen = torch.Generator().manual_seed(0)
-    from botorch_transfer.data import TaskData
 
     tasks = []
     for i in range(12):
@@ -312,7 +311,6 @@ def test_hyperbo_pi_margin_is_in_the_prior_standardized_units():
 def empirical_family(scale=1.0, n_tasks=8, M=30):
     r"""Related 2-d tasks on shared inputs (matching-input meta-data), the target
     among them in spirit: a bump whose height and location shift per task."""
-    from botorch_transfer.data import TaskData
 
     gen = torch.Generator().manual_seed(5)
     X = torch.rand(M, 2, generator=gen, dtype=F64)
