@@ -54,8 +54,13 @@ class PretrainedPriorGP(SourceConditionedGP):
         outcome_transform: Must be ``None`` (see above).
         input_transform: Optional input transform.
         prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword).
-        fine_tune: Make the prior's parameters trainable (not for the empirical
-            prior: its mean and covariance are estimates derived at its fit).
+        fine_tune: Make the prior's parameters trainable. For the empirical prior
+            (``pretrain_prior``'s default on shared inputs) these are its base
+            kernel's lengthscales and outputscale: its mean and covariance are
+            re-derived from the meta-tasks' statistics with the current kernel
+            (:class:`~botorch_transfer.pretraining.prior.EmpiricalStructure`), so
+            the target's data decide how far the prior interpolates between and
+            beyond the meta-tasks' inputs.
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -118,18 +123,21 @@ class PretrainedPriorGP(SourceConditionedGP):
                 f"`train_X` has d={train_X.shape[-1]} but `prior` was pre-trained on "
                 f"d={transfer.dim} inputs."
             )
-        if self.fine_tune and transfer.empirical is not None:
-            # its mean and covariance were derived from the base kernel at the fit
-            # (whitened by its Cholesky factor at V): a re-fitted kernel leaves them
-            # inconsistent and the covariance indefinite
+        empirical = transfer.empirical
+        if self.fine_tune and empirical is not None and not empirical.has_statistics:
+            # its mean and covariance are tied to the base kernel at the fit: without
+            # the statistics they were derived from, a re-fitted kernel would leave
+            # them inconsistent and the covariance indefinite
             raise ValueError(
-                "`fine_tune=True` needs a prior with trainable structure; this prior "
-                "is the empirical one (pretrain_prior's default on shared inputs), "
-                "whose mean and covariance are fixed estimates. Pre-train with "
-                "objective='nll' (or 'ekl') to fine-tune, or use fine_tune=False."
+                "`fine_tune=True` needs the empirical prior's meta-task statistics, "
+                "which this prior was saved without (before they were kept); "
+                "pre-train it again with pretrain_prior, or use fine_tune=False."
             )
         prior = copy.deepcopy(transfer).to(train_X)
         prior.requires_grad_(self.fine_tune)
+        if prior.empirical is not None:
+            # the base kernel is trained: mean and covariance follow it
+            prior.empirical.adaptive = self.fine_tune
         return prior
 
     def _outcome_reference(self, transfer: PretrainedPrior) -> list:

@@ -24,6 +24,10 @@ columns of ``Y`` (``M x N``) are ``N`` draws of the unknown task distribution at
   :class:`~botorch_transfer.pretraining.prior.EmpiricalStructure`).
   Far from ``V`` it reverts to ``GP(c, k)``; with ``lam = 1`` its covariance is ``k``.
 
+The statistics (``mu_hat``, ``Sigma_hat``, the noise at ``V`` and ``lam``) are kept
+with the prior, so a fine-tuned ``PretrainedPriorGP`` re-derives the mean and
+covariance from them with its re-fitted base kernel.
+
 No network is trained, so it takes seconds (the NLL objective's Adam takes minutes).
 The paper's ``N / (N - t)`` variance rescaling (its Sec. 6, Fig. 4) is not applied:
 the cross-validated shrinkage plays that role here.
@@ -191,17 +195,19 @@ def fit_empirical_prior(
             lam = 1.0
         mean_hat = Y.mean(0)
         cov_hat = (Y - mean_hat).transpose(0, 1) @ (Y - mean_hat) / max(N - 1, 1)
-        S = (1 - lam) * cov_hat + lam * K_noisy
-        # in the coordinates whitened by L (EmpiricalStructure): no (K + s^2 I)^{-2}
-        alpha = torch.linalg.solve_triangular(
-            L, (mean_hat - c).unsqueeze(-1), upper=False
-        )
-        inner = torch.linalg.solve_triangular(L, S, upper=False)
-        inner = torch.linalg.solve_triangular(L, inner.transpose(0, 1), upper=False)
+        # the statistics are kept, the evaluation parts derived from them (in the
+        # coordinates whitened by L: no (K + s^2 I)^{-2}), as a fine-tuned prior
+        # re-derives them from its current kernel
         structure.index_points.copy_(V)
-        structure.index_cholesky.copy_(L)
-        structure.alpha.copy_(alpha.squeeze(-1))
-        structure.correction.copy_((inner + inner.transpose(0, 1)) / 2 - eye)
         structure.constant.copy_(c)
+        structure.index_mean.copy_(mean_hat)
+        structure.index_covariance.copy_(cov_hat)
+        structure.index_noise.copy_(noise + Yvar + jitter)
+        structure.shrinkage.fill_(lam)
+        for buffer, value in zip(
+            (structure.index_cholesky, structure.alpha, structure.correction),
+            structure.derive(),
+        ):
+            buffer.copy_(value)
         history.append({"shrinkage": lam, "base_nll": float(base_nll())})
     return history

@@ -48,8 +48,16 @@ _STATE_KEYS = (
     "mean_module.offset",
     "mean_module.scale",
 )
-#: The empirical prior's whitening factor, absent from priors saved before it.
-_WHITENING_KEY = "empirical.index_cholesky"
+#: Tensors of the empirical prior absent from priors saved before they existed, and
+#: filled with their defaults on loading: the whitening factor (``I``: the formula
+#: those priors stored) and the meta-tasks' statistics (``shrinkage = -1``: absent).
+_ADDED_EMPIRICAL_KEYS = (
+    "empirical.index_cholesky",
+    "empirical.index_mean",
+    "empirical.index_covariance",
+    "empirical.index_noise",
+    "empirical.shrinkage",
+)
 
 
 class InputFeatures(nn.Module):
@@ -106,7 +114,16 @@ class EmpiricalStructure(nn.Module):
     (mu_hat - c)``: it loads with ``L = I``, which is that formula.
 
     ``index_cholesky``, ``alpha``, ``correction`` (``D``) and ``c`` are buffers set
-    by the fit.
+    by the fit, derived (:meth:`derive`) from the meta-tasks' statistics at ``V``,
+    which are kept too: their mean ``mu_hat`` (``index_mean``), unbiased covariance
+    ``Sigma_hat`` (``index_covariance``), noise variance (``index_noise``, the
+    diagonal of ``K + s^2 I`` less ``K``'s) and the shrinkage ``lam``, so that
+    ``S = (1 - lam) Sigma_hat + lam (K + s^2 I)`` and
+    ``D = (1 - lam) (L^{-1} Sigma_hat L^{-T} - I)``. With ``adaptive = True`` (a
+    fine-tuned ``PretrainedPriorGP``) the mean and kernel re-derive ``L``,
+    ``alpha`` and ``D`` from these statistics and the *current* base kernel at
+    every evaluation, so that a re-fitted kernel gives a consistent prior. A prior
+    saved before the statistics were kept has ``shrinkage = -1`` and cannot adapt.
     """
 
     def __init__(self, features: InputFeatures, num_index_points: int) -> None:
@@ -122,29 +139,75 @@ class EmpiricalStructure(nn.Module):
         )
         self.register_buffer("index_cholesky", torch.eye(num_index_points))
         self.register_buffer("constant", torch.zeros(()))
+        # the meta-tasks' statistics at V (shrinkage < 0: not kept, saved before)
+        self.register_buffer("index_mean", torch.zeros(num_index_points))
+        self.register_buffer(
+            "index_covariance", torch.zeros(num_index_points, num_index_points)
+        )
+        self.register_buffer("index_noise", torch.zeros(num_index_points))
+        self.register_buffer("shrinkage", torch.tensor(-1.0))
+        self.adaptive = False
         self.to(dtype=dtype)
+
+    @property
+    def has_statistics(self) -> bool:
+        r"""Whether the meta-tasks' statistics at ``V`` are kept (they are for
+        every prior fitted or saved since they exist)."""
+        return bool(self.shrinkage >= 0)
+
+    def derive(self) -> tuple[Tensor, Tensor, Tensor]:
+        r"""``L``, ``alpha`` and ``D`` from the kept statistics and the current base
+        kernel (the class docstring's formulas).
+
+        Returns:
+            ``index_cholesky`` (``M x M``), ``alpha`` (``M``) and ``correction``
+            (``M x M``) as the current kernel gives them.
+        """
+        if not self.has_statistics:
+            raise RuntimeError(
+                "This empirical prior was saved without the meta-tasks' statistics; "
+                "its structure cannot be re-derived (pre-train it again)."
+            )
+        K = self.base_kernel(self.index_points).to_dense()
+        L = torch.linalg.cholesky(K + torch.diag_embed(self.index_noise))
+        alpha = torch.linalg.solve_triangular(
+            L, (self.index_mean - self.constant).unsqueeze(-1), upper=False
+        ).squeeze(-1)
+        inner = torch.linalg.solve_triangular(L, self.index_covariance, upper=False)
+        inner = torch.linalg.solve_triangular(L, inner.transpose(-1, -2), upper=False)
+        eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+        inner = (inner + inner.transpose(-1, -2)) / 2
+        return L, alpha, (1 - self.shrinkage) * (inner - eye)
+
+    def _parts(self) -> tuple[Tensor, Tensor, Tensor]:
+        if self.adaptive:
+            return self.derive()
+        return self.index_cholesky, self.alpha, self.correction
 
     def unit(self, X: Tensor) -> Tensor:
         return (X - self.features.lower) / self.features.range
 
-    def cross(self, X: Tensor) -> Tensor:
+    def cross(self, X: Tensor, L: Tensor | None = None) -> Tensor:
         r"""``q(X)^T = k(X, V) L^{-T}`` (``... x n x M``)."""
+        L = self._parts()[0] if L is None else L
         k = self.base_kernel(self.unit(X), self.index_points).to_dense()
-        L = self.index_cholesky.expand(*k.shape[:-2], *self.index_cholesky.shape)
+        L = L.expand(*k.shape[:-2], *L.shape)
         q = torch.linalg.solve_triangular(L, k.transpose(-1, -2), upper=False)
         return q.transpose(-1, -2)
 
     def mean(self, X: Tensor) -> Tensor:
-        return self.constant + (self.cross(X) @ self.alpha.unsqueeze(-1)).squeeze(-1)
+        L, alpha, _ = self._parts()
+        return self.constant + (self.cross(X, L) @ alpha.unsqueeze(-1)).squeeze(-1)
 
     def covariance(self, X1: Tensor, X2: Tensor, diag: bool = False) -> Tensor:
-        q1 = self.cross(X1)
+        L, _, correction = self._parts()
+        q1 = self.cross(X1, L)
         if diag:
             base = self.base_kernel(self.unit(X1), self.unit(X2), diag=True)
-            return base + ((q1 @ self.correction) * q1).sum(-1)
-        q2 = q1 if X2 is X1 else self.cross(X2)
+            return base + ((q1 @ correction) * q1).sum(-1)
+        q2 = q1 if X2 is X1 else self.cross(X2, L)
         base = self.base_kernel(self.unit(X1), self.unit(X2)).to_dense()
-        return base + q1 @ self.correction @ q2.transpose(-1, -2)
+        return base + q1 @ correction @ q2.transpose(-1, -2)
 
 
 class PretrainedMean(Mean):
@@ -457,15 +520,17 @@ class PretrainedPrior(Module):
             raise PriorFileError(
                 f"{describe_path(path)}: invalid config of the saved {name}: {e}"
             ) from e
-        if prior.empirical is not None and _WHITENING_KEY not in state:
-            # saved before the whitened form: alpha and B un-whitened, i.e. L = I
-            # (under each name of the shared structure)
+        if prior.empirical is not None:
+            # saved before the whitened form (alpha and B un-whitened, i.e. L = I) or
+            # before the statistics were kept: their defaults, under each name of the
+            # shared structure
+            missing = [k for k in _ADDED_EMPIRICAL_KEYS if k not in state]
             state = {
                 **state,
                 **{
                     k: v
                     for k, v in prior.state_dict().items()
-                    if k.endswith(_WHITENING_KEY)
+                    if any(k.endswith(m) for m in missing)
                 },
             }
         try:

@@ -125,20 +125,90 @@ def test_shapes_dtypes_devices(device, dtype, batch, normalize):
         )
 
 
-def test_fine_tune_refuses_the_empirical_prior_by_name():
-    # its structure was derived from the base kernel at the fit: a re-fitted kernel
-    # made the covariance indefinite and fit_gpytorch_mll failed with NotPSDError,
-    # even on the README's example
+def readme_meta_tasks():
     X_meta = torch.rand(20, 1, generator=torch.Generator().manual_seed(0)).double()
-    tasks = [
+    return [
         TaskData(X_meta, torch.sin(6 * X_meta + a) + a * X_meta)
         for a in torch.linspace(-1, 1, 10).double()
     ]
+
+
+def test_fine_tune_re_derives_the_empirical_prior_from_its_statistics():
+    # the empirical prior's mean and covariance were derived from the base kernel at
+    # the fit: fine-tuned, they are derived again from the meta-tasks' statistics
+    # with the re-fitted kernel (before, a re-fitted kernel left them inconsistent
+    # and fit_gpytorch_mll failed with NotPSDError, even on the README's example)
+    tasks = readme_meta_tasks()
     prior = pretrain_prior(tasks, progress=False)
-    X, Y = X_meta[:5], torch.sin(6 * X_meta[:5] + 0.3)
-    with pytest.raises(ValueError, match="`fine_tune=True`.*empirical"):
-        PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
-    PretrainedPriorGP(X, Y, prior=prior)  # frozen, as the README loop runs it
+    X, Y = tasks[0].X[:5], torch.sin(6 * tasks[0].X[:5] + 0.3)
+    X_test = torch.rand(6, 1, generator=torch.Generator().manual_seed(3)).double()
+    frozen = PretrainedPriorGP(X, Y, prior=prior)
+    tuned = PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
+    # with the pre-trained kernel, the derived prior is the frozen one
+    torch.testing.assert_close(
+        tuned.posterior(X_test).mean, frozen.posterior(X_test).mean, rtol=1e-9, atol=0
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(tuned.likelihood, tuned))
+    kernel = tuned.covar_module.empirical.base_kernel
+    assert not torch.allclose(
+        kernel.base_kernel.lengthscale,
+        prior.empirical.base_kernel.base_kernel.lengthscale,
+    )
+    assert not prior.empirical.adaptive  # the user's prior is left as it was
+    # reference: the empirical prior (HyperBO eq. 4, shrunk and kernel-interpolated)
+    # built from the meta-tasks' values with the fitted kernel, then eqs. 17-18
+    p = ref.prior_parts(prior)
+    p["lengthscale"] = ref._np(kernel.base_kernel.lengthscale).reshape(-1)
+    p["outputscale"] = float(ref._np(kernel.outputscale))
+    p["noise"] = ref._np(tuned.likelihood.noise).item()
+    meta_Y = (torch.cat([t.Y for t in tasks], -1).numpy() - p["offset"]) / p["scale"]
+    V = (tasks[0].X.numpy() - p["lower"]) / p["range"]
+    order = [int(np.abs(V - v).sum(1).argmin()) for v in p["V"]]
+    e = prior.empirical
+    p["alpha"], p["B"] = ref.empirical_construction(
+        meta_Y[order],
+        ref._np(e.index_noise),  # the meta noise at V (with the fit's jitter)
+        V[order],
+        p["lengthscale"],
+        p["outputscale"],
+        p["c"],
+        0.0,
+        float(e.shrinkage),
+    )
+    mean, cov = ref.posterior(p, X.numpy(), Y[:, 0].numpy(), X_test.numpy())
+    post = tuned.posterior(X_test)
+    np.testing.assert_allclose(post.mean[:, 0].detach().numpy(), mean, rtol=1e-8)
+    np.testing.assert_allclose(
+        post.distribution.covariance_matrix.detach().numpy(),
+        cov,
+        rtol=1e-6,
+        atol=1e-10,
+    )
+    # a BO step on it
+    acqf = UpperConfidenceBound(tuned, beta=1.8**2)
+    bounds = torch.tensor([[0.0], [1.0]], dtype=F64)
+    x, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=32)
+    assert x.shape == (1, 1) and bool(((x >= 0) & (x <= 1)).all())
+
+
+def test_fine_tune_refuses_an_empirical_prior_saved_without_its_statistics():
+    import io
+
+    from botorch_transfer.pretraining import PretrainedPrior
+    from botorch_transfer.priors_io import save_prior
+
+    prior = pretrain_prior(readme_meta_tasks(), progress=False)
+    statistics = ("index_mean", "index_covariance", "index_noise", "shrinkage")
+    state = {k: v for k, v in prior.state_dict().items() if not k.endswith(statistics)}
+    buffer = io.BytesIO()
+    save_prior(prior, {"config": dict(prior.config), "state": state}, buffer)
+    buffer.seek(0)
+    old = PretrainedPrior.load(buffer)
+    assert not old.empirical.has_statistics
+    X, Y = old.empirical.index_points[:4], torch.zeros(4, 1, dtype=F64)
+    with pytest.raises(ValueError, match="`fine_tune=True`.*statistics"):
+        PretrainedPriorGP(X, Y, prior=old, fine_tune=True)
+    PretrainedPriorGP(X, Y, prior=old)  # frozen, as the README loop runs it
 
 
 def test_frozen_by_default_fit_is_a_no_op_and_fine_tune_trains_a_copy():

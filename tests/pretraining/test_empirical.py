@@ -77,6 +77,32 @@ def test_construction_and_shrinkage_equal_the_reference(yvar):
     np.testing.assert_allclose(e["B"], B, rtol=1e-7, atol=1e-9)
 
 
+def test_the_kept_statistics_equal_the_reference_and_give_the_fitted_parts():
+    # the meta-tasks' mean and unbiased covariance at V (eq. 4), the noise at V and
+    # the shrinkage are kept; the evaluation parts are derived from them
+    tasks = family(yvar=True)
+    prior = pretrain_prior(tasks, objective="empirical", progress=False)
+    e = prior.empirical
+    V = ((tasks[0].X - prior.features.lower) / prior.features.range).numpy()
+    order = [int(np.abs(V - v).sum(1).argmin()) for v in e.index_points.numpy()]
+    Y = standardized(prior, tasks)[order]
+    C = Y - Y.mean(1, keepdims=True)
+    np.testing.assert_allclose(e.index_mean.numpy(), Y.mean(1), rtol=1e-12)
+    np.testing.assert_allclose(
+        e.index_covariance.numpy(), C @ C.T / (Y.shape[1] - 1), rtol=1e-10, atol=1e-14
+    )
+    sc2 = float(prior.mean_module.scale) ** 2
+    yvar = tasks[0].Yvar[order, 0].numpy() / sc2
+    np.testing.assert_allclose(
+        e.index_noise.numpy(), fitted_parts(prior)["noise"] + yvar + 1e-8, rtol=1e-12
+    )
+    assert float(e.shrinkage) == prior.training_history[-1]["shrinkage"]
+    L, alpha, D = e.derive()  # the same formula again, to round-off
+    torch.testing.assert_close(L, e.index_cholesky, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(alpha, e.alpha, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(D, e.correction, rtol=1e-12, atol=1e-13)
+
+
 def test_mean_and_covariance_equal_the_reference_off_the_index_points():
     tasks = family()
     prior = pretrain_prior(tasks, objective="empirical", progress=False)
