@@ -16,11 +16,18 @@ from gpytorch.constraints import GreaterThan
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood
 from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
+from gpytorch.priors import LogNormalPrior
 from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
+
+#: Standard deviation of the log of a fine-tuned empirical prior's lengthscales,
+#: outputscale and noise around their pre-trained values (``LogNormalPrior``s): a
+#: factor ``e`` either way is one sd. Without them, marginal-likelihood fits on a
+#: few target points sent the lengthscales and outputscale to 1e4-1e6 and failed.
+FINE_TUNE_LOG_SD = 1.0
 
 
 class PretrainedPriorGP(SourceConditionedGP):
@@ -60,7 +67,9 @@ class PretrainedPriorGP(SourceConditionedGP):
             re-derived from the meta-tasks' statistics with the current kernel
             (:class:`~botorch_transfer.pretraining.prior.EmpiricalStructure`), so
             the target's data decide how far the prior interpolates between and
-            beyond the meta-tasks' inputs.
+            beyond the meta-tasks' inputs. Log-normal priors centred on the
+            pre-trained kernel and noise (``FINE_TUNE_LOG_SD``) keep a fit on a few
+            points from running away.
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -135,9 +144,11 @@ class PretrainedPriorGP(SourceConditionedGP):
             )
         prior = copy.deepcopy(transfer).to(train_X)
         prior.requires_grad_(self.fine_tune)
-        if prior.empirical is not None:
-            # the base kernel is trained: mean and covariance follow it
-            prior.empirical.adaptive = self.fine_tune
+        if prior.empirical is not None and self.fine_tune:
+            # the base kernel is trained: mean and covariance follow it, held near
+            # the pre-trained kernel by log-normal priors
+            prior.empirical.adaptive = True
+            _anchor_to_pretrained_values(prior.empirical.base_kernel)
         return prior
 
     def _outcome_reference(self, transfer: PretrainedPrior) -> list:
@@ -151,11 +162,16 @@ class PretrainedPriorGP(SourceConditionedGP):
         if train_Yvar is not None:
             return super()._default_likelihood(train_X, train_Yvar, transfer)
         scale2 = transfer.mean_module.scale.pow(2).item()
+        noise = transfer.noise.detach().clamp_min(2 * MIN_NOISE * scale2).to(train_X)
+        noise_prior = None
+        if self.fine_tune and transfer.empirical is not None:
+            noise_prior = LogNormalPrior(noise.log(), FINE_TUNE_LOG_SD)
         likelihood = GaussianLikelihood(
+            noise_prior=noise_prior,
             noise_constraint=GreaterThan(MIN_NOISE * scale2),
             batch_shape=train_X.shape[:-2],
         ).to(train_X)
-        likelihood.noise = transfer.noise.detach().clamp_min(2 * MIN_NOISE * scale2)
+        likelihood.noise = noise
         likelihood.requires_grad_(self.fine_tune)
         return likelihood
 
@@ -246,3 +262,16 @@ def _outcome_scale(model: Model) -> Tensor:
         return model.mean_module.scale.detach().squeeze()
     scale = getattr(model, "output_scale", None)
     return torch.ones(()) if scale is None else scale.detach().squeeze()
+
+
+def _anchor_to_pretrained_values(kernel: Module) -> None:
+    r"""Log-normal priors (sd ``FINE_TUNE_LOG_SD``) on a ``ScaleKernel(Matern)``'s
+    lengthscales and outputscale, centred on their current (pre-trained) values."""
+    for module, name in ((kernel.base_kernel, "lengthscale"), (kernel, "outputscale")):
+        value = getattr(module, name).detach().clone()
+        module.register_prior(
+            f"{name}_prior",
+            LogNormalPrior(value.log(), torch.full_like(value, FINE_TUNE_LOG_SD)),
+            getattr(module, f"_{name}_param"),
+            getattr(module, f"_{name}_closure"),
+        )

@@ -177,18 +177,57 @@ def test_fine_tune_re_derives_the_empirical_prior_from_its_statistics():
     )
     mean, cov = ref.posterior(p, X.numpy(), Y[:, 0].numpy(), X_test.numpy())
     post = tuned.posterior(X_test)
-    np.testing.assert_allclose(post.mean[:, 0].detach().numpy(), mean, rtol=1e-8)
+    # outcomes of order 1; the reference inverts K + s^2 I explicitly
+    np.testing.assert_allclose(
+        post.mean[:, 0].detach().numpy(), mean, rtol=1e-8, atol=1e-8
+    )
     np.testing.assert_allclose(
         post.distribution.covariance_matrix.detach().numpy(),
         cov,
         rtol=1e-6,
         atol=1e-10,
     )
+    again = pickle.loads(pickle.dumps(tuned))  # the kernel's priors pickle too
+    torch.testing.assert_close(again.posterior(X_test).mean, post.mean)
     # a BO step on it
     acqf = UpperConfidenceBound(tuned, beta=1.8**2)
     bounds = torch.tensor([[0.0], [1.0]], dtype=F64)
     x, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=32)
     assert x.shape == (1, 1) and bool(((x >= 0) & (x <= 1)).all())
+
+
+def test_fine_tuning_on_rbv2_rpart_keeps_the_kernel_near_the_pretrained_one():
+    # without the log-normal priors on the kernel and the noise, this fit on 21
+    # points of an rbv2-rpart test task sent the lengthscales and the outputscale
+    # to 1e5-4e6 (pre-trained: 0.3-13 and 0.59), and others failed (NotPSDError)
+    pytest.importorskip("onnxruntime")
+    from botorch_transfer.benchmarks.meta import (
+        META_PROBLEMS,
+        _split,
+        meta_training_data,
+    )
+    from botorch_transfer.benchmarks.yahpo import default_data_dir
+
+    if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
+        pytest.skip("YAHPO rbv2_rpart data not available")
+    problem = META_PROBLEMS["rbv2-rpart"]()
+    train, test = _split(problem, 0)
+    prior = pretrain_prior(meta_training_data(problem, train, 0), progress=False)
+    pool = torch.rand(300, 5, generator=torch.Generator().manual_seed(2), dtype=F64)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):  # the second draw is the one that diverged
+        n = int(torch.randint(5, 30, (1,), generator=generator))
+        rows = torch.randint(300, (n,), generator=generator)
+    X, Y = pool[rows], problem.evaluate(test[1], pool)[rows]
+    model = PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    fitted = model.covar_module.empirical.base_kernel
+    pretrained = prior.empirical.base_kernel
+    for ratio in (
+        fitted.outputscale / pretrained.outputscale,
+        fitted.base_kernel.lengthscale / pretrained.base_kernel.lengthscale,
+    ):
+        assert bool((ratio.log().abs() < 4).all()), ratio
 
 
 def test_fine_tune_refuses_an_empirical_prior_saved_without_its_statistics():
