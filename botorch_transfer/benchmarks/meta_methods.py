@@ -145,13 +145,18 @@ class HyperBO(Method):
         acquisition: ``"pi"`` (the paper's: PI with threshold ``max(y) + 0.1`` in the
             prior's units) or ``"ucb"`` (``beta = README_UCB_BETA``, the README loop;
             it also runs from zero target points).
+        fine_tune: Fit the prior's copy to the target's data every iteration
+            (``PretrainedPriorGP(fine_tune=True)`` and ``fit_gpytorch_mll``).
     """
 
     protocols = (META,)
 
-    def __init__(self, objective: str | None, acquisition: str = "pi") -> None:
+    def __init__(
+        self, objective: str | None, acquisition: str = "pi", fine_tune: bool = False
+    ) -> None:
         self.objective = objective
         self.acquisition = acquisition
+        self.fine_tune = fine_tune
 
     def setup(self, problem: MetaProblem, data: MetaData) -> HyperBOState:
         kwargs: dict[str, Any] = {"seed": data.seed, "progress": False}
@@ -163,7 +168,9 @@ class HyperBO(Method):
         return HyperBOState(prior, data.pool)
 
     def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
-        model = PretrainedPriorGP(X, Y, prior=state.prior)
+        model = PretrainedPriorGP(X, Y, prior=state.prior, fine_tune=self.fine_tune)
+        if self.fine_tune:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         if self.acquisition == "ucb":
             acqf = UpperConfidenceBound(model, beta=README_UCB_BETA)
         else:  # the default margin, 0.1 in the prior's standardized units
@@ -491,6 +498,13 @@ register_method(
     "HyperBO as the README loop: PretrainedPriorGP on pretrain_prior's default "
     "prior (the empirical prior on the meta-tasks' shared inputs), then frozen; UCB "
     "as stbo-ucb",
+)
+register_method(
+    "hyperbo-fine-tune",
+    HyperBO(None, "ucb", fine_tune=True),
+    "HyperBO as the README loop with fine_tune=True: the empirical prior's base "
+    "kernel and noise re-fitted to the target every iteration (log-normal priors at "
+    "the pre-trained values); UCB as stbo-ucb",
 )
 register_method(
     "hyperbo-nll-ucb",
