@@ -22,6 +22,7 @@ from botorch_transfer.data import TaskData
 from botorch_transfer.pretraining import pretrain_prior
 from tests.models.test_delta import make_source, make_target
 from tests.pretraining import reference as ref
+from tests.pretraining.test_empirical import rbv2_rpart_split
 from tests.pretraining.test_objectives import make_prior
 
 F64 = torch.float64
@@ -200,19 +201,7 @@ def test_fine_tuning_on_rbv2_rpart_keeps_the_kernel_near_the_pretrained_one():
     # without the log-normal priors on the kernel and the noise, this fit on 21
     # points of an rbv2-rpart test task sent the lengthscales and the outputscale
     # to 1e5-4e6 (pre-trained: 0.3-13 and 0.59), and others failed (NotPSDError)
-    pytest.importorskip("onnxruntime")
-    from botorch_transfer.benchmarks.meta import (
-        META_PROBLEMS,
-        _split,
-        meta_training_data,
-    )
-    from botorch_transfer.benchmarks.yahpo import default_data_dir
-
-    if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
-        pytest.skip("YAHPO rbv2_rpart data not available")
-    problem = META_PROBLEMS["rbv2-rpart"]()
-    train, test = _split(problem, 0)
-    prior = pretrain_prior(meta_training_data(problem, train, 0), progress=False)
+    problem, test, prior = rbv2_rpart_split(0)
     pool = torch.rand(300, 5, generator=torch.Generator().manual_seed(2), dtype=F64)
     generator = torch.Generator().manual_seed(0)
     for _ in range(2):  # the second draw is the one that diverged

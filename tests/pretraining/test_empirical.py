@@ -188,7 +188,10 @@ def test_a_line_search_step_outside_the_positive_definite_region_keeps_the_best_
         )
 
 
-def test_rbv2_rpart_meta_data_that_broke_the_base_fit():
+def rbv2_rpart_split(seed):
+    r"""The meta track's rbv2-rpart problem and the ``seed``'s split: meta-training
+    and test task indices and the empirical prior on the meta-training data (skips
+    without the YAHPO data)."""
     pytest.importorskip("onnxruntime")
     from botorch_transfer.benchmarks.meta import (
         META_PROBLEMS,
@@ -200,8 +203,13 @@ def test_rbv2_rpart_meta_data_that_broke_the_base_fit():
     if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
         pytest.skip("YAHPO rbv2_rpart data not available")
     problem = META_PROBLEMS["rbv2-rpart"]()
-    train, _ = _split(problem, 3)
-    prior = pretrain_prior(meta_training_data(problem, train, 3), progress=False)
+    train, test = _split(problem, seed)
+    prior = pretrain_prior(meta_training_data(problem, train, seed), progress=False)
+    return problem, test, prior
+
+
+def test_rbv2_rpart_meta_data_that_broke_the_base_fit():
+    _, _, prior = rbv2_rpart_split(3)
     X = torch.rand(10, 5, generator=torch.Generator().manual_seed(0), dtype=F64)
     with torch.no_grad():
         torch.linalg.cholesky(prior.covariance(X, observation_noise=True))
