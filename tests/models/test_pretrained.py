@@ -134,15 +134,16 @@ def readme_meta_tasks():
     ]
 
 
-def test_fine_tune_re_derives_the_empirical_prior_from_its_statistics():
+def test_fine_tune_re_derives_the_empirical_prior_from_its_statistics(device):
     # the empirical prior's mean and covariance were derived from the base kernel at
     # the fit: fine-tuned, they are derived again from the meta-tasks' statistics
     # with the re-fitted kernel (before, a re-fitted kernel left them inconsistent
     # and fit_gpytorch_mll failed with NotPSDError, even on the README's example)
     tasks = readme_meta_tasks()
-    prior = pretrain_prior(tasks, progress=False)
+    prior = pretrain_prior(tasks, progress=False).to(device)
     X, Y = tasks[0].X[:5], torch.sin(6 * tasks[0].X[:5] + 0.3)
     X_test = torch.rand(6, 1, generator=torch.Generator().manual_seed(3)).double()
+    X, Y, X_test = X.to(device), Y.to(device), X_test.to(device)
     frozen = PretrainedPriorGP(X, Y, prior=prior)
     tuned = PretrainedPriorGP(X, Y, prior=prior, fine_tune=True)
     # with the pre-trained kernel, the derived prior is the frozen one
@@ -176,14 +177,12 @@ def test_fine_tune_re_derives_the_empirical_prior_from_its_statistics():
         0.0,
         float(e.shrinkage),
     )
-    mean, cov = ref.posterior(p, X.numpy(), Y[:, 0].numpy(), X_test.numpy())
+    mean, cov = ref.posterior(p, ref._np(X), ref._np(Y)[:, 0], ref._np(X_test))
     post = tuned.posterior(X_test)
     # outcomes of order 1; the reference inverts K + s^2 I explicitly
+    np.testing.assert_allclose(ref._np(post.mean[:, 0]), mean, rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(
-        post.mean[:, 0].detach().numpy(), mean, rtol=1e-8, atol=1e-8
-    )
-    np.testing.assert_allclose(
-        post.distribution.covariance_matrix.detach().numpy(),
+        ref._np(post.distribution.covariance_matrix),
         cov,
         rtol=1e-6,
         atol=1e-10,
@@ -192,7 +191,7 @@ def test_fine_tune_re_derives_the_empirical_prior_from_its_statistics():
     torch.testing.assert_close(again.posterior(X_test).mean, post.mean)
     # a BO step on it
     acqf = UpperConfidenceBound(tuned, beta=1.8**2)
-    bounds = torch.tensor([[0.0], [1.0]], dtype=F64)
+    bounds = torch.tensor([[0.0], [1.0]], dtype=F64, device=device)
     x, _ = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=32)
     assert x.shape == (1, 1) and bool(((x >= 0) & (x <= 1)).all())
 
