@@ -17,6 +17,7 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -72,18 +73,37 @@ README_UCB_BETA = STBO_UCB_BETA
 README_CMBO_BETA = 3.0
 
 
-def maximize_on_pool(acqf: AcquisitionFunction, pool: Tensor) -> Tensor:
+def maximize_on_pool(
+    acqf: AcquisitionFunction, pool: Tensor, queried: Tensor | None = None
+) -> Tensor:
     r"""Maximize ``acqf`` over the rows of ``pool`` (batches of 2048).
 
     Args:
         acqf: The acquisition function.
         pool: ``n x d`` candidates.
+        queried: Optional ``m x d`` points already evaluated: the best row among the
+            others. The acquisition is still evaluated on the whole pool, the same
+            candidates every iteration, which the cm-BO prior's memo of its
+            meta-task posteriors at the candidates reuses.
 
     Returns:
         The ``1 x d`` best row.
+
+    Raises:
+        RuntimeError: If every pool point was queried.
     """
-    best, _ = optimize_acqf_discrete(acqf, q=1, choices=pool, max_batch_size=2048)
-    return best
+    if queried is None:
+        best, _ = optimize_acqf_discrete(acqf, q=1, choices=pool, max_batch_size=2048)
+        return best
+    taken = (pool.unsqueeze(-2) == queried).all(-1).any(-1)
+    if taken.all():
+        raise RuntimeError(
+            "Every pool point was queried; increase `pool_size` or lower `iterations`."
+        )
+    with torch.no_grad():  # as optimize_acqf_discrete
+        values = torch.cat([acqf(c.unsqueeze(-2)) for c in pool.split(2048)])
+    values = values.masked_fill(taken, -math.inf)
+    return pool[values.argmax()].unsqueeze(0)
 
 
 def _single_task_gp(X: Tensor, Y: Tensor) -> SingleTaskGP:
@@ -400,14 +420,8 @@ class ClusterMetaBO(Method):
             weights=state.weights,
             train_Yvar=torch.full_like(Y, split.noise_var),
         )
-        queried = (split.pool.unsqueeze(-2) == X).all(-1).any(-1)
-        if queried.all():
-            raise RuntimeError(
-                "cm-BO queried every pool point; increase `pool_size` or lower "
-                "`iterations`."
-            )
         acqf = UpperConfidenceBound(model, beta=CMBO_UCB_XI**2)
-        best = maximize_on_pool(acqf, split.pool[~queried])
+        best = maximize_on_pool(acqf, split.pool, queried=X)
         # Alg. 1 lines 19-21: distances of GP^(tau) (this model) to the prototypes (the
         # methods are the paper's distance variants; the package default is
         # method="likelihood")
@@ -467,9 +481,8 @@ class ClusterMetaBOReadme(ClusterMetaBO):
         split = state.split
         model = ClusterMetaPriorGP(X, Y, prior=split.prior, weights=state.weights)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        queried = (split.pool.unsqueeze(-2) == X).all(-1).any(-1)
         acqf = UpperConfidenceBound(model, beta=README_CMBO_BETA)
-        best = maximize_on_pool(acqf, split.pool[~queried])
+        best = maximize_on_pool(acqf, split.pool, queried=X)
         start = time.perf_counter()
         state.weights = model.updated_weights()
         split.weight_update_s.append(time.perf_counter() - start)

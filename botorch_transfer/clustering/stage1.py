@@ -17,7 +17,9 @@ precomputed input differences for cheap gradients).
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +45,22 @@ from torch.nn import Module, Parameter
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.progress import progress_bar
+
+#: How many inputs' posterior means and features ``MetaTaskPosteriors`` keeps, and
+#: the largest feature tensor (elements) it keeps for one input.
+MEMO_SIZE = 2
+MEMO_MAX_ELEMENTS = 2**24
+
+
+class _SharedMemo(dict):
+    r"""A memo that deep copies share and pickles leave behind (it can hold large
+    tensors, all derived from frozen buffers)."""
+
+    def __deepcopy__(self, memo: dict) -> _SharedMemo:
+        return self
+
+    def __reduce__(self) -> tuple:
+        return (_SharedMemo, ())
 
 
 def product_matern(
@@ -276,6 +294,9 @@ class MetaTaskPosteriors(Module):
             alpha = torch.cholesky_solve(resid.unsqueeze(-1), chol).squeeze(-1) * m
         self.register_buffer("chol", chol, persistent=False)
         self.register_buffer("alpha", alpha, persistent=False)
+        # copies (the models copy their prior) keep the identity and share the memo
+        self._identity = uuid.uuid4().hex
+        self._memo = _SharedMemo()
 
     @property
     def num_tasks(self) -> int:
@@ -313,14 +334,47 @@ class MetaTaskPosteriors(Module):
 
     def means(self, x: Tensor) -> Tensor:
         r"""Posterior means at flat ``N x d`` raw ``x``: ``K x N`` (user units)."""
-        kx = self._cross(x)
-        z = self.constant.unsqueeze(-1) + (self.alpha.unsqueeze(-1) * kx).sum(-2)
-        return self.y_offset.unsqueeze(-1) + self.y_scale.unsqueeze(-1) * z
+        return self._memoized(x, 0)
 
     def features(self, x: Tensor) -> Tensor:
         r"""``v_j(x) = L_j^-1 k_j(X_j, x)`` at flat ``N x d`` raw ``x``:
         ``K x n_max x N``."""
-        return torch.linalg.solve_triangular(self.chol, self._cross(x), upper=False)
+        return self._memoized(x, 1)
+
+    def _means_and_features(self, x: Tensor, which: int | None = None) -> Any:
+        kx = self._cross(x)
+        if which != 1:
+            z = self.constant.unsqueeze(-1) + (self.alpha.unsqueeze(-1) * kx).sum(-2)
+            means = self.y_offset.unsqueeze(-1) + self.y_scale.unsqueeze(-1) * z
+            if which == 0:
+                return means
+        features = torch.linalg.solve_triangular(self.chol, kx, upper=False)
+        return features if which == 1 else (means, features)
+
+    def _memoized(self, x: Tensor, which: int) -> Tensor:
+        r"""``means(x)`` (``which=0``) or ``features(x)`` (1), both kept for the last
+        ``MEMO_SIZE`` inputs without gradient: a posterior call asks for them at its
+        test points several times (mean, covariance blocks, the mixture's spread),
+        and a discrete search at the same candidates in every BO iteration (by a new
+        model, whose copy of the prior shares the memo)."""
+        size = x.shape[0] * self.chol[..., 0].numel()
+        if x.requires_grad or size > MEMO_MAX_ELEMENTS:
+            return self._means_and_features(x, which)
+        key = (
+            self._identity,
+            self.chol.dtype,
+            self.chol.device,
+            x.shape,
+            x.dtype,
+            x.device,
+            hashlib.sha1(x.detach().cpu().contiguous().numpy().tobytes()).digest(),
+        )
+        memo = self._memo
+        if key not in memo:
+            while len(memo) >= MEMO_SIZE:
+                memo.pop(next(iter(memo)))  # the least recently used
+        memo[key] = memo.pop(key, None) or self._means_and_features(x)
+        return memo[key][which]
 
     def prior_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
         r"""Prior kernels ``k_j(x1, x2)`` (standardized units) for broadcastable

@@ -548,3 +548,26 @@ def test_mtgp_meta_gives_every_meta_task_its_own_task_and_predicts_the_target(
     candidate = method.propose(state, X, X.sum(-1, keepdim=True) + 5)
     assert candidate.shape == (1, 2) and (candidate == pool).all(-1).any()
     assert fits == ["MultiTaskGP"]
+
+
+def test_maximize_on_pool_skips_queried_points_as_a_search_of_the_others():
+    from botorch.optim import optimize_acqf_discrete
+
+    from botorch_transfer.benchmarks.meta_methods import maximize_on_pool
+
+    gen = torch.Generator().manual_seed(0)
+    pool = torch.rand(50, 2, generator=gen, dtype=torch.float64)
+    X = pool[[3, 17, 40]]
+
+    def closest_to_17(X_batch):  # b x 1 x d -> b: highest at pool point 17
+        return -(X_batch[..., 0, :] - pool[17]).norm(dim=-1)
+
+    others = pool[[i for i in range(50) if i not in (3, 17, 40)]]
+    expected, _ = optimize_acqf_discrete(closest_to_17, q=1, choices=others)
+    best = maximize_on_pool(closest_to_17, pool, queried=X)
+    torch.testing.assert_close(best, expected)
+    assert not torch.equal(best, pool[17:18])  # the best point overall was queried
+    torch.testing.assert_close(maximize_on_pool(closest_to_17, pool), pool[17:18])
+    # with every point queried there is nothing left to search
+    with pytest.raises(RuntimeError, match="Every pool point was queried"):
+        maximize_on_pool(closest_to_17, pool[:3], queried=pool[:3])

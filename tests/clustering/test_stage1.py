@@ -1,7 +1,9 @@
 r"""cm-BO Stage 1: the meta-task GPs, their frozen posteriors and the one Matern
 product kernel both use, against the float64 reference of ``reference.py``."""
 
+import copy
 import math
+import pickle
 
 import pytest
 import torch
@@ -20,7 +22,11 @@ from botorch_transfer.clustering import (
     meta_task_posteriors,
     product_matern,
 )
-from botorch_transfer.clustering.stage1 import _neg_mll_per_task, _squared_differences
+from botorch_transfer.clustering.stage1 import (
+    MEMO_SIZE,
+    _neg_mll_per_task,
+    _squared_differences,
+)
 from tests.clustering.reference import F64, D, matern32x12, task_posterior
 
 UNIT = torch.tensor([[0.0] * D, [1.0] * D], dtype=F64)
@@ -289,3 +295,33 @@ def test_batched_optimizer_needs_the_meta_task_kernel():
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     with pytest.raises(ValueError, match="meta_task_kernel"):
         fit_meta_task_mll_batched(mll)
+
+
+def test_means_and_features_are_memoized_for_inputs_without_gradient(prior):
+    # a posterior call asks for them at its test points several times, and a discrete
+    # search at the same candidates in every iteration, by a new model whose copy of
+    # the prior shares the memo
+    post = prior.posteriors
+    X = torch.rand(6, D, generator=torch.Generator().manual_seed(5), dtype=F64)
+    direct_means, direct_features = post._means_and_features(X)
+    features = post.features(X)
+    torch.testing.assert_close(features, direct_features, rtol=0, atol=0)
+    torch.testing.assert_close(post.means(X), direct_means, rtol=0, atol=0)
+    assert post.features(X.clone()) is features  # found by content
+    assert copy.deepcopy(post).features(X) is features  # copies share the memo
+    unpickled = pickle.loads(pickle.dumps(post))
+    assert len(unpickled._memo) == 0  # pickles leave it behind
+    torch.testing.assert_close(unpickled.features(X), features, rtol=0, atol=0)
+    # in float32 the same input is another entry
+    single = copy.deepcopy(post).to(torch.float32).features(X.float())
+    assert single.dtype == torch.float32
+    torch.testing.assert_close(single, features.float(), rtol=1e-4, atol=1e-5)
+    # an input that needs gradients is never kept
+    X_grad = X.clone().requires_grad_(True)
+    assert post.features(X_grad).requires_grad
+    assert all(not v[1].requires_grad for v in post._memo.values())
+    # the least recently used input goes first
+    for seed in range(MEMO_SIZE):
+        generator = torch.Generator().manual_seed(seed)
+        post.features(torch.rand(3, D, generator=generator, dtype=F64))
+    assert post.features(X) is not features
