@@ -32,7 +32,6 @@ from botorch.acquisition import (
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.models.transforms import Standardize
-from botorch.optim import optimize_acqf_discrete
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
@@ -93,14 +92,14 @@ def maximize_on_pool(
         RuntimeError: If every pool point was queried.
     """
     if queried is None:
-        best, _ = optimize_acqf_discrete(acqf, q=1, choices=pool, max_batch_size=2048)
-        return best
-    taken = (pool.unsqueeze(-2) == queried).all(-1).any(-1)
+        taken = torch.zeros(pool.shape[0], dtype=torch.bool, device=pool.device)
+    else:
+        taken = (pool.unsqueeze(-2) == queried).all(-1).any(-1)
     if taken.all():
         raise RuntimeError(
             "Every pool point was queried; increase `pool_size` or lower `iterations`."
         )
-    with torch.no_grad():  # as optimize_acqf_discrete
+    with torch.no_grad():  # as BoTorch's optimize_acqf_discrete (it has no mask)
         values = torch.cat([acqf(c.unsqueeze(-2)) for c in pool.split(2048)])
     values = values.masked_fill(taken, -math.inf)
     return pool[values.argmax()].unsqueeze(0)

@@ -341,15 +341,12 @@ class MetaTaskPosteriors(Module):
         ``K x n_max x N``."""
         return self._memoized(x, 1)
 
-    def _means_and_features(self, x: Tensor, which: int | None = None) -> Any:
-        kx = self._cross(x)
-        if which != 1:
-            z = self.constant.unsqueeze(-1) + (self.alpha.unsqueeze(-1) * kx).sum(-2)
-            means = self.y_offset.unsqueeze(-1) + self.y_scale.unsqueeze(-1) * z
-            if which == 0:
-                return means
-        features = torch.linalg.solve_triangular(self.chol, kx, upper=False)
-        return features if which == 1 else (means, features)
+    def _means_from_cross(self, kx: Tensor) -> Tensor:
+        z = self.constant.unsqueeze(-1) + (self.alpha.unsqueeze(-1) * kx).sum(-2)
+        return self.y_offset.unsqueeze(-1) + self.y_scale.unsqueeze(-1) * z
+
+    def _features_from_cross(self, kx: Tensor) -> Tensor:
+        return torch.linalg.solve_triangular(self.chol, kx, upper=False)
 
     def _memoized(self, x: Tensor, which: int) -> Tensor:
         r"""``means(x)`` (``which=0``) or ``features(x)`` (1), both kept for the last
@@ -357,9 +354,10 @@ class MetaTaskPosteriors(Module):
         test points several times (mean, covariance blocks, the mixture's spread),
         and a discrete search at the same candidates in every BO iteration (by a new
         model, whose copy of the prior shares the memo)."""
+        parts = (self._means_from_cross, self._features_from_cross)
         size = x.shape[0] * self.chol[..., 0].numel()
         if x.requires_grad or size > MEMO_MAX_ELEMENTS:
-            return self._means_and_features(x, which)
+            return parts[which](self._cross(x))
         key = (
             self._identity,
             self.chol.dtype,
@@ -370,10 +368,13 @@ class MetaTaskPosteriors(Module):
             hashlib.sha1(x.detach().cpu().contiguous().numpy().tobytes()).digest(),
         )
         memo = self._memo
-        if key not in memo:
+        if key in memo:
+            memo[key] = memo.pop(key)  # now the most recently used
+        else:
             while len(memo) >= MEMO_SIZE:
                 memo.pop(next(iter(memo)))  # the least recently used
-        memo[key] = memo.pop(key, None) or self._means_and_features(x)
+            kx = self._cross(x)
+            memo[key] = tuple(part(kx) for part in parts)
         return memo[key][which]
 
     def prior_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
