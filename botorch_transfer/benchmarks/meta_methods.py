@@ -7,6 +7,10 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   every iteration, the HyperBO PI acquisition (threshold ``max(y) + 0.1`` in
   standardized units);
 - ``stbo-ucb``: the same GP with UCB, ``beta = 1.8^2`` (HyperBO's STBOH);
+- ``stbo-ucb-skip`` / ``hyperbo-skip``: ``stbo-ucb`` / ``hyperbo`` on the pool points
+  not yet queried, the pool protocol of the cm-BO methods (the others may re-propose
+  an evaluated point, as HyperBO's own simulated BO does; on noise-free pools that
+  spends an evaluation on nothing new);
 - ``hyperbo-nll`` / ``hyperbo-ekl``: :class:`~botorch_transfer.PretrainedPriorGP` on a
   prior pre-trained once per split with that objective, PI with threshold
   ``max(y) + 0.1`` in the prior's standardized units;
@@ -117,32 +121,34 @@ class SingleTaskBO(Method):
     Args:
         acquisition: ``"pi"`` (HyperBO's PI, threshold ``max(y) + 0.1`` in
             standardized units) or ``"ucb"`` (``beta = STBO_UCB_BETA``).
+        skip_queried: Search only the pool points not yet queried.
     """
 
     protocols = (META,)
 
-    def __init__(self, acquisition: str = "pi") -> None:
+    def __init__(self, acquisition: str = "pi", skip_queried: bool = False) -> None:
         if acquisition not in ("pi", "ucb"):
             raise ValueError(
                 f"`acquisition` must be 'pi' or 'ucb', got {acquisition!r}."
             )
         self.acquisition = acquisition
+        self.skip_queried = skip_queried
 
     def setup(self, problem: MetaProblem, data: MetaData) -> Tensor:
         return data.pool
 
     def propose(self, state: Tensor, X: Tensor, Y: Tensor) -> Tensor:
         model = _single_task_gp(X, Y)
+        queried = X if self.skip_queried else None
         if self.acquisition == "ucb":
-            return maximize_on_pool(
-                UpperConfidenceBound(model, beta=STBO_UCB_BETA), state
-            )
+            acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
+            return maximize_on_pool(acqf, state, queried=queried)
         if Y.shape[0] > 1:
             scale = Y.std().clamp_min(1e-6)
         else:
             scale = torch.ones((), dtype=Y.dtype, device=Y.device)
         acqf = ProbabilityOfImprovement(model, best_f=Y.max() + 0.1 * scale)
-        return maximize_on_pool(acqf, state)
+        return maximize_on_pool(acqf, state, queried=queried)
 
 
 @dataclass
@@ -166,16 +172,22 @@ class HyperBO(Method):
             it also runs from zero target points).
         fine_tune: Fit the prior's copy to the target's data every iteration
             (``PretrainedPriorGP(fine_tune=True)`` and ``fit_gpytorch_mll``).
+        skip_queried: Search only the pool points not yet queried.
     """
 
     protocols = (META,)
 
     def __init__(
-        self, objective: str | None, acquisition: str = "pi", fine_tune: bool = False
+        self,
+        objective: str | None,
+        acquisition: str = "pi",
+        fine_tune: bool = False,
+        skip_queried: bool = False,
     ) -> None:
         self.objective = objective
         self.acquisition = acquisition
         self.fine_tune = fine_tune
+        self.skip_queried = skip_queried
 
     def setup(self, problem: MetaProblem, data: MetaData) -> HyperBOState:
         kwargs: dict[str, Any] = {"seed": data.seed, "progress": False}
@@ -194,7 +206,8 @@ class HyperBO(Method):
             acqf = UpperConfidenceBound(model, beta=README_UCB_BETA)
         else:  # the default margin, 0.1 in the prior's standardized units
             acqf = hyperbo_probability_of_improvement(model)
-        return maximize_on_pool(acqf, state.pool)
+        queried = X if self.skip_queried else None
+        return maximize_on_pool(acqf, state.pool, queried=queried)
 
 
 @dataclass
@@ -510,6 +523,18 @@ register_method(
     "HyperBO as the README loop: PretrainedPriorGP on pretrain_prior's default "
     "prior (the empirical prior on the meta-tasks' shared inputs), then frozen; UCB "
     "as stbo-ucb",
+)
+register_method(
+    "stbo-ucb-skip",
+    SingleTaskBO("ucb", skip_queried=True),
+    "no transfer: stbo-ucb on the pool points not yet queried (cm-BO's pool "
+    "protocol)",
+)
+register_method(
+    "hyperbo-skip",
+    HyperBO(None, "ucb", skip_queried=True),
+    "HyperBO as the README loop on the pool points not yet queried (cm-BO's pool "
+    "protocol)",
 )
 register_method(
     "hyperbo-fine-tune",

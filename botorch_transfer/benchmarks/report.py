@@ -737,6 +737,10 @@ def transfer_targets_table(
 
 #: The no-meta reference of the meta track's ratio table.
 NO_META = "stbo-ucb"
+#: The no-meta reference of the methods that search only the pool points not yet
+#: queried (cm-BO's pool protocol), and the README loops compared with it.
+NO_META_SKIPPING = "stbo-ucb-skip"
+META_MODELS_SKIPPING = ("hyperbo-skip", "cmbo")
 
 
 def _meta_cumulative(
@@ -927,6 +931,13 @@ def summary_table(records: list[dict]) -> str:
         ratios = meta_cumulative_regret_ratio_table(records)
         meta += "\n\n" + ratios if ratios else ""
         targets = meta_targets_table(records)
+        meta += "\n\n" + targets if targets else ""
+        # the same measures within the skipping pool protocol, where it ran
+        ratios = meta_cumulative_regret_ratio_table(records, NO_META_SKIPPING)
+        meta += "\n\n" + ratios if ratios else ""
+        targets = meta_targets_table(
+            records, models=META_MODELS_SKIPPING, reference=NO_META_SKIPPING
+        )
         meta += "\n\n" + targets if targets else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)

@@ -571,3 +571,32 @@ def test_maximize_on_pool_skips_queried_points_as_a_search_of_the_others():
     # with every point queried there is nothing left to search
     with pytest.raises(RuntimeError, match="Every pool point was queried"):
         maximize_on_pool(closest_to_17, pool[:3], queried=pool[:3])
+
+
+@pytest.mark.parametrize(
+    "method, skipping", [("hyperbo", "hyperbo-skip"), ("stbo-ucb", "stbo-ucb-skip")]
+)
+def test_skip_variants_differ_only_where_the_loop_re_proposes_a_point(method, skipping):
+    # a small noise-free pool, so that the loops that may re-propose do
+    problem = dataclasses.replace(small_gp_tasks(), pool_size=12, observation_noise=0.0)
+    records = [
+        run_meta_experiment(problem, m, seed=0, iterations=9)
+        for m in (method, skipping)
+    ]
+    repeated = 0
+    for plain, skipped in zip(*(r["tasks"] for r in records)):
+        n_init = len(plain["queries"]) - 9
+        for i in range(n_init, len(skipped["queries"])):
+            assert skipped["queries"][i] not in skipped["queries"][:i]
+        # the same queries up to the plain loop's first re-proposed point
+        first = next(
+            (
+                i
+                for i in range(n_init, len(plain["queries"]))
+                if plain["queries"][i] in plain["queries"][:i]
+            ),
+            len(plain["queries"]),
+        )
+        repeated += first < len(plain["queries"])
+        assert skipped["queries"][:first] == plain["queries"][:first]
+    assert repeated > 0  # the plain loop did re-propose somewhere

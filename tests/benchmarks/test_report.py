@@ -452,6 +452,34 @@ def test_issue_22_target_1_by_hand():
     )
 
 
+def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
+    def run(method, curves):
+        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
+        return _meta_record(method, 0, tasks, 1, False)
+
+    def flat(value):  # cumulative regret over t = 1..3: 3 * value
+        return [9, value, value, value]
+
+    records = [
+        run("stbo-ucb", {1: flat(4)}),
+        run("hyperbo", {1: flat(1)}),  # 0.25x stbo-ucb
+        run("stbo-ucb-skip", {1: flat(2)}),
+        run("hyperbo-skip", {1: flat(1)}),  # 0.5x stbo-ucb-skip
+        run("cmbo", {1: flat(3)}),  # 0.75x stbo-ucb (the other protocol), 1.5x its own
+    ]
+    text = summary_table(records)
+    assert "hyperbo: family ratio <= 0.5 (* misses): m 0.25;" in text
+    assert "cmbo: family ratio <= 0.5 (* misses): m 0.75*;" in text
+    skipping = text[text.index("relative to stbo-ucb-skip") :]
+    assert "Issue 22 target 1 (cumulative simple regret; no meta: stbo-ucb-skip" in (
+        skipping
+    )
+    assert "hyperbo-skip: family ratio <= 0.5 (* misses): m 0.50;" in skipping
+    assert "cmbo: family ratio <= 0.5 (* misses): m 1.50*;" in skipping
+    # the skipping protocol's targets name only the skipping loops
+    assert "\nhyperbo: " not in skipping
+
+
 def test_peer_comparison_by_hand():
     def runs(problem, method, final):  # one seed
         return _runs(problem, method, [final])
