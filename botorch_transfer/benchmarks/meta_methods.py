@@ -528,7 +528,7 @@ register_method(
     "stbo-ucb-skip",
     SingleTaskBO("ucb", skip_queried=True),
     "no transfer: stbo-ucb on the pool points not yet queried (cm-BO's pool "
-    "protocol)",
+    "protocol, for comparisons with it)",
 )
 register_method(
     "hyperbo-skip",
