@@ -52,6 +52,7 @@ from botorch_transfer import (
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
 from botorch_transfer.benchmarks.transfer_methods import with_task_column
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+from botorch_transfer.models.pretrained import PRIOR_SCALE_DOF
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
     SourcePosterior,
@@ -173,6 +174,8 @@ class HyperBO(Method):
         fine_tune: Fit the prior's copy to the target's data every iteration
             (``PretrainedPriorGP(fine_tune=True)`` and ``fit_gpytorch_mll``).
         skip_queried: Search only the pool points not yet queried.
+        prior_scale_dof: ``PretrainedPriorGP``'s ``prior_scale_dof`` (``None``:
+            the pre-trained scale, HyperBO).
     """
 
     protocols = (META,)
@@ -183,11 +186,13 @@ class HyperBO(Method):
         acquisition: str = "pi",
         fine_tune: bool = False,
         skip_queried: bool = False,
+        prior_scale_dof: float | None = None,
     ) -> None:
         self.objective = objective
         self.acquisition = acquisition
         self.fine_tune = fine_tune
         self.skip_queried = skip_queried
+        self.prior_scale_dof = prior_scale_dof
 
     def setup(self, problem: MetaProblem, data: MetaData) -> HyperBOState:
         kwargs: dict[str, Any] = {"seed": data.seed, "progress": False}
@@ -199,7 +204,13 @@ class HyperBO(Method):
         return HyperBOState(prior, data.pool)
 
     def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
-        model = PretrainedPriorGP(X, Y, prior=state.prior, fine_tune=self.fine_tune)
+        model = PretrainedPriorGP(
+            X,
+            Y,
+            prior=state.prior,
+            fine_tune=self.fine_tune,
+            prior_scale_dof=self.prior_scale_dof,
+        )
         if self.fine_tune:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         if self.acquisition == "ucb":
@@ -535,6 +546,13 @@ register_method(
     HyperBO(None, "ucb", skip_queried=True),
     "HyperBO as the README loop on the pool points not yet queried (cm-BO's pool "
     "protocol)",
+)
+register_method(
+    "hyperbo-scale-skip",
+    HyperBO(None, "ucb", skip_queried=True, prior_scale_dof=PRIOR_SCALE_DOF),
+    "hyperbo-skip with the prior's scale updated by the target's data "
+    "(PretrainedPriorGP(prior_scale_dof=2): an inverse-gamma scale, the Student-t "
+    "predictive's scale)",
 )
 register_method(
     "hyperbo-fine-tune",

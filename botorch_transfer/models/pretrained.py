@@ -13,10 +13,12 @@ from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform, Normalize
 from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.constraints import GreaterThan
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.likelihoods import GaussianLikelihood, Likelihood
 from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.priors import LogNormalPrior
+from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.nn import Module
 
@@ -28,6 +30,9 @@ from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
 #: factor ``e`` either way is one sd. Without them, marginal-likelihood fits on a
 #: few target points sent the lengthscales and outputscale to 1e4-1e6 and failed.
 FINE_TUNE_LOG_SD = 1.0
+#: Degrees of freedom of the inverse-gamma prior on the prior's overall scale
+#: (``prior_scale_dof``): 2 is weak, one "pseudo-observation" per unit.
+PRIOR_SCALE_DOF = 2.0
 
 
 class PretrainedPriorGP(SourceConditionedGP):
@@ -70,6 +75,15 @@ class PretrainedPriorGP(SourceConditionedGP):
             beyond the meta-tasks' inputs. Log-normal priors centred on the
             pre-trained kernel and noise (``FINE_TUNE_LOG_SD``) keep a fit on a few
             points from running away.
+        prior_scale_dof: ``nu`` of an inverse-gamma prior ``IG(nu / 2, nu / 2)`` on
+            one scale ``s^2`` of the prior's covariance and noise, updated by the
+            target data: ``s^2 = (nu + r^T C^{-1} r) / (nu + n)``, with ``r`` the
+            target outcomes minus the prior mean and ``C`` the prior covariance
+            plus noise at the target inputs (the scale of the Student-t predictive
+            this hierarchy gives; the posterior mean is unchanged). A target
+            the meta-tasks describe badly widens the prior, one they describe well
+            narrows it. ``None``: the pre-trained scale as it is (HyperBO).
+            Not with ``fine_tune`` (which fits the kernel's outputscale).
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -96,6 +110,7 @@ class PretrainedPriorGP(SourceConditionedGP):
         *,
         prior: PretrainedPrior,
         fine_tune: bool = False,
+        prior_scale_dof: float | None = None,
     ) -> None:
         if outcome_transform is not None:
             raise ValueError(
@@ -105,6 +120,17 @@ class PretrainedPriorGP(SourceConditionedGP):
                 "give train_Y in the units of the pre-training data."
             )
         self.fine_tune = bool(fine_tune)
+        if prior_scale_dof is not None:
+            if fine_tune:
+                raise ValueError(
+                    "`prior_scale_dof` and `fine_tune=True` both set the prior's "
+                    "scale; use one of them."
+                )
+            if not prior_scale_dof > 0:  # also refuses NaN
+                raise ValueError(
+                    "`prior_scale_dof` must be positive or None, got "
+                    f"{prior_scale_dof}."
+                )
         # the prior sees transformed inputs: their d is train_X's unless the
         # transform changes it (Normalize, Ax's default, keeps it)
         self._checks_prior_dim = input_transform is None or isinstance(
@@ -118,6 +144,41 @@ class PretrainedPriorGP(SourceConditionedGP):
             input_transform=input_transform,
             transfer=prior,
         )
+        self.prior_scale_dof = prior_scale_dof
+        self.register_buffer("prior_scale", self._target_Y.new_ones(self.batch_shape))
+        if prior_scale_dof is not None and self.num_train > 0:
+            self._set_prior_scale()
+
+    def _set_prior_scale(self) -> None:
+        r"""``s^2`` (``prior_scale``, ``batch_shape``) from the target data."""
+        n = self.num_train
+        nu = self.prior_scale_dof
+        with torch.no_grad():
+            was_training = self.training
+            self.train()  # the prior at the training inputs, transformed as in a fit
+            prior = self.forward(self.train_inputs[0])
+            marginal = self.likelihood(prior, *self.train_inputs)
+            self.train(was_training)
+            residual = (self.train_targets - marginal.mean).unsqueeze(-1)
+            L = psd_safe_cholesky(marginal.covariance_matrix)
+            whitened = torch.linalg.solve_triangular(L, residual, upper=False)
+            q = whitened.pow(2).sum(dim=(-2, -1))
+        scale = (nu + q) / (nu + n)
+        self.prior_scale = scale
+        # s^2 scales the prior's noise too: the posterior mean stays the prior's
+        if isinstance(self.likelihood, GaussianLikelihood):
+            self.likelihood.noise = self.likelihood.noise * scale.unsqueeze(-1)
+        self.prior_noise = self.prior_noise * scale
+
+    def forward(self, x: Tensor) -> MultivariateNormal:
+        r"""The prior ``N(mu(x), s^2 k(x, x))`` (``s^2 = 1`` unless
+        ``prior_scale_dof``)."""
+        if self.training:
+            x = self.transform_inputs(x)
+        covariance = self.covar_module(x)
+        if self.prior_scale_dof is not None:
+            covariance = covariance.mul(self.prior_scale.unsqueeze(-1).unsqueeze(-1))
+        return MultivariateNormal(self.mean_module(x), covariance)
 
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> PretrainedPrior:
         r"""A copy of the prior on ``train_X``'s dtype/device, trainable only when

@@ -501,3 +501,102 @@ def test_queries_do_not_depend_on_units(objective):
         tasks, f = empirical_family(scale=scale)
         runs.append(readme_loop(tasks, f, 6, pool, **kwargs)[0])
     assert runs[0] == runs[1] == runs[2]
+
+
+def reference_scaled_posterior(p, X, y, X_test, nu, yvar=None):
+    r"""The inverse-gamma scale ``s^2 ~ IG(nu / 2, nu / 2)`` of the prior's covariance
+    and noise (known noise: the prior's noise at new points only), conditioned on
+    ``y``: ``s^2 = (nu + r^T C^{-1} r) / (nu + n)`` (``C``: prior covariance plus
+    noise at ``X``, ``r``: ``y`` minus the prior mean), the posterior mean of eq. 17
+    and ``s^2`` times eq. 18's covariance."""
+    noise = p["noise"] * np.ones(len(y)) if yvar is None else yvar
+    C = ref.kernel(p, X, X) + np.diag(noise)
+    r = y - ref.mean(p, X)
+    s2 = (nu + r @ np.linalg.solve(C, r)) / (nu + len(y))
+    if yvar is None:  # the noise scales with the covariance: the mean is eq. 17's
+        m, S = ref.posterior(p, X, y, X_test)
+        return s2, m, s2 * S
+    # known noise stays as given: eqs. 17-18 with the scaled prior covariance
+    K = s2 * ref.kernel(p, X, X) + np.diag(yvar)
+    Ks = s2 * ref.kernel(p, X_test, X)
+    m = ref.mean(p, X_test) + Ks @ np.linalg.solve(K, r)
+    S = s2 * ref.kernel(p, X_test, X_test) - Ks @ np.linalg.solve(K, Ks.T)
+    return s2, m, S
+
+
+@pytest.mark.parametrize("known_noise", [False, True])
+@pytest.mark.parametrize("offset", [0.0, 10.0])
+def test_prior_scale_posterior_equals_reference(known_noise, offset, device):
+    prior = make_prior("constant", "matern52").to(device)
+    X, Y = data(device=device)
+    Y = Y + offset  # 10: far from the prior mean (offset 0.7, scale 2.5): s^2 > 1
+    Yvar = (
+        torch.linspace(0.01, 0.05, X.shape[0], dtype=F64, device=device).unsqueeze(-1)
+        if known_noise
+        else None
+    )
+    nu = 2.0
+    model = PretrainedPriorGP(X, Y, Yvar, prior=prior, prior_scale_dof=nu)
+    X_test = torch.rand(5, 2, dtype=F64) * 3 - 1
+    post = model.posterior(X_test.to(device))
+    p = ref.prior_parts(prior.cpu())
+    s2, m, S = reference_scaled_posterior(
+        p,
+        X.cpu().numpy(),
+        Y[:, 0].cpu().numpy(),
+        X_test.numpy(),
+        nu,
+        None if Yvar is None else Yvar[:, 0].cpu().numpy(),
+    )
+    assert (s2 > 1.0) == (offset > 0)
+    np.testing.assert_allclose(model.prior_scale.item(), s2, rtol=1e-10)
+    np.testing.assert_allclose(post.mean[:, 0].cpu().numpy(), m, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        post.distribution.covariance_matrix.detach().cpu().numpy(),
+        S,
+        rtol=1e-8,
+        atol=1e-10,
+    )
+    # a new observation's noise is the prior's, scaled
+    noisy = model.posterior(X_test.to(device), observation_noise=True)
+    np.testing.assert_allclose(
+        (noisy.variance - post.variance).cpu().numpy(), s2 * p["noise"], rtol=1e-8
+    )
+
+
+def test_prior_scale_batches_conditioning_and_zero_points():
+    prior = make_prior("constant", "matern52")
+    X, Y = data(n=6, batch=(3,))
+    Y = Y + torch.tensor([0.0, 1.0, 4.0], dtype=F64).view(3, 1, 1)
+    model = PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=2.0)
+    assert model.prior_scale.shape == torch.Size([3])
+    # each batch member is the model of its own data
+    X_test = torch.rand(4, 2, dtype=F64)
+    post = model.posterior(X_test)
+    for i in range(3):
+        alone = PretrainedPriorGP(X[i], Y[i], prior=prior, prior_scale_dof=2.0)
+        torch.testing.assert_close(model.prior_scale[i], alone.prior_scale[()])
+        torch.testing.assert_close(
+            post.variance[i], alone.posterior(X_test).variance, rtol=1e-8, atol=1e-12
+        )
+    assert model.prior_scale[2] > model.prior_scale[1] > model.prior_scale[0]
+    # conditioning keeps the scale the model was built with
+    conditioned = model.condition_on_observations(X[:, :2] + 0.1, Y[:, :2])
+    torch.testing.assert_close(conditioned.prior_scale, model.prior_scale)
+    # no target data: the prior as pre-trained
+    empty = PretrainedPriorGP(X[0, :0], Y[0, :0], prior=prior, prior_scale_dof=2.0)
+    assert empty.prior_scale.item() == 1.0
+    plain = PretrainedPriorGP(X[0, :0], Y[0, :0], prior=prior)
+    torch.testing.assert_close(
+        empty.posterior(X_test).variance, plain.posterior(X_test).variance
+    )
+
+
+def test_prior_scale_bad_inputs():
+    prior = make_prior()
+    X, Y = data()
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="`prior_scale_dof` must be positive"):
+            PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=bad)
+    with pytest.raises(ValueError, match="`prior_scale_dof` and `fine_tune=True`"):
+        PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=2.0, fine_tune=True)
