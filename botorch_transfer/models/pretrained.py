@@ -82,8 +82,9 @@ class PretrainedPriorGP(SourceConditionedGP):
             plus noise at the target inputs (the scale of the Student-t predictive
             this hierarchy gives; the posterior mean is unchanged). A target
             the meta-tasks describe badly widens the prior, one they describe well
-            narrows it. ``None``: the pre-trained scale as it is (HyperBO).
-            Not with ``fine_tune`` (which fits the kernel's outputscale).
+            narrows it. A noise given as ``train_Yvar`` or ``likelihood`` is not
+            scaled. ``None``: the pre-trained scale as it is (HyperBO). Not with
+            ``fine_tune`` (which fits the kernel's outputscale).
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -120,6 +121,7 @@ class PretrainedPriorGP(SourceConditionedGP):
                 "give train_Y in the units of the pre-training data."
             )
         self.fine_tune = bool(fine_tune)
+        self._default_noise = likelihood is None and train_Yvar is None
         if prior_scale_dof is not None:
             if fine_tune:
                 raise ValueError(
@@ -165,9 +167,12 @@ class PretrainedPriorGP(SourceConditionedGP):
             q = whitened.pow(2).sum(dim=(-2, -1))
         scale = (nu + q) / (nu + n)
         self.prior_scale = scale
-        # s^2 scales the prior's noise too: the posterior mean stays the prior's
-        if isinstance(self.likelihood, GaussianLikelihood):
-            self.likelihood.noise = self.likelihood.noise * scale.unsqueeze(-1)
+        # s^2 scales the prior's noise too (the posterior mean stays the prior's);
+        # a noise the user gave (train_Yvar, a likelihood) stays as given
+        if self._default_noise:
+            noise = self.likelihood.noise * scale.unsqueeze(-1)
+            bound = self.likelihood.noise_covar.raw_noise_constraint.lower_bound
+            self.likelihood.noise = noise.clamp_min(2 * bound)
         self.prior_noise = self.prior_noise * scale
 
     def forward(self, x: Tensor) -> MultivariateNormal:

@@ -600,3 +600,28 @@ def test_prior_scale_bad_inputs():
             PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=bad)
     with pytest.raises(ValueError, match="`prior_scale_dof` and `fine_tune=True`"):
         PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=2.0, fine_tune=True)
+
+
+def test_prior_scale_leaves_a_given_likelihood_alone_and_keeps_the_noise_bound():
+    from gpytorch.constraints import GreaterThan
+    from gpytorch.likelihoods import GaussianLikelihood
+
+    prior = make_prior("constant", "matern52")
+    X, Y = data()  # a target the prior describes well: s^2 < 1
+    likelihood = GaussianLikelihood(noise_constraint=GreaterThan(1e-4)).double()
+    likelihood.noise = 2e-4
+    model = PretrainedPriorGP(
+        X, Y, likelihood=likelihood, prior=prior, prior_scale_dof=2.0
+    )
+    assert model.prior_scale.item() < 0.5
+    # the user's likelihood is neither modified nor scaled
+    torch.testing.assert_close(likelihood.noise, torch.full((1,), 2e-4, dtype=F64))
+    torch.testing.assert_close(model.likelihood.noise, likelihood.noise)
+    # the default likelihood at its lower bound: scaled down to the bound, not below
+    default = PretrainedPriorGP(X, Y, prior=prior)
+    bound = default.likelihood.noise_covar.raw_noise_constraint.lower_bound
+    with torch.no_grad():
+        prior.raw_noise.fill_(-30.0)  # the prior's noise at its floor
+    floor = PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=2.0)
+    assert floor.prior_scale.item() < 0.5
+    assert torch.all(floor.likelihood.noise >= 2 * bound)
