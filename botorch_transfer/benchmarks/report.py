@@ -928,17 +928,15 @@ def summary_table(records: list[dict]) -> str:
                 + ")"
             )
         meta += "\n\n" + ranks if ranks else ""
-        ratios = meta_cumulative_regret_ratio_table(records)
-        meta += "\n\n" + ratios if ratios else ""
-        targets = meta_targets_table(records)
-        meta += "\n\n" + targets if targets else ""
-        # the same measures within the skipping pool protocol, where it ran
-        ratios = meta_cumulative_regret_ratio_table(records, NO_META_SKIPPING)
-        meta += "\n\n" + ratios if ratios else ""
-        targets = meta_targets_table(
-            records, models=META_MODELS_SKIPPING, reference=NO_META_SKIPPING
-        )
-        meta += "\n\n" + targets if targets else ""
+        # per pool protocol (re-querying, then skipping queried points, where it ran)
+        for reference, models in (
+            (NO_META, META_MODELS),
+            (NO_META_SKIPPING, META_MODELS_SKIPPING),
+        ):
+            ratios = meta_cumulative_regret_ratio_table(records, reference)
+            meta += "\n\n" + ratios if ratios else ""
+            targets = meta_targets_table(records, models=models, reference=reference)
+            meta += "\n\n" + targets if targets else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
     if not groups and meta:

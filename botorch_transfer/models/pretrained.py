@@ -18,7 +18,6 @@ from gpytorch.likelihoods import GaussianLikelihood, Likelihood
 from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.priors import LogNormalPrior
-from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.nn import Module
 
@@ -162,9 +161,7 @@ class PretrainedPriorGP(SourceConditionedGP):
             marginal = self.likelihood(prior, *self.train_inputs)
             self.train(was_training)
             residual = (self.train_targets - marginal.mean).unsqueeze(-1)
-            L = psd_safe_cholesky(marginal.covariance_matrix)
-            whitened = torch.linalg.solve_triangular(L, residual, upper=False)
-            q = whitened.pow(2).sum(dim=(-2, -1))
+            q = marginal.lazy_covariance_matrix.inv_quad(residual)
         scale = (nu + q) / (nu + n)
         self.prior_scale = scale
         # s^2 scales the prior's noise too (the posterior mean stays the prior's);
@@ -178,12 +175,11 @@ class PretrainedPriorGP(SourceConditionedGP):
     def forward(self, x: Tensor) -> MultivariateNormal:
         r"""The prior ``N(mu(x), s^2 k(x, x))`` (``s^2 = 1`` unless
         ``prior_scale_dof``)."""
-        if self.training:
-            x = self.transform_inputs(x)
-        covariance = self.covar_module(x)
-        if self.prior_scale_dof is not None:
-            covariance = covariance.mul(self.prior_scale.unsqueeze(-1).unsqueeze(-1))
-        return MultivariateNormal(self.mean_module(x), covariance)
+        prior = super().forward(x)
+        if self.prior_scale_dof is None:
+            return prior
+        scale = self.prior_scale.unsqueeze(-1).unsqueeze(-1)
+        return MultivariateNormal(prior.mean, prior.lazy_covariance_matrix.mul(scale))
 
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> PretrainedPrior:
         r"""A copy of the prior on ``train_X``'s dtype/device, trainable only when
