@@ -836,6 +836,8 @@ def meta_cumulative_regret_ratio_table(
 META_MODELS = ("hyperbo", "cmbo")
 #: The peers of the meta track: every meta-task as a source (RGPE) or a task (MTGP).
 META_PEERS = ("rgpe-meta", "mtgp-meta")
+#: How many of a family's targets above the no-meta GP the target-1 line names.
+WORST_TARGETS_SHOWN = 3
 
 
 def meta_targets_table(
@@ -871,11 +873,20 @@ def meta_targets_table(
                 continue
             _, ratio, per_task = _meta_ratios(methods[model], methods[reference])
             families.append(f"{problem} {ratio:.2f}{'' if ratio <= 0.5 else '*'}")
-            targets_above += [
-                f"{problem} task {task} ({r:.2f})"
-                for task, r in per_task.items()
-                if r > 1.0
-            ]
+            above = sorted(
+                ((r, task) for task, r in per_task.items() if r > 1.0),
+                key=lambda pair: pair[0],
+                reverse=True,
+            )
+            if above:
+                # a family has up to ~100 targets: their count and the worst few
+                worst = ", ".join(
+                    f"task {task} {r:.2f}" for r, task in above[:WORST_TARGETS_SHOWN]
+                )
+                more = ", ..." if len(above) > WORST_TARGETS_SHOWN else ""
+                targets_above.append(
+                    f"{problem} {len(above)}/{len(per_task)} above [{worst}{more}]"
+                )
             if random in methods:
                 found = _meta_ratios(methods[model], methods[random])
                 if found is not None and found[1] > 1.0:

@@ -441,7 +441,7 @@ def test_issue_22_target_1_by_hand():
     assert hyperbo.startswith(
         "hyperbo: family ratio <= 0.5 (* misses): a 0.25, b 0.50,"
     )
-    assert "every target <= 1.0: MISSED (a task 2 (1.25))" in hyperbo
+    assert "every target <= 1.0: MISSED (a 1/2 above [task 2 1.25])" in hyperbo
     # a: hyperbo's mean (0 + 3.75) / 2 against random's 1.5
     assert "never worse than random: MISSED (a (1.25x random))" in hyperbo
     # a: 1.875 against rgpe-meta's 3; b: 3 against 3 (rgpe-meta) and 9 (mtgp-meta)
@@ -450,6 +450,24 @@ def test_issue_22_target_1_by_hand():
         "cmbo: family ratio <= 0.5 (* misses): c 0.75*; every target <= 1.0: met; "
         "never worse than random: met; no peer ran"
     )
+
+
+def test_issue_22_target_1_names_the_worst_targets_and_counts_the_rest():
+    def run(method, curves):
+        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
+        return _meta_record(method, 0, tasks, 1, False)
+
+    def flat(value):  # cumulative regret over t = 1..3: 3 * value
+        return [9, value, value, value]
+
+    # tasks 1-5 at 1.1x, 1.5x, 3x, 2x, 1.2x the no-meta GP; task 6 at 0.5x
+    gp = {k: flat(2) for k in range(1, 7)}
+    hyperbo = dict(zip(range(1, 7), map(flat, [2.2, 3, 6, 4, 2.4, 1])))
+    line = meta_targets_table([run("stbo-ucb", gp), run("hyperbo", hyperbo)])
+    assert (
+        "every target <= 1.0: MISSED (m 5/6 above "
+        "[task 3 3.00, task 4 2.00, task 2 1.50, ...])"
+    ) in line
 
 
 def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
