@@ -410,30 +410,34 @@ def test_issue_16_targets_by_hand():
     assert len(lines) == 5
 
 
+def _meta_run(method, curves, problem="m"):
+    r"""One seed of ``method`` on meta problem ``problem``: per-task regret curves."""
+    tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
+    return {**_meta_record(method, 0, tasks, 1, False), "problem": problem}
+
+
+def _flat(value):
+    r"""A regret curve whose cumulative regret over t = 1..3 is ``3 * value``."""
+    return [9, value, value, value]
+
+
 def test_issue_22_target_1_by_hand():
-    def run(problem, method, curves):
-        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
-        return {**_meta_record(method, 0, tasks, 1, False), "problem": problem}
-
-    def flat(value):  # cumulative regret over t = 1..3: 3 * value
-        return [9, value, value, value]
-
     records = [
         # family a: hyperbo 0.25x the GP over both tasks, task 2 at 1.2x
-        run("a", "stbo-ucb", {1: flat(4), 2: flat(1)}),
-        run("a", "hyperbo", {1: flat(0), 2: flat(1.25)}),
-        run("a", "random", {1: flat(0.5), 2: flat(0.5)}),  # mean 1.5 < 1.875
-        run("a", "rgpe-meta", {1: flat(1), 2: flat(1)}),
+        _meta_run("stbo-ucb", {1: _flat(4), 2: _flat(1)}, "a"),
+        _meta_run("hyperbo", {1: _flat(0), 2: _flat(1.25)}, "a"),
+        _meta_run("random", {1: _flat(0.5), 2: _flat(0.5)}, "a"),  # mean 1.5 < 1.875
+        _meta_run("rgpe-meta", {1: _flat(1), 2: _flat(1)}, "a"),
         # family b: hyperbo 0.5x, below random and both peers
-        run("b", "stbo-ucb", {1: flat(2)}),
-        run("b", "hyperbo", {1: flat(1)}),
-        run("b", "random", {1: flat(5)}),
-        run("b", "rgpe-meta", {1: flat(1)}),
-        run("b", "mtgp-meta", {1: flat(3)}),
+        _meta_run("stbo-ucb", {1: _flat(2)}, "b"),
+        _meta_run("hyperbo", {1: _flat(1)}, "b"),
+        _meta_run("random", {1: _flat(5)}, "b"),
+        _meta_run("rgpe-meta", {1: _flat(1)}, "b"),
+        _meta_run("mtgp-meta", {1: _flat(3)}, "b"),
         # family c: no peer ran; cmbo 0.75x
-        run("c", "stbo-ucb", {1: flat(4)}),
-        run("c", "hyperbo", {1: flat(1)}),
-        run("c", "cmbo", {1: flat(3)}),
+        _meta_run("stbo-ucb", {1: _flat(4)}, "c"),
+        _meta_run("hyperbo", {1: _flat(1)}, "c"),
+        _meta_run("cmbo", {1: _flat(3)}, "c"),
     ]
     lines = meta_targets_table(records).splitlines()
     assert lines[0].startswith("Issue 22 target 1")
@@ -453,17 +457,12 @@ def test_issue_22_target_1_by_hand():
 
 
 def test_issue_22_target_1_names_the_worst_targets_and_counts_the_rest():
-    def run(method, curves):
-        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
-        return _meta_record(method, 0, tasks, 1, False)
-
-    def flat(value):  # cumulative regret over t = 1..3: 3 * value
-        return [9, value, value, value]
-
     # tasks 1-5 at 1.1x, 1.5x, 3x, 2x, 1.2x the no-meta GP; task 6 at 0.5x
-    gp = {k: flat(2) for k in range(1, 7)}
-    hyperbo = dict(zip(range(1, 7), map(flat, [2.2, 3, 6, 4, 2.4, 1])))
-    line = meta_targets_table([run("stbo-ucb", gp), run("hyperbo", hyperbo)])
+    gp = {k: _flat(2) for k in range(1, 7)}
+    hyperbo = dict(zip(range(1, 7), map(_flat, [2.2, 3, 6, 4, 2.4, 1])))
+    line = meta_targets_table(
+        [_meta_run("stbo-ucb", gp), _meta_run("hyperbo", hyperbo)]
+    )
     assert (
         "every target <= 1.0: MISSED (m 5/6 above "
         "[task 3 3.00, task 4 2.00, task 2 1.50, ...])"
@@ -471,19 +470,13 @@ def test_issue_22_target_1_names_the_worst_targets_and_counts_the_rest():
 
 
 def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
-    def run(method, curves):
-        tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
-        return _meta_record(method, 0, tasks, 1, False)
-
-    def flat(value):  # cumulative regret over t = 1..3: 3 * value
-        return [9, value, value, value]
-
     records = [
-        run("stbo-ucb", {1: flat(4)}),
-        run("hyperbo", {1: flat(1)}),  # 0.25x stbo-ucb
-        run("stbo-ucb-skip", {1: flat(2)}),
-        run("hyperbo-skip", {1: flat(1)}),  # 0.5x stbo-ucb-skip
-        run("cmbo", {1: flat(3)}),  # 0.75x stbo-ucb (the other protocol), 1.5x its own
+        _meta_run("stbo-ucb", {1: _flat(4)}),
+        _meta_run("hyperbo", {1: _flat(1)}),  # 0.25x stbo-ucb
+        _meta_run("stbo-ucb-skip", {1: _flat(2)}),
+        _meta_run("hyperbo-skip", {1: _flat(1)}),  # 0.5x stbo-ucb-skip
+        # 0.75x stbo-ucb (the other protocol), 1.5x its own
+        _meta_run("cmbo", {1: _flat(3)}),
     ]
     text = summary_table(records)
     assert "hyperbo: family ratio <= 0.5 (* misses): m 0.25;" in text
