@@ -32,6 +32,11 @@ FINE_TUNE_LOG_SD = 1.0
 #: Degrees of freedom of the inverse-gamma prior on the prior's overall scale
 #: (``prior_scale_dof``): 2 is weak, one "pseudo-observation" per unit.
 PRIOR_SCALE_DOF = 2.0
+#: The default likelihood's noise is kept at least this multiple of its
+#: constraint's lower bound (GPyTorch refuses a noise below the bound, and at it the
+#: raw value is infinite), both when it is built from the prior's noise and when
+#: ``prior_scale_dof`` scales it.
+NOISE_BOUND_MARGIN = 2.0
 
 
 class PretrainedPriorGP(SourceConditionedGP):
@@ -169,7 +174,7 @@ class PretrainedPriorGP(SourceConditionedGP):
         if self._default_noise:
             noise = self.likelihood.noise * scale.unsqueeze(-1)
             bound = self.likelihood.noise_covar.raw_noise_constraint.lower_bound
-            self.likelihood.noise = noise.clamp_min(2 * bound)
+            self.likelihood.noise = noise.clamp_min(NOISE_BOUND_MARGIN * bound)
         self.prior_noise = self.prior_noise * scale
 
     def forward(self, x: Tensor) -> MultivariateNormal:
@@ -224,13 +229,15 @@ class PretrainedPriorGP(SourceConditionedGP):
         if train_Yvar is not None:
             return super()._default_likelihood(train_X, train_Yvar, transfer)
         scale2 = transfer.mean_module.scale.pow(2).item()
-        noise = transfer.noise.detach().clamp_min(2 * MIN_NOISE * scale2).to(train_X)
+        bound = MIN_NOISE * scale2
+        noise = transfer.noise.detach().clamp_min(NOISE_BOUND_MARGIN * bound)
+        noise = noise.to(train_X)
         noise_prior = None
         if self.fine_tune and transfer.empirical is not None:
             noise_prior = LogNormalPrior(noise.log(), FINE_TUNE_LOG_SD)
         likelihood = GaussianLikelihood(
             noise_prior=noise_prior,
-            noise_constraint=GreaterThan(MIN_NOISE * scale2),
+            noise_constraint=GreaterThan(bound),
             batch_shape=train_X.shape[:-2],
         ).to(train_X)
         likelihood.noise = noise
