@@ -21,7 +21,12 @@ from botorch_transfer.models import (
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
-from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
+from botorch_transfer.pretraining import (
+    PretrainedPrior,
+    PretrainedPriorMixture,
+    pretrain_clustered_prior,
+    pretrain_prior,
+)
 
 __version__ = "0.1.0"
 
@@ -34,6 +39,7 @@ __all__ = [
     "LogPowerSchedule",
     "PretrainedPrior",
     "PretrainedPriorGP",
+    "PretrainedPriorMixture",
     "RGPE",
     "RandomizedNNEnsemble",
     "SourceConditionedGP",
@@ -43,6 +49,7 @@ __all__ = [
     "build_cluster_prior",
     "cluster_weights_from_distances",
     "hyperbo_probability_of_improvement",
+    "pretrain_clustered_prior",
     "pretrain_prior",
     "randomized_nn_thompson_candidate",
     "__version__",

@@ -44,9 +44,11 @@ from botorch_transfer import (
     ClusterMetaPriorGP,
     PretrainedPrior,
     PretrainedPriorGP,
+    PretrainedPriorMixture,
     TaskData,
     build_cluster_prior,
     hyperbo_probability_of_improvement,
+    pretrain_clustered_prior,
     pretrain_prior,
 )
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
@@ -156,7 +158,7 @@ class SingleTaskBO(Method):
 class HyperBOState:
     r"""A split's pre-trained prior and candidate pool."""
 
-    prior: PretrainedPrior
+    prior: PretrainedPrior | PretrainedPriorMixture
     pool: Tensor
 
 
@@ -176,6 +178,9 @@ class HyperBO(Method):
         skip_queried: Search only the pool points not yet queried.
         prior_scale_dof: ``PretrainedPriorGP``'s ``prior_scale_dof`` (``None``:
             the pre-trained scale, HyperBO).
+        clustered: Pre-train one prior per cluster of meta-tasks
+            (``pretrain_clustered_prior``, the default objective) and mix them
+            with the clusters' posterior probabilities.
     """
 
     protocols = (META,)
@@ -187,7 +192,11 @@ class HyperBO(Method):
         fine_tune: bool = False,
         skip_queried: bool = False,
         prior_scale_dof: float | None = None,
+        clustered: bool = False,
     ) -> None:
+        if clustered and objective is not None:
+            raise ValueError("`clustered` pre-trains the default objective only.")
+        self.clustered = clustered
         self.objective = objective
         self.acquisition = acquisition
         self.fine_tune = fine_tune
@@ -200,7 +209,10 @@ class HyperBO(Method):
             kwargs["objective"] = self.objective
         if self.objective == "nll":
             kwargs.update(num_steps=problem.pretrain_steps, lr=5e-3)
-        prior = pretrain_prior(data.history, **kwargs)
+        if self.clustered:
+            prior = pretrain_clustered_prior(data.history, **kwargs)
+        else:
+            prior = pretrain_prior(data.history, **kwargs)
         return HyperBOState(prior, data.pool)
 
     def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
@@ -553,6 +565,21 @@ register_method(
     "hyperbo-skip with the prior's scale updated by the target's data "
     "(PretrainedPriorGP(prior_scale_dof=2): an inverse-gamma scale, the Student-t "
     "predictive's scale)",
+)
+register_method(
+    "hyperbo-clustered-skip",
+    HyperBO(None, "ucb", skip_queried=True, clustered=True),
+    "hyperbo-skip on a clustered prior: pretrain_clustered_prior (one empirical "
+    "prior per cluster of meta-tasks, C by the silhouette), mixed with the "
+    "clusters' posterior probabilities given the target's data",
+)
+register_method(
+    "hyperbo-clustered-scale-skip",
+    HyperBO(
+        None, "ucb", skip_queried=True, prior_scale_dof=PRIOR_SCALE_DOF, clustered=True
+    ),
+    "hyperbo-clustered-skip with the prior's scale updated by the target's data "
+    "(prior_scale_dof=2, as hyperbo-scale-skip)",
 )
 register_method(
     "hyperbo-fine-tune",

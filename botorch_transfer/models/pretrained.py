@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from botorch.acquisition import ProbabilityOfImprovement
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform, Normalize
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -22,6 +23,11 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.pretraining.mixture import (
+    MixturePriorKernel,
+    MixturePriorMean,
+    PretrainedPriorMixture,
+)
 from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
 
 #: Standard deviation of the log of a fine-tuned empirical prior's lengthscales,
@@ -69,7 +75,14 @@ class PretrainedPriorGP(SourceConditionedGP):
             unless ``fine_tune``), or the known ``train_Yvar``.
         outcome_transform: Must be ``None`` (see above).
         input_transform: Optional input transform.
-        prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword).
+        prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword),
+            or a :class:`~botorch_transfer.pretraining.PretrainedPriorMixture` of
+            cluster priors (``pretrain_clustered_prior``): the GP's prior is then
+            their moment-matched mixture, weighted by the clusters' posterior
+            probabilities given this model's training data (``cluster_weights``;
+            the clusters' shares with no data), fixed thereafter
+            (``condition_on_observations`` and ``fantasize`` keep them; rebuild
+            the model to update them, as in a BO loop).
         fine_tune: Make the prior's parameters trainable. For the empirical prior
             (``pretrain_prior``'s default on shared inputs) these are its base
             kernel's lengthscales and outputscale: its mean and covariance are
@@ -88,7 +101,8 @@ class PretrainedPriorGP(SourceConditionedGP):
             the meta-tasks describe badly widens the prior, one they describe well
             narrows it. A noise given as ``train_Yvar`` or ``likelihood`` is not
             scaled. ``None``: the pre-trained scale as it is (HyperBO). Not with
-            ``fine_tune`` (which fits the kernel's outputscale).
+            ``fine_tune`` (which fits the kernel's outputscale). With a mixture
+            prior, ``s^2`` is computed after the cluster weights.
 
     Example:
         >>> prior = pretrain_prior(related_tasks)
@@ -113,7 +127,7 @@ class PretrainedPriorGP(SourceConditionedGP):
         outcome_transform: OutcomeTransform | None = None,
         input_transform: InputTransform | None = None,
         *,
-        prior: PretrainedPrior,
+        prior: PretrainedPrior | PretrainedPriorMixture,
         fine_tune: bool = False,
         prior_scale_dof: float | None = None,
     ) -> None:
@@ -152,8 +166,42 @@ class PretrainedPriorGP(SourceConditionedGP):
         )
         self.prior_scale_dof = prior_scale_dof
         self.register_buffer("prior_scale", self._target_Y.new_ones(self.batch_shape))
+        if self.is_mixture and self.num_train > 0:
+            self._set_cluster_weights()
         if prior_scale_dof is not None and self.num_train > 0:
             self._set_prior_scale()
+
+    @property
+    def is_mixture(self) -> bool:
+        r"""Whether the prior is a :class:`PretrainedPriorMixture`."""
+        return isinstance(self.mean_module, MixturePriorMean)
+
+    @property
+    def cluster_weights(self) -> Tensor:
+        r"""A mixture prior's cluster weights ``p(c | training data)``
+        (``batch_shape x C``)."""
+        if not self.is_mixture:  # (an AttributeError would be masked by Module)
+            raise UnsupportedError("`cluster_weights` needs a PretrainedPriorMixture.")
+        return self.mean_module.weights
+
+    def _set_cluster_weights(self) -> None:
+        r"""The clusters' posterior probabilities given the training data, and the
+        mixture's noise at them."""
+        mixture = self.mean_module.mixture
+        with torch.no_grad():
+            was_training = self.training
+            self.train()  # the training inputs, transformed as in a fit
+            X = self.transform_inputs(self.train_inputs[0])
+            self.train(was_training)
+            Yvar = None if self.learns_target_noise else self._target_Yvar
+            weights = mixture.posterior_weights(X, self.train_targets, Yvar)
+        self.mean_module.weights = weights
+        self.covar_module.weights = weights
+        self.prior_noise = mixture.noise(weights)
+        if self._default_noise:
+            bound = self.likelihood.noise_covar.raw_noise_constraint.lower_bound
+            noise = self.prior_noise.unsqueeze(-1).clamp_min(NOISE_BOUND_MARGIN * bound)
+            self.likelihood.noise = noise
 
     def _set_prior_scale(self) -> None:
         r"""``s^2`` (``prior_scale``, ``batch_shape``) from the target data."""
@@ -189,9 +237,15 @@ class PretrainedPriorGP(SourceConditionedGP):
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> PretrainedPrior:
         r"""A copy of the prior on ``train_X``'s dtype/device, trainable only when
         fine-tuned (the user's prior is never modified)."""
-        if not isinstance(transfer, PretrainedPrior):
+        if not isinstance(transfer, (PretrainedPrior, PretrainedPriorMixture)):
             raise TypeError(
-                f"`prior` must be a PretrainedPrior, got {type(transfer).__name__}."
+                "`prior` must be a PretrainedPrior or a PretrainedPriorMixture, got "
+                f"{type(transfer).__name__}."
+            )
+        if isinstance(transfer, PretrainedPriorMixture) and self.fine_tune:
+            raise ValueError(
+                "`fine_tune=True` is not supported with a PretrainedPriorMixture "
+                "(its cluster priors stay frozen); use fine_tune=False."
             )
         # with an input transform, the prior sees transformed inputs of its own d
         if self._checks_prior_dim and train_X.shape[-1] != transfer.dim:
@@ -199,7 +253,7 @@ class PretrainedPriorGP(SourceConditionedGP):
                 f"`train_X` has d={train_X.shape[-1]} but `prior` was pre-trained on "
                 f"d={transfer.dim} inputs."
             )
-        empirical = transfer.empirical
+        empirical = getattr(transfer, "empirical", None)
         if self.fine_tune and empirical is not None and not empirical.has_statistics:
             # its mean and covariance are tied to the base kernel at the fit: without
             # the statistics they were derived from, a re-fitted kernel would leave
@@ -211,7 +265,7 @@ class PretrainedPriorGP(SourceConditionedGP):
             )
         prior = copy.deepcopy(transfer).to(train_X)
         prior.requires_grad_(self.fine_tune)
-        if prior.empirical is not None and self.fine_tune:
+        if empirical is not None and self.fine_tune:
             # the base kernel is trained: mean and covariance follow it, held near
             # the pre-trained kernel by log-normal priors
             prior.empirical.adaptive = True
@@ -228,12 +282,19 @@ class PretrainedPriorGP(SourceConditionedGP):
         ``train_Yvar``."""
         if train_Yvar is not None:
             return super()._default_likelihood(train_X, train_Yvar, transfer)
-        scale2 = transfer.mean_module.scale.pow(2).item()
+        if isinstance(transfer, PretrainedPriorMixture):
+            # the bound of the smallest-scale cluster; the noise at the prior
+            # weights until the data's weights are set
+            scale2 = min(c.mean_module.scale.pow(2).item() for c in transfer.components)
+            noise = transfer.noise(transfer.prior_weights())
+        else:
+            scale2 = transfer.mean_module.scale.pow(2).item()
+            noise = transfer.noise
         bound = MIN_NOISE * scale2
-        noise = transfer.noise.detach().clamp_min(NOISE_BOUND_MARGIN * bound)
+        noise = noise.detach().clamp_min(NOISE_BOUND_MARGIN * bound)
         noise = noise.to(train_X)
         noise_prior = None
-        if self.fine_tune and transfer.empirical is not None:
+        if self.fine_tune and getattr(transfer, "empirical", None) is not None:
             noise_prior = LogNormalPrior(noise.log(), FINE_TUNE_LOG_SD)
         likelihood = GaussianLikelihood(
             noise_prior=noise_prior,
@@ -252,10 +313,20 @@ class PretrainedPriorGP(SourceConditionedGP):
         mean_module: Mean | None,
         input_transform: InputTransform | None,
     ) -> None:
-        self.mean_module = transfer.mean_module
-        self.covar_module = transfer.covar_module
+        if isinstance(transfer, PretrainedPriorMixture):
+            # the prior weights; the data's are set once the model holds its data
+            weights = transfer.prior_weights().expand(
+                *train_X.shape[:-2], transfer.n_clusters
+            )
+            self.mean_module = MixturePriorMean(transfer, weights.clone())
+            self.covar_module = MixturePriorKernel(transfer, weights.clone())
+            noise = transfer.noise(weights)
+        else:
+            self.mean_module = transfer.mean_module
+            self.covar_module = transfer.covar_module
+            noise = transfer.noise
         # the noise at a new point when the training noise was given per point
-        self.register_buffer("prior_noise", transfer.noise.detach().clone())
+        self.register_buffer("prior_noise", noise.detach().clone())
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""The target data as they are: the prior is the GP's mean and kernel."""

@@ -1,5 +1,9 @@
 r"""Pre-training GP priors over many related tasks (HyperBO)."""
 
+from botorch_transfer.pretraining.mixture import (
+    PretrainedPriorMixture,
+    pretrain_clustered_prior,
+)
 from botorch_transfer.pretraining.objectives import (
     EKLGroup,
     MatchingInputGroup,
@@ -14,8 +18,10 @@ __all__ = [
     "EKLGroup",
     "MatchingInputGroup",
     "PretrainedPrior",
+    "PretrainedPriorMixture",
     "ekl_objective",
     "matching_input_groups",
     "nll_objective",
+    "pretrain_clustered_prior",
     "pretrain_prior",
 ]

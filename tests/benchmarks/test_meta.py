@@ -600,3 +600,14 @@ def test_skip_variants_differ_only_where_the_loop_re_proposes_a_point(method, sk
         repeated += first < len(plain["queries"])
         assert skipped["queries"][:first] == plain["queries"][:first]
     assert repeated > 0  # the plain loop did re-propose somewhere
+
+
+def test_clustered_hyperbo_is_hyperbo_where_the_tasks_form_one_cluster():
+    # 8 meta-training tasks cannot form two clusters of MIN_CLUSTER_SIZE: one prior
+    problem = small_gp_tasks()
+    plain, clustered = (
+        run_meta_experiment(problem, m, seed=1, iterations=3)
+        for m in ("hyperbo-skip", "hyperbo-clustered-skip")
+    )
+    for a, b in zip(plain["tasks"], clustered["tasks"]):
+        assert a["queries"] == b["queries"]

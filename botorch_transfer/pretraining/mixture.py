@@ -1,0 +1,296 @@
+r"""A clustered HyperBO prior: one pre-trained prior per cluster of related tasks,
+mixed with the clusters' posterior probabilities given the target's data.
+
+HyperBO (Wang et al.) pre-trains one prior on all related tasks. When the tasks fall
+into groups (cm-BO's premise: Nguyen et al., *Clustering-based Meta Bayesian
+Optimization*), one prior averages the groups and is too sure between them. Here the
+tasks are clustered by their values on their shared inputs (the 2-Wasserstein
+k-means of :mod:`botorch_transfer.clustering` with point masses, i.e. Euclidean
+k-means, and its silhouette rule for the number of clusters), a prior is pre-trained
+on each cluster (:func:`~botorch_transfer.pretraining.pretrain_prior`), and the
+target's GP prior is the moment-matched mixture of the cluster priors:
+
+``mu(x) = sum_c w_c mu_c(x)``,
+``k(x, x') = sum_c w_c [k_c(x, x') + (mu_c(x) - mu(x)) (mu_c(x') - mu(x'))]``,
+noise ``sum_c w_c sigma_c^2``, with ``w_c = p(c | target data)``
+``propto pi_c N(y | mu_c(X), k_c(X, X) + sigma_c^2 I)`` and ``pi_c`` the cluster's
+share of the tasks (cm-BO's mixture with its posterior-probability weights, its
+components HyperBO priors instead of meta-task posteriors).
+:class:`~botorch_transfer.models.PretrainedPriorGP` takes the mixture as its
+``prior`` and computes the weights from its training data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from gpytorch.kernels import Kernel
+from gpytorch.means import Mean
+from torch import Tensor
+from torch.nn import Module, ModuleList
+
+from botorch_transfer.clustering.kmeans import select_n_clusters
+from botorch_transfer.data import TaskData, validate_task_set
+from botorch_transfer.pretraining.pretrain import pretrain_prior
+from botorch_transfer.pretraining.prior import PretrainedPrior
+
+#: Smallest number of tasks in a cluster: the empirical prior of a cluster estimates
+#: a covariance from its tasks (and leaves one out to shrink it), so a clustering
+#: with a smaller cluster is refused and one prior is pre-trained on all tasks.
+MIN_CLUSTER_SIZE = 5
+
+
+class PretrainedPriorMixture(Module):
+    r"""Pre-trained priors of clusters of related tasks, and the clusters' shares.
+
+    Build one with :func:`pretrain_clustered_prior`; give it to
+    :class:`~botorch_transfer.models.PretrainedPriorGP` as ``prior``. Evaluations are
+    in the units of the pre-training data. With one component it is that prior.
+
+    Args:
+        components: The clusters' :class:`PretrainedPrior` s (same input dimension).
+        cluster_sizes: The number of tasks in each cluster (the prior weights
+            ``pi_c`` are their shares).
+        assignments: Optional cluster index of each pre-training task (kept for
+            inspection).
+
+    Example:
+        >>> mixture = PretrainedPriorMixture([prior_a, prior_b], cluster_sizes=[12, 7])
+        >>> weights = mixture.posterior_weights(X, Y)  # p(cluster | X, Y)
+        >>> mixture.mean(X_test, weights).shape
+        torch.Size([5])
+    """
+
+    def __init__(
+        self,
+        components: Sequence[PretrainedPrior],
+        cluster_sizes: Sequence[int] | Tensor,
+        assignments: Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        components = list(components)
+        if not components or not all(
+            isinstance(c, PretrainedPrior) for c in components
+        ):
+            raise TypeError(
+                "`components` must be a non-empty sequence of PretrainedPrior, got "
+                f"{[type(c).__name__ for c in components]}."
+            )
+        dims = {c.dim for c in components}
+        if len(dims) > 1:
+            raise ValueError(
+                f"`components` must share one input dimension, got {sorted(dims)}."
+            )
+        sizes = torch.as_tensor(cluster_sizes, dtype=torch.float64).reshape(-1)
+        if sizes.numel() != len(components) or not (sizes > 0).all():
+            raise ValueError(
+                f"`cluster_sizes` must hold one positive count per component "
+                f"({len(components)}), got {sizes.tolist()}."
+            )
+        self.components = ModuleList(components)
+        ref = components[0].mean_module.offset
+        self.register_buffer(
+            "log_prior_weights", (sizes / sizes.sum()).log().to(ref.dtype)
+        )
+        self.register_buffer(
+            "assignments",
+            torch.empty(0, dtype=torch.long) if assignments is None else assignments,
+        )
+        self.eval()
+
+    @property
+    def n_clusters(self) -> int:
+        return len(self.components)
+
+    @property
+    def dim(self) -> int:
+        return self.components[0].dim
+
+    def prior_weights(self) -> Tensor:
+        r"""``pi_c``, the clusters' shares of the pre-training tasks (``C``)."""
+        return self.log_prior_weights.exp()
+
+    def log_likelihoods(
+        self, X: Tensor, Y: Tensor, Yvar: Tensor | None = None
+    ) -> Tensor:
+        r"""``log N(y | mu_c(X), k_c(X, X) + noise)`` per cluster.
+
+        Args:
+            X: ``batch_shape x n x d`` inputs (in the prior's input space).
+            Y: ``batch_shape x n`` outcomes.
+            Yvar: Optional ``batch_shape x n`` known noise variances (default: each
+                cluster prior's own noise).
+
+        Returns:
+            ``batch_shape x C`` log marginal likelihoods (0 for ``n = 0``).
+        """
+        values = []
+        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        for component in self.components:
+            K = component.covariance(X)
+            K = K + (component.noise * eye if Yvar is None else torch.diag_embed(Yvar))
+            residual = Y - component.mean(X)
+            L = torch.linalg.cholesky(K)
+            z = torch.linalg.solve_triangular(L, residual.unsqueeze(-1), upper=False)
+            logdet = L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+            n = X.shape[-2]
+            values.append(
+                -0.5 * z.squeeze(-1).pow(2).sum(-1)
+                - logdet
+                - 0.5 * n * math.log(2 * math.pi)
+            )
+        return torch.stack(values, dim=-1)
+
+    def posterior_weights(
+        self, X: Tensor, Y: Tensor, Yvar: Tensor | None = None
+    ) -> Tensor:
+        r"""``w_c = p(c | X, Y)``, proportional to ``pi_c`` times the cluster prior's
+        marginal likelihood of the data (see :meth:`log_likelihoods`); ``pi`` for
+        ``n = 0``. Returns ``batch_shape x C``."""
+        logits = self.log_prior_weights.to(X) + self.log_likelihoods(X, Y, Yvar)
+        return torch.softmax(logits, dim=-1)
+
+    def _component_means(self, X: Tensor) -> Tensor:
+        return torch.stack([c.mean(X) for c in self.components], dim=-1)
+
+    def mean(self, X: Tensor, weights: Tensor) -> Tensor:
+        r"""``sum_c w_c mu_c(X)`` (``batch x n``); ``weights`` is ``... x C``."""
+        return (self._component_means(X) * weights.unsqueeze(-2)).sum(-1)
+
+    def covariance(
+        self, X1: Tensor, X2: Tensor, weights: Tensor, diag: bool = False
+    ) -> Tensor:
+        r"""The mixture's covariance ``k(X1, X2)`` (module docstring); with
+        ``diag=True`` its diagonal for ``X1 = X2``."""
+        w = weights.unsqueeze(-2)  # ... x 1 x C
+        m1 = self._component_means(X1)
+        d1 = m1 - (m1 * w).sum(-1, keepdim=True)  # mu_c - mu: ... x n x C
+        if diag:
+            K = torch.stack(
+                [c.covar_module(X1, X1, diag=True) for c in self.components], -1
+            )
+            return (w * (K + d1.pow(2))).sum(-1)
+        m2 = m1 if X2 is X1 else self._component_means(X2)
+        d2 = d1 if X2 is X1 else m2 - (m2 * w).sum(-1, keepdim=True)
+        K = sum(
+            weights[..., c, None, None] * component.covariance(X1, X2)
+            for c, component in enumerate(self.components)
+        )
+        return K + (d1 * w) @ d2.transpose(-1, -2)
+
+    def noise(self, weights: Tensor) -> Tensor:
+        r"""``sum_c w_c sigma_c^2`` (``weights.shape[:-1]``)."""
+        noises = torch.stack([c.noise for c in self.components]).to(weights)
+        return (weights * noises).sum(-1)
+
+    def outcome_scale(self, weights: Tensor) -> Tensor:
+        r"""The mixture's outcome scale ``sqrt(sum_c w_c s_c^2)`` from the clusters'
+        pre-training scales (``weights.shape[:-1]``)."""
+        scales = torch.stack([c.mean_module.scale for c in self.components])
+        return (weights * scales.to(weights).pow(2)).sum(-1).sqrt()
+
+
+class MixturePriorMean(Mean):
+    r"""The mixture's mean at fixed cluster weights (``batch_shape x C``)."""
+
+    def __init__(self, mixture: PretrainedPriorMixture, weights: Tensor) -> None:
+        super().__init__()
+        self.mixture = mixture
+        self.register_buffer("weights", weights)
+
+    @property
+    def scale(self) -> Tensor:
+        r"""The outcome scale at the current weights (PI's margin uses it)."""
+        return self.mixture.outcome_scale(self.weights)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.mixture.mean(x, self.weights)
+
+
+class MixturePriorKernel(Kernel):
+    r"""The mixture's moment-matched covariance at fixed cluster weights."""
+
+    has_lengthscale = False
+
+    def __init__(self, mixture: PretrainedPriorMixture, weights: Tensor) -> None:
+        super().__init__()
+        self.mixture = mixture
+        self.register_buffer("weights", weights)
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Any):
+        return self.mixture.covariance(x1, x2, self.weights, diag=diag)
+
+
+def pretrain_clustered_prior(
+    tasks: Sequence[TaskData] | Mapping[str, TaskData],
+    n_clusters: int | None = None,
+    max_clusters: int = 6,
+    min_cluster_size: int = MIN_CLUSTER_SIZE,
+    seed: int = 0,
+    **pretrain_options: Any,
+) -> PretrainedPriorMixture:
+    r"""Cluster related tasks and pre-train one prior per cluster.
+
+    The tasks must share their inputs (as for the empirical prior). Each task is the
+    vector of its outcomes there, standardized over all tasks; k-means on these
+    vectors (:func:`~botorch_transfer.clustering.select_n_clusters` with point
+    masses: the 2-Wasserstein distance is then the Euclidean one) picks ``C`` by the
+    mean silhouette, or ``C = 1`` below a silhouette of 0.5. A clustering with a
+    cluster of fewer than ``min_cluster_size`` tasks falls back to ``C = 1``.
+
+    Args:
+        tasks: Related tasks on shared inputs (a list, or a dict name -> TaskData).
+        n_clusters: The number of clusters; default ``None``: chosen as above among
+            ``1..max_clusters``.
+        max_clusters: The largest ``C`` tried when ``n_clusters`` is ``None``.
+        min_cluster_size: See above.
+        seed: Seed of k-means and of ``pretrain_prior``.
+        pretrain_options: Passed to :func:`pretrain_prior` for every cluster (on
+            shared inputs its default ``bounds``, their range, are the same for all).
+
+    Returns:
+        A :class:`PretrainedPriorMixture` (one component when ``C = 1``).
+
+    Example:
+        >>> mixture = pretrain_clustered_prior(related_tasks)
+        >>> model = PretrainedPriorGP(train_X, train_Y, prior=mixture)
+    """
+    if isinstance(tasks, Mapping):
+        tasks = list(tasks.values())
+    tasks = validate_task_set(tasks, "tasks")
+    X0 = tasks[0].X
+    if any(t.X.shape != X0.shape or not torch.equal(t.X, X0) for t in tasks):
+        raise ValueError(
+            "`tasks` must share their inputs (every task observed at the same X) "
+            "to be clustered by their outcomes."
+        )
+    if n_clusters is not None and not 1 <= n_clusters <= len(tasks):
+        raise ValueError(
+            f"`n_clusters` must be between 1 and the number of tasks ({len(tasks)}), "
+            f"got {n_clusters}."
+        )
+    values = torch.cat([t.Y.detach() for t in tasks], dim=-1).T.to(torch.float64)
+    values = (values - values.mean()) / values.std().clamp_min(1e-12)
+    point_masses = values.new_zeros(len(tasks), values.shape[-1], values.shape[-1])
+    candidates = [n_clusters] if n_clusters is not None else range(1, max_clusters + 1)
+    selection = select_n_clusters(
+        values.cpu(), point_masses.cpu(), candidates=candidates, seed=seed
+    )
+    result = selection.results[selection.candidates.index(selection.n_clusters)]
+    assignments = result.assignments
+    sizes = torch.bincount(assignments, minlength=selection.n_clusters)
+    if n_clusters is None and int(sizes.min()) < min_cluster_size:
+        assignments, sizes = torch.zeros_like(assignments), sizes.sum().reshape(1)
+    pretrain_options.setdefault("progress", False)
+    components = [
+        pretrain_prior(
+            [t for t, a in zip(tasks, assignments.tolist()) if a == c],
+            seed=seed,
+            **pretrain_options,
+        )
+        for c in range(sizes.numel())
+    ]
+    return PretrainedPriorMixture(components, sizes, assignments)
