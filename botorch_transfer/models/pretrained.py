@@ -234,7 +234,9 @@ class PretrainedPriorGP(SourceConditionedGP):
         scale = self.prior_scale.unsqueeze(-1).unsqueeze(-1)
         return MultivariateNormal(prior.mean, prior.lazy_covariance_matrix.mul(scale))
 
-    def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> PretrainedPrior:
+    def _prepare_transfer(
+        self, transfer: Any, train_X: Tensor
+    ) -> PretrainedPrior | PretrainedPriorMixture:
         r"""A copy of the prior on ``train_X``'s dtype/device, trainable only when
         fine-tuned (the user's prior is never modified)."""
         if not isinstance(transfer, (PretrainedPrior, PretrainedPriorMixture)):
@@ -272,11 +274,14 @@ class PretrainedPriorGP(SourceConditionedGP):
             _anchor_to_pretrained_values(prior.empirical.base_kernel)
         return prior
 
-    def _outcome_reference(self, transfer: PretrainedPrior) -> list:
+    def _outcome_reference(self, transfer: Any) -> list:
         return []  # no outcome transform: the prior fixes the units
 
     def _default_likelihood(
-        self, train_X: Tensor, train_Yvar: Tensor | None, transfer: PretrainedPrior
+        self,
+        train_X: Tensor,
+        train_Yvar: Tensor | None,
+        transfer: PretrainedPrior | PretrainedPriorMixture,
     ) -> Likelihood:
         r"""The prior's noise (frozen unless fine-tuned), or the known
         ``train_Yvar``."""
@@ -307,7 +312,7 @@ class PretrainedPriorGP(SourceConditionedGP):
 
     def _build_modules(
         self,
-        transfer: PretrainedPrior,
+        transfer: PretrainedPrior | PretrainedPriorMixture,
         train_X: Tensor,
         covar_module: Module | None,
         mean_module: Mean | None,
