@@ -84,7 +84,8 @@ def shared_inputs(tasks: Sequence[TaskData]) -> MatchingInputGroup:
     return groups[0]
 
 
-def _gaussian_log_likelihood(y: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
+def gaussian_log_likelihood(y: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
+    r"""``log N(y | mean, cov)`` over the last dimension (batched), by Cholesky."""
     L = torch.linalg.cholesky(cov)
     z = torch.linalg.solve_triangular(L, (y - mean).unsqueeze(-1), upper=False)
     logdet = 2 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
@@ -134,7 +135,7 @@ def fit_empirical_prior(
 
     def base_nll() -> Tensor:
         K_noisy = kernel(V).to_dense() + (prior.noise_relative + Yvar) * eye
-        return -_gaussian_log_likelihood(Y, constant, K_noisy).sum() / (N * M)
+        return -gaussian_log_likelihood(Y, constant, K_noisy).sum() / (N * M)
 
     best: dict[str, Any] = {"loss": math.inf, "values": None}
 
@@ -186,7 +187,7 @@ def fit_empirical_prior(
             scores = []
             for lam in SHRINKAGE_GRID:
                 cov = K + (1 - lam) * spread + (noise + Yvar + jitter) * eye
-                loo = -_gaussian_log_likelihood(Y, mean, cov).mean() / M
+                loo = -gaussian_log_likelihood(Y, mean, cov).mean() / M
                 scores.append(float(loo))
                 history.append({"shrinkage": lam, "loo_nll": scores[-1]})
             best = min(range(len(scores)), key=lambda i: (scores[i], -i))

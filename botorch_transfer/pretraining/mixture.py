@@ -22,7 +22,6 @@ components HyperBO priors instead of meta-task posteriors).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from torch.nn import Module, ModuleList
 
 from botorch_transfer.clustering.kmeans import select_n_clusters
 from botorch_transfer.data import TaskData, validate_task_set
+from botorch_transfer.pretraining.empirical import gaussian_log_likelihood
 from botorch_transfer.pretraining.pretrain import pretrain_prior
 from botorch_transfer.pretraining.prior import PretrainedPrior
 
@@ -132,16 +132,7 @@ class PretrainedPriorMixture(Module):
         for component in self.components:
             K = component.covariance(X)
             K = K + (component.noise * eye if Yvar is None else torch.diag_embed(Yvar))
-            residual = Y - component.mean(X)
-            L = torch.linalg.cholesky(K)
-            z = torch.linalg.solve_triangular(L, residual.unsqueeze(-1), upper=False)
-            logdet = L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-            n = X.shape[-2]
-            values.append(
-                -0.5 * z.squeeze(-1).pow(2).sum(-1)
-                - logdet
-                - 0.5 * n * math.log(2 * math.pi)
-            )
+            values.append(gaussian_log_likelihood(Y, component.mean(X), K))
         return torch.stack(values, dim=-1)
 
     def posterior_weights(

@@ -159,7 +159,7 @@ def test_a_line_search_step_outside_the_positive_definite_region_keeps_the_best_
     # Cholesky factor on rbv2_rpart meta-data (seeds 3 and 4) and the prior failed
     import botorch_transfer.pretraining.empirical as empirical
 
-    likelihood, calls = empirical._gaussian_log_likelihood, []
+    likelihood, calls = empirical.gaussian_log_likelihood, []
 
     def failing(y, mean, cov):
         calls.append(None)
@@ -168,7 +168,7 @@ def test_a_line_search_step_outside_the_positive_definite_region_keeps_the_best_
         return likelihood(y, mean, cov)
 
     with monkeypatch.context() as m:
-        m.setattr(empirical, "_gaussian_log_likelihood", failing)
+        m.setattr(empirical, "gaussian_log_likelihood", failing)
         prior = pretrain_prior(family(), objective="empirical", progress=False)
     # the fit ends where it failed: the best point evaluated before (or the
     # starting point), and the prior is built from it
