@@ -36,6 +36,15 @@ from botorch_transfer.data import TaskData, validate_task_set
 from botorch_transfer.pretraining.empirical import gaussian_log_likelihood
 from botorch_transfer.pretraining.pretrain import pretrain_prior
 from botorch_transfer.pretraining.prior import PretrainedPrior
+from botorch_transfer.priors_io import (
+    PathLike,
+    PriorFileError,
+    check_keys,
+    check_tensors,
+    describe_path,
+    load_prior,
+    save_prior,
+)
 
 #: Smallest number of tasks in a cluster: the empirical prior of a cluster estimates
 #: a covariance from its tasks (and leaves one out to shrink it), so a clustering
@@ -108,6 +117,94 @@ class PretrainedPriorMixture(Module):
     @property
     def dim(self) -> int:
         return self.components[0].dim
+
+    # --- persistence -----------------------------------------------------------------
+    def save(self, path: PathLike) -> None:
+        r"""Save the mixture (every cluster's prior, the clusters' shares and the
+        tasks' assignments) to ``path``.
+
+        One ``torch.save`` file in the shared prior format
+        (:mod:`botorch_transfer.priors_io`); each component is stored as
+        :meth:`PretrainedPrior.save` stores it.
+
+        Args:
+            path: File path or writable binary file object.
+
+        Example:
+            >>> mixture.save("mixture.pt")
+            >>> same = PretrainedPriorMixture.load("mixture.pt")
+        """
+        payload = {
+            "components": [c.payload() for c in self.components],
+            "log_prior_weights": self.log_prior_weights.detach().cpu(),
+            "assignments": self.assignments.detach().cpu(),
+        }
+        save_prior(self, payload, path)
+
+    @classmethod
+    def load(
+        cls, path: PathLike, map_location: str | torch.device | None = None
+    ) -> PretrainedPriorMixture:
+        r"""Load a mixture written by :meth:`save`.
+
+        Args:
+            path: File path or readable binary file object.
+            map_location: Device to load onto (as in ``torch.load``).
+
+        Returns:
+            The mixture, in eval mode.
+
+        Raises:
+            ~botorch_transfer.priors_io.PriorFileError: If the file is not a readable
+                saved ``PretrainedPriorMixture`` (see
+                :func:`~botorch_transfer.priors_io.load_prior`), a component is not a
+                valid saved :class:`PretrainedPrior`, or the shares do not match the
+                components.
+        """
+        name = cls.__name__
+        keys = ("components", "log_prior_weights", "assignments")
+        blob = load_prior(path, name, keys, map_location="cpu")
+        components = blob["components"]
+        if not isinstance(components, list) or not components:
+            raise PriorFileError(
+                f"{describe_path(path)}: the 'components' of a saved {name} must be a "
+                f"non-empty list of saved PretrainedPrior payloads, got "
+                f"{type(components).__name__}."
+            )
+        check_tensors(
+            blob,
+            {"log_prior_weights": ("C",), "assignments": ("n",)},
+            path,
+            name,
+            kinds={"assignments": "integer"},
+        )
+        if blob["log_prior_weights"].numel() != len(components):
+            raise PriorFileError(
+                f"{describe_path(path)}: the saved {name} has "
+                f"{blob['log_prior_weights'].numel()} cluster shares for "
+                f"{len(components)} components."
+            )
+        priors = []
+        for i, component in enumerate(components):
+            check_keys(component, (), path, name, f"component {i}")
+            try:
+                priors.append(PretrainedPrior.from_payload(component, path))
+            except PriorFileError as e:
+                raise PriorFileError(
+                    f"Component {i} of the saved {name} is not a valid saved "
+                    f"PretrainedPrior: {e}"
+                ) from e
+        try:
+            mixture = cls(priors, blob["log_prior_weights"].exp(), blob["assignments"])
+        except (TypeError, ValueError) as e:
+            raise PriorFileError(
+                f"{describe_path(path)}: invalid components of the saved {name}: {e}"
+            ) from e
+        with torch.no_grad():  # the saved shares exactly, not exp then log
+            mixture.log_prior_weights.copy_(blob["log_prior_weights"])
+        if map_location is not None:
+            mixture.to(map_location)
+        return mixture.eval()
 
     def prior_weights(self) -> Tensor:
         r"""``pi_c``, the clusters' shares of the pre-training tasks (``C``)."""

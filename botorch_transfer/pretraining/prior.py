@@ -462,12 +462,18 @@ class PretrainedPrior(Module):
         Args:
             path: File path or writable binary file object.
         """
-        payload = {
+        save_prior(self, self.payload(), path)
+
+    def payload(self) -> dict[str, Any]:
+        r"""The saved data of this prior: its config, state tensors (on the CPU) and
+        training history (what :meth:`save` writes, and what
+        :class:`~botorch_transfer.pretraining.PretrainedPriorMixture` saves per
+        component)."""
+        return {
             "config": dict(self.config),
             "state": {k: v.detach().cpu() for k, v in self.state_dict().items()},
             "training_history": list(self.training_history),
         }
-        save_prior(self, payload, path)
 
     @classmethod
     def load(
@@ -489,8 +495,28 @@ class PretrainedPrior(Module):
                 finite tensors of one dtype), or its config, tensor shapes or values
                 (positive input ranges and outcome scale) are invalid.
         """
+        blob = load_prior(path, cls.__name__, ("config", "state"), map_location="cpu")
+        prior = cls.from_payload(blob, path)
+        if map_location is not None:
+            prior.to(map_location)
+        return prior
+
+    @classmethod
+    def from_payload(cls, blob: dict[str, Any], path: PathLike) -> PretrainedPrior:
+        r"""The prior saved as ``blob`` (see :meth:`payload`), every part checked.
+
+        Args:
+            blob: The payload read from ``path``.
+            path: The file it was read from (for the messages).
+
+        Returns:
+            The prior on the CPU, in eval mode.
+
+        Raises:
+            ~botorch_transfer.priors_io.PriorFileError: See :meth:`load`.
+        """
         name = cls.__name__
-        blob = load_prior(path, name, ("config", "state"), map_location="cpu")
+        check_keys(blob, ("config", "state"), path, name, "payload")
         config, state = blob["config"], blob["state"]
         check_keys(config, ("mean", "kernel", "hidden"), path, name, "config")
         check_keys(state, _STATE_KEYS, path, name, "state")
@@ -542,8 +568,6 @@ class PretrainedPrior(Module):
             ) from e
         prior.config.update(config)
         prior.training_history = list(blob.get("training_history", []))
-        if map_location is not None:
-            prior.to(map_location)
         return prior.eval()
 
     def extra_repr(self) -> str:

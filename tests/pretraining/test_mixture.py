@@ -256,3 +256,80 @@ def test_bad_input(mixture):
         PretrainedPriorGP(X, Y, prior=mixture, fine_tune=True)
     with pytest.raises(UnsupportedError, match="PretrainedPriorMixture"):
         PretrainedPriorGP(X, Y, prior=two_d).cluster_weights
+
+
+def test_save_and_load(mixture, tmp_path):
+    path = tmp_path / "mixture.pt"
+    mixture.save(path)
+    blob = torch.load(path, weights_only=True)  # the shared prior format
+    assert blob["format"] == "botorch_transfer.prior"
+    assert blob["class"] == "PretrainedPriorMixture"
+    loaded = PretrainedPriorMixture.load(path)
+    assert not loaded.training and loaded.n_clusters == 2
+    assert torch.equal(loaded.log_prior_weights, mixture.log_prior_weights)
+    assert torch.equal(loaded.assignments, mixture.assignments)
+    X = torch.rand(6, 2, generator=torch.Generator().manual_seed(7), dtype=F64)
+    y = 3.0 - torch.exp(-((X[:, :1] - 0.5) ** 2))
+    X_test = torch.rand(4, 2, generator=torch.Generator().manual_seed(8), dtype=F64)
+    a = PretrainedPriorGP(X, y, prior=mixture)
+    b = PretrainedPriorGP(X, y, prior=loaded)
+    assert torch.equal(b.cluster_weights, a.cluster_weights)
+    pa, pb = a.posterior(X_test), b.posterior(X_test)
+    assert torch.equal(pb.mean, pa.mean)
+    assert torch.equal(
+        pb.distribution.covariance_matrix, pa.distribution.covariance_matrix
+    )
+    # a clustered prior as pretrain_clustered_prior returns it, assignments included
+    first, second = two_groups()
+    clustered = pretrain_clustered_prior(first + second)
+    clustered.save(tmp_path / "clustered.pt")
+    again = PretrainedPriorMixture.load(tmp_path / "clustered.pt")
+    assert torch.equal(again.assignments, clustered.assignments)
+    torch.testing.assert_close(
+        again.mean(X_test, again.prior_weights()),
+        clustered.mean(X_test, clustered.prior_weights()),
+        rtol=0,
+        atol=0,
+    )
+
+
+def test_bad_saved_mixtures_raise_clear_errors(mixture, tmp_path):
+    from botorch_transfer import PretrainedPrior
+    from botorch_transfer.priors_io import PriorFileError, save_prior
+
+    good = tmp_path / "good.pt"
+    mixture.save(good)
+    with pytest.raises(PriorFileError, match="it holds a PretrainedPriorMixture"):
+        PretrainedPrior.load(good)
+    mixture.components[0].save(tmp_path / "one.pt")
+    with pytest.raises(PriorFileError, match="it holds a PretrainedPrior"):
+        PretrainedPriorMixture.load(tmp_path / "one.pt")
+
+    def broken(change):
+        payload = torch.load(good, weights_only=True)["payload"]
+        change(payload)
+        path = tmp_path / "broken.pt"
+        save_prior(mixture, payload, path)  # a valid checksum: the content is wrong
+        return path
+
+    def drop_weight(p):
+        p["log_prior_weights"] = p["log_prior_weights"][:1]
+
+    def empty(p):
+        p["components"] = []
+
+    def no_state(p):
+        del p["components"][1]["state"]
+
+    def wrong_dim(p):
+        state = p["components"][1]["state"]
+        state["features.lower"] = state["features.lower"][:1]
+
+    for change, message in (
+        (drop_weight, "1 cluster shares for 2 components"),
+        (empty, "non-empty list"),
+        (no_state, r"Component 1 .* missing payload key\(s\) \['state'\]"),
+        (wrong_dim, r"Component 1 .* 'features.range' has shape \(2,\)"),
+    ):
+        with pytest.raises(PriorFileError, match=message):
+            PretrainedPriorMixture.load(broken(change))
