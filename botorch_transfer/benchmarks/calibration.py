@@ -14,6 +14,9 @@ is the prior that method's BO loop uses:
   the interval includes the prior's noise.
 - ``hyperbo-nll``: ``hyperbo-nll-ucb``'s ``pretrain_prior(tasks, objective="nll")``
   with the meta track's budget; with the prior's noise.
+- ``hyperbo-clustered``: ``pretrain_clustered_prior(tasks)`` (one empirical prior
+  per cluster of tasks), the moment-matched mixture at the clusters' shares (no
+  target data yet); with the mixture's noise.
 - ``cmbo``: ``build_cluster_prior(tasks)`` with its defaults; the prior of
   ``ClusterMetaPriorGP`` with no target data (its kernel carries no noise term).
 
@@ -64,6 +67,16 @@ def _hyperbo(method_name: str) -> Callable:
     return predictive
 
 
+def _hyperbo_clustered(
+    tasks: list[TaskData], X: Tensor, problem
+) -> tuple[Tensor, Tensor]:
+    prior = _prior_of("hyperbo-clustered-skip", tasks, X, problem)
+    weights = prior.prior_weights()  # no target data: the clusters' shares
+    with torch.no_grad():
+        variance = prior.covariance(X, X, weights, diag=True) + prior.noise(weights)
+        return prior.mean(X, weights), variance
+
+
 def _cmbo(tasks: list[TaskData], X: Tensor, problem) -> tuple[Tensor, Tensor]:
     from botorch_transfer import ClusterMetaPriorGP
 
@@ -77,11 +90,12 @@ def _cmbo(tasks: list[TaskData], X: Tensor, problem) -> tuple[Tensor, Tensor]:
         return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
 
 
-#: Calibrated priors: those of the meta track's ``hyperbo``, ``hyperbo-nll-ucb``
-#: and ``cmbo`` methods.
+#: Calibrated priors: those of the meta track's ``hyperbo``, ``hyperbo-nll-ucb``,
+#: ``hyperbo-clustered-skip`` and ``cmbo`` methods.
 PRIORS: dict[str, Callable] = {
     "hyperbo": _hyperbo("hyperbo"),
     "hyperbo-nll": _hyperbo("hyperbo-nll-ucb"),
+    "hyperbo-clustered": _hyperbo_clustered,
     "cmbo": _cmbo,
 }
 

@@ -40,7 +40,8 @@ def test_coverage_is_the_fraction_of_left_out_values_inside_the_interval(
 
 # cm-BO's Stage 1 fits a GP per meta-task (about a minute here): slow suite
 @pytest.mark.parametrize(
-    "prior", ["hyperbo", pytest.param("cmbo", marks=pytest.mark.slow)]
+    "prior",
+    ["hyperbo", "hyperbo-clustered", pytest.param("cmbo", marks=pytest.mark.slow)],
 )
 def test_the_cli_prints_a_row_per_problem_and_prior(capsys, device, prior):
     rows = calibration.main(
@@ -49,3 +50,26 @@ def test_the_cli_prints_a_row_per_problem_and_prior(capsys, device, prior):
     )
     assert len(rows) == 1 and 0.0 <= rows[0]["coverage"] <= 1.0
     assert "gp-tasks" in capsys.readouterr().out
+
+
+def test_the_clustered_prior_predicts_with_the_mixtures_moments(monkeypatch):
+    from botorch_transfer import PretrainedPriorMixture, pretrain_prior
+    from tests.pretraining.test_mixture import two_groups
+
+    a, b = two_groups()
+    first, second = pretrain_prior(a, progress=False), pretrain_prior(b, progress=False)
+    mixture = PretrainedPriorMixture([first, second], cluster_sizes=[3, 1])
+    monkeypatch.setattr(calibration, "_prior_of", lambda *args: mixture)
+    X = torch.rand(6, 2, generator=torch.Generator().manual_seed(0)).double()
+    mean, variance = calibration.PRIORS["hyperbo-clustered"](a, X, None)
+    # second-moment form: E[y] and E[y^2] - E[y]^2 with y ~ N(mu_c, k_c + s_c^2)
+    # drawn from cluster c with probability 3/4, 1/4
+    moments = [
+        (p.mean(X), p.covariance(X).diagonal() + p.noise) for p in (first, second)
+    ]
+    expected_mean = 0.75 * moments[0][0] + 0.25 * moments[1][0]
+    second_moment = sum(w * (v + m**2) for w, (m, v) in zip((0.75, 0.25), moments))
+    torch.testing.assert_close(mean, expected_mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        variance, second_moment - expected_mean**2, rtol=1e-10, atol=1e-12
+    )
