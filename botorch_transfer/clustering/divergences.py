@@ -321,6 +321,16 @@ def pairwise_divergence(
             - 2 * (Pb_ma * means_b.unsqueeze(0)).sum(-1)
         )
         D = (0.5 * (trace + maha) - n).clamp_min(0)
+    elif not covs_a.any() or not covs_b.any():
+        # a point mass against a Gaussian: S_b^1/2 S_a S_b^1/2 = 0, so eq. 6 is
+        # ||m_a - m_b||^2 + tr(S_a) + tr(S_b) with no square root (Euclidean k-means,
+        # e.g. pretrain_clustered_prior's, then costs what plain k-means costs)
+        squared = torch.cdist(
+            means_a, means_b, compute_mode="donot_use_mm_for_euclid_dist"
+        ).pow(2)
+        trace_a = torch.diagonal(covs_a, dim1=-2, dim2=-1).sum(-1)
+        trace_b = torch.diagonal(covs_b, dim1=-2, dim2=-1).sum(-1)
+        D = (squared + trace_a.unsqueeze(-1) + trace_b).clamp_min(0).sqrt()
     else:
         root_b = symmetric_sqrtm(covs_b)
         if same:  # only the upper triangle, mirrored (W2 is symmetric)

@@ -36,8 +36,13 @@ def clustered_tasks(
     offset=0.05,
     noise=0.01,
     separation=0.6,
+    shared_inputs=False,
 ):
     r"""Meta-tasks from ``n_clusters`` clusters.
+
+    With ``shared_inputs`` every task is observed at the same ``points[1]`` inputs
+    (as the empirical and the clustered HyperBO priors need), drawn after the
+    cluster functions; the draws of the tasks' functions are those of the default.
 
     Returns:
         The tasks, each task's cluster, the cluster functions and ``d``.
@@ -54,6 +59,10 @@ def clustered_tasks(
         if all((f(grid) - g(grid)).pow(2).mean().sqrt() >= separation for g in centers):
             centers.append(f)
     tasks, truth = [], []
+    shared = None
+    if shared_inputs:
+        shared = torch.rand(points[1], d, generator=torch.Generator().manual_seed(seed))
+        shared = shared.to(F64)
     for c, f in enumerate(centers):
         k = int(
             torch.randint(
@@ -65,6 +74,8 @@ def clustered_tasks(
             shift = offset * torch.randn(1, generator=gen, dtype=F64)
             n = int(torch.randint(points[0], points[1] + 1, (1,), generator=gen))
             X = torch.rand(n, d, generator=gen, dtype=F64)
+            if shared is not None:  # the draw above keeps the functions' draws
+                X, n = shared, shared.shape[0]
             Y = (
                 f(X)
                 + g(X)

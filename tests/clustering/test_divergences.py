@@ -209,6 +209,36 @@ def test_pairwise_matches_single_calls(distance):
     torch.testing.assert_close(D_self, D_self.T)
 
 
+def test_pairwise_wasserstein_with_point_masses_against_scipy(device):
+    # point masses (zero covariances, as pretrain_clustered_prior clusters) take a
+    # path without square roots; against scipy's sqrtm of the general formula
+    gen = torch.Generator().manual_seed(6)
+    A, B, n = 5, 3, 4
+    means_a = torch.randn(A, n, generator=gen, dtype=F64)
+    means_b = torch.randn(B, n, generator=gen, dtype=F64)
+    zeros_a = torch.zeros(A, n, n, dtype=F64)
+    covs_b = torch.stack([random_spd(n, gen) for _ in range(B)])
+    expected = torch.tensor(
+        [
+            [w2_scipy(means_a[i], zeros_a[i], means_b[j], covs_b[j]) for j in range(B)]
+            for i in range(A)
+        ],
+        dtype=F64,
+    )
+    on = {"device": device}
+    D = pairwise_divergence(*(t.to(**on) for t in (means_a, zeros_a, means_b, covs_b)))
+    assert D.device.type == device.type
+    torch.testing.assert_close(D.cpu(), expected, rtol=1e-10, atol=1e-12)
+    D_t = pairwise_divergence(
+        *(t.to(**on) for t in (means_b, covs_b, means_a, zeros_a))
+    )
+    torch.testing.assert_close(D_t.cpu(), expected.T, rtol=1e-10, atol=1e-12)
+    # point masses among themselves: the Euclidean distances, zero diagonal
+    D_self = pairwise_divergence(means_a.to(**on), zeros_a.to(**on)).cpu()
+    euclid = (means_a.unsqueeze(1) - means_a.unsqueeze(0)).pow(2).sum(-1).sqrt()
+    torch.testing.assert_close(D_self, euclid, rtol=1e-12, atol=0)
+
+
 def test_symmetric_sqrtm_clamps_rounding_negative_eigenvalues():
     gen = torch.Generator().manual_seed(6)
     V = torch.randn(8, 3, generator=gen, dtype=F64)
