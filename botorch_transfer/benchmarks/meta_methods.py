@@ -11,6 +11,8 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   not yet queried, the pool protocol of the cm-BO methods (the others may re-propose
   an evaluated point, as HyperBO's own simulated BO does; on noise-free pools that
   spends an evaluation on nothing new);
+- ``hyperbo-clustered-ucb1-skip``: the README's PretrainedPriorGP loop (session 43
+  on): ``pretrain_clustered_prior`` and UCB with ``beta = 1``, without re-queries;
 - ``hyperbo-nll`` / ``hyperbo-ekl``: :class:`~botorch_transfer.PretrainedPriorGP` on a
   prior pre-trained once per split with that objective, PI with threshold
   ``max(y) + 0.1`` in the prior's standardized units;
@@ -73,8 +75,13 @@ CMBO_UCB_XI = 3.0
 CMBO_NOISE_FLOOR = 1e-6
 #: UCB weight of ``stbo-ucb``: ``1.8^2`` as HyperBO's STBOH.
 STBO_UCB_BETA = 1.8**2
-#: UCB weight of the README's PretrainedPriorGP loop (``hyperbo``): stbo-ucb's.
+#: UCB weight of the README's PretrainedPriorGP loop up to session 42 (``hyperbo``,
+#: ``hyperbo-skip`` and their variants): stbo-ucb's.
 README_UCB_BETA = STBO_UCB_BETA
+#: UCB weight of the README's PretrainedPriorGP loop from session 43 on
+#: (``hyperbo-clustered-ucb1-skip``): chosen on the meta track among 0.25, 1, 3.24
+#: and 9 (benchmarks/RESULTS.md, "The README HyperBO loop's UCB weight").
+PRETRAINED_PRIOR_UCB_BETA = 1.0
 #: UCB weight of the README's ClusterMetaPriorGP loop (``cmbo``).
 README_CMBO_BETA = 3.0
 
@@ -171,8 +178,8 @@ class HyperBO(Method):
             ``"ekl"`` (L-BFGS), or ``None``: ``pretrain_prior``'s default (the
             empirical prior on the meta-tasks' shared inputs), as the README loop.
         acquisition: ``"pi"`` (the paper's: PI with threshold ``max(y) + 0.1`` in the
-            prior's units) or ``"ucb"`` (``beta = README_UCB_BETA``, the README loop;
-            it also runs from zero target points).
+            prior's units) or ``"ucb"`` (UCB with ``beta``; it also runs from zero
+            target points).
         fine_tune: Fit the prior's copy to the target's data every iteration
             (``PretrainedPriorGP(fine_tune=True)`` and ``fit_gpytorch_mll``).
         skip_queried: Search only the pool points not yet queried.
@@ -181,6 +188,7 @@ class HyperBO(Method):
         clustered: Pre-train one prior per cluster of meta-tasks
             (``pretrain_clustered_prior``, the default objective) and mix them
             with the clusters' posterior probabilities.
+        beta: UCB's weight (default ``README_UCB_BETA``, stbo-ucb's).
     """
 
     protocols = (META,)
@@ -193,6 +201,7 @@ class HyperBO(Method):
         skip_queried: bool = False,
         prior_scale_dof: float | None = None,
         clustered: bool = False,
+        beta: float = README_UCB_BETA,
     ) -> None:
         if clustered and objective is not None:
             raise ValueError("`clustered` pre-trains the default objective only.")
@@ -202,6 +211,7 @@ class HyperBO(Method):
         self.fine_tune = fine_tune
         self.skip_queried = skip_queried
         self.prior_scale_dof = prior_scale_dof
+        self.beta = beta
 
     def setup(self, problem: MetaProblem, data: MetaData) -> HyperBOState:
         kwargs: dict[str, Any] = {"seed": data.seed, "progress": False}
@@ -226,7 +236,7 @@ class HyperBO(Method):
         if self.fine_tune:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         if self.acquisition == "ucb":
-            acqf = UpperConfidenceBound(model, beta=README_UCB_BETA)
+            acqf = UpperConfidenceBound(model, beta=self.beta)
         else:  # the default margin, 0.1 in the prior's standardized units
             acqf = hyperbo_probability_of_improvement(model)
         queried = X if self.skip_queried else None
@@ -580,6 +590,14 @@ register_method(
     ),
     "hyperbo-clustered-skip with the prior's scale updated by the target's data "
     "(prior_scale_dof=2, as hyperbo-scale-skip)",
+)
+register_method(
+    "hyperbo-clustered-ucb1-skip",
+    HyperBO(
+        None, "ucb", skip_queried=True, clustered=True, beta=PRETRAINED_PRIOR_UCB_BETA
+    ),
+    "the README's PretrainedPriorGP loop (session 43 on): hyperbo-clustered-skip with "
+    "UCB beta = 1",
 )
 register_method(
     "hyperbo-fine-tune",

@@ -253,6 +253,11 @@ class PretrainedPriorMixture(Module):
     ) -> Tensor:
         r"""The mixture's covariance ``k(X1, X2)`` (module docstring); with
         ``diag=True`` its diagonal for ``X1 = X2``."""
+        if self.n_clusters == 1:  # the prior itself (w = 1): no mean terms to add
+            (component,) = self.components
+            if diag:
+                return component.covar_module(X1, X1, diag=True)
+            return component.covariance(X1, X2)
         w = weights.unsqueeze(-2)  # ... x 1 x C
         m1 = self._component_means(X1)
         d1 = m1 - (m1 * w).sum(-1, keepdim=True)  # mu_c - mu: ... x n x C
@@ -322,17 +327,20 @@ def pretrain_clustered_prior(
 ) -> PretrainedPriorMixture:
     r"""Cluster related tasks and pre-train one prior per cluster.
 
-    The tasks must share their inputs (as for the empirical prior). Each task is the
-    vector of its outcomes there, standardized over all tasks; k-means on these
+    Clustering needs tasks that share their inputs (as the empirical prior does);
+    tasks observed at different inputs are not clustered: the result is one
+    component, ``pretrain_prior(tasks)`` (its NLL default there), so this function
+    serves as the default for any meta-data. Each task is the vector of its outcomes
+    on the shared inputs, standardized over all tasks; k-means on these
     vectors (:func:`~botorch_transfer.clustering.select_n_clusters` with point
     masses: the 2-Wasserstein distance is then the Euclidean one) picks ``C`` by the
     mean silhouette, or ``C = 1`` below a silhouette of 0.5. A clustering with a
     cluster of fewer than ``min_cluster_size`` tasks falls back to ``C = 1``.
 
     Args:
-        tasks: Related tasks on shared inputs (a list, or a dict name -> TaskData).
+        tasks: Related tasks (a list, or a dict name -> TaskData).
         n_clusters: The number of clusters; default ``None``: chosen as above among
-            ``1..max_clusters``.
+            ``1..max_clusters`` (one for tasks on different inputs).
         max_clusters: The largest ``C`` tried when ``n_clusters`` is ``None``.
         min_cluster_size: See above.
         seed: Seed of k-means and of ``pretrain_prior``.
@@ -349,17 +357,21 @@ def pretrain_clustered_prior(
     if isinstance(tasks, Mapping):
         tasks = list(tasks.values())
     tasks = validate_task_set(tasks, "tasks")
-    X0 = tasks[0].X
-    if any(t.X.shape != X0.shape or not torch.equal(t.X, X0) for t in tasks):
-        raise ValueError(
-            "`tasks` must share their inputs (every task observed at the same X) "
-            "to be clustered by their outcomes."
-        )
     if n_clusters is not None and not 1 <= n_clusters <= len(tasks):
         raise ValueError(
             f"`n_clusters` must be between 1 and the number of tasks ({len(tasks)}), "
             f"got {n_clusters}."
         )
+    pretrain_options.setdefault("progress", False)
+    X0 = tasks[0].X
+    if any(t.X.shape != X0.shape or not torch.equal(t.X, X0) for t in tasks):
+        if n_clusters not in (None, 1):
+            raise ValueError(
+                "`tasks` must share their inputs (every task observed at the same X) "
+                f"to be clustered by their outcomes (`n_clusters={n_clusters}`)."
+            )
+        prior = pretrain_prior(tasks, seed=seed, **pretrain_options)
+        return PretrainedPriorMixture([prior], [len(tasks)])
     values = torch.cat([t.Y.detach() for t in tasks], dim=-1).T.to(torch.float64)
     values = (values - values.mean()) / values.std().clamp_min(1e-12)
     point_masses = values.new_zeros(len(tasks), values.shape[-1], values.shape[-1])
@@ -372,7 +384,6 @@ def pretrain_clustered_prior(
     sizes = torch.bincount(assignments, minlength=selection.n_clusters)
     if n_clusters is None and int(sizes.min()) < min_cluster_size:
         assignments, sizes = torch.zeros_like(assignments), sizes.sum().reshape(1)
-    pretrain_options.setdefault("progress", False)
     components = [
         pretrain_prior(
             [t for t, a in zip(tasks, assignments.tolist()) if a == c],
