@@ -738,9 +738,10 @@ def transfer_targets_table(
 #: The no-meta reference of the meta track's ratio table.
 NO_META = "stbo-ucb"
 #: The no-meta reference of the methods that search only the pool points not yet
-#: queried (cm-BO's pool protocol), and the README loops compared with it.
+#: queried (cm-BO's pool protocol), and the README loops compared with it (the
+#: HyperBO loop since session 43, the one before it, cm-BO's).
 NO_META_SKIPPING = "stbo-ucb-skip"
-META_MODELS_SKIPPING = ("hyperbo-skip", "cmbo")
+META_MODELS_SKIPPING = ("hyperbo-clustered-ucb1-skip", "hyperbo-skip", "cmbo")
 
 
 def _meta_cumulative(
