@@ -39,7 +39,6 @@ from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.priors_io import (
     PathLike,
     PriorFileError,
-    check_keys,
     check_tensors,
     describe_path,
     load_prior,
@@ -188,8 +187,7 @@ class PretrainedPriorMixture(Module):
             )
         priors = []
         for i, component in enumerate(components):
-            check_keys(component, (), path, name, f"component {i}")
-            try:
+            try:  # from_payload checks the component (a dict with its keys) itself
                 priors.append(PretrainedPrior.from_payload(component, path))
             except PriorFileError as e:
                 raise PriorFileError(

@@ -321,6 +321,9 @@ def test_bad_saved_mixtures_raise_clear_errors(mixture, tmp_path):
     def no_state(p):
         del p["components"][1]["state"]
 
+    def not_a_dict(p):
+        p["components"][0] = 3
+
     def wrong_dim(p):
         state = p["components"][1]["state"]
         state["features.lower"] = state["features.lower"][:1]
@@ -330,6 +333,7 @@ def test_bad_saved_mixtures_raise_clear_errors(mixture, tmp_path):
         (empty, "non-empty list"),
         (no_state, r"Component 1 .* missing payload key\(s\) \['state'\]"),
         (wrong_dim, r"Component 1 .* 'features.range' has shape \(2,\)"),
+        (not_a_dict, r"Component 0 .* must be a dict, got int"),
     ):
         with pytest.raises(PriorFileError, match=message):
             PretrainedPriorMixture.load(broken(change))
