@@ -312,10 +312,19 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def _selected(args: argparse.Namespace) -> list[dict]:
-    r"""The records of ``args.out``, restricted to ``--problems``/``--methods`` where
-    given (e.g. the problems that have all their seeds). Regret is filled in before
-    the selection, so that it is against the best value found by any run."""
+    r"""The records of ``args.out``, restricted to ``--problems``/``--methods`` and
+    to the seeds below ``--seeds`` where given (e.g. the problems that have all their
+    seeds, or a table's seeds after more were run for some cells). Regret is filled
+    in before the selection, so that it is against the best value found by any
+    run."""
     records = with_regret(_load(args.out))
+    seeds = getattr(args, "seeds", None)
+    if seeds is not None:
+        records = [r for r in records if r["seed"] < seeds]
+        if not records:
+            raise UsageError(
+                f"--seeds: no record in {args.out / RESULTS} below {seeds}"
+            )
     for field in ("problems", "methods"):
         wanted = getattr(args, field, None)
         if wanted:
@@ -522,6 +531,13 @@ def main(argv: list[str] | None = None) -> None:
                 metavar=field[:-1].upper(),
                 help=f"only the records of these {field} (default: all)",
             )
+        p.add_argument(
+            "--seeds",
+            type=positive_int,
+            default=None,
+            metavar="K",
+            help="only seeds 0 to K-1, the seeds `run --seeds K` runs (default: all)",
+        )
     plot = sub.choices["plot"]
     plot.add_argument(
         "--log-y",

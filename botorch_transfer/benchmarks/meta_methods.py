@@ -11,6 +11,8 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   not yet queried, the pool protocol of the cm-BO methods (the others may re-propose
   an evaluated point, as HyperBO's own simulated BO does; on noise-free pools that
   spends an evaluation on nothing new);
+- ``stbo-ucb1-skip``: ``stbo-ucb-skip`` with ``beta = 1``, the README HyperBO loop's
+  weight;
 - ``hyperbo-clustered-ucb1-skip``: the README's PretrainedPriorGP loop (session 43
   on): ``pretrain_clustered_prior`` and UCB with ``beta = 1``, without re-queries;
 - ``hyperbo-nll`` / ``hyperbo-ekl``: :class:`~botorch_transfer.PretrainedPriorGP` on a
@@ -130,19 +132,26 @@ class SingleTaskBO(Method):
 
     Args:
         acquisition: ``"pi"`` (HyperBO's PI, threshold ``max(y) + 0.1`` in
-            standardized units) or ``"ucb"`` (``beta = STBO_UCB_BETA``).
+            standardized units) or ``"ucb"``.
         skip_queried: Search only the pool points not yet queried.
+        beta: UCB weight (default ``STBO_UCB_BETA``).
     """
 
     protocols = (META,)
 
-    def __init__(self, acquisition: str = "pi", skip_queried: bool = False) -> None:
+    def __init__(
+        self,
+        acquisition: str = "pi",
+        skip_queried: bool = False,
+        beta: float = STBO_UCB_BETA,
+    ) -> None:
         if acquisition not in ("pi", "ucb"):
             raise ValueError(
                 f"`acquisition` must be 'pi' or 'ucb', got {acquisition!r}."
             )
         self.acquisition = acquisition
         self.skip_queried = skip_queried
+        self.beta = beta
 
     def setup(self, problem: MetaProblem, data: MetaData) -> Tensor:
         return data.pool
@@ -151,7 +160,7 @@ class SingleTaskBO(Method):
         model = _single_task_gp(X, Y)
         queried = X if self.skip_queried else None
         if self.acquisition == "ucb":
-            acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
+            acqf = UpperConfidenceBound(model, beta=self.beta)
             return maximize_on_pool(acqf, state, queried=queried)
         if Y.shape[0] > 1:
             scale = Y.std().clamp_min(1e-6)
@@ -562,6 +571,12 @@ register_method(
     SingleTaskBO("ucb", skip_queried=True),
     "no transfer: stbo-ucb on the pool points not yet queried (cm-BO's pool "
     "protocol, for comparisons with it)",
+)
+register_method(
+    "stbo-ucb1-skip",
+    SingleTaskBO("ucb", skip_queried=True, beta=PRETRAINED_PRIOR_UCB_BETA),
+    "no transfer: stbo-ucb-skip with UCB beta = 1 (the README PretrainedPriorGP "
+    "loop's weight; its no-meta reference at the same weight)",
 )
 register_method(
     "hyperbo-skip",

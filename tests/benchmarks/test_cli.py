@@ -114,6 +114,34 @@ def test_summarize_selects_problems_and_methods(tmp_path, capsys):
     assert e.value.code == 2 and "--methods: no record" in capsys.readouterr().err
 
 
+def test_summarize_selects_seeds(tmp_path, capsys):
+    def record(seed, values):
+        return {
+            "problem": "p",
+            "method": "a",
+            "seed": seed,
+            "values": values,
+            "iteration_s": [0.1] * len(values),
+            "optimum": 1.0,
+            "optimum_is_exact": False,
+        }
+
+    # seed 2 found 3.0: the seeds kept are scored against it all the same
+    write_records(tmp_path, [record(0, [1.0]), record(1, [0.0]), record(2, [3.0])])
+    main(["summarize", "--out", str(tmp_path), "--seeds", "2"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    table = [row for row in rows if row[:1] == ["p"]]
+    assert [row[:3] for row in table] == [["p", "a", "2"]]
+    assert float(table[0][3]) == pytest.approx((2.0 + 3.0) / 2)
+    write_records(tmp_path, [record(3, [1.0])])
+    with pytest.raises(SystemExit) as e:
+        main(["summarize", "--out", str(tmp_path), "--seeds", "1"])
+    assert e.value.code == 2 and "--seeds: no record" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["summarize", "--out", str(tmp_path), "--seeds", "0"])
+    assert e.value.code == 2 and "--seeds" in capsys.readouterr().err
+
+
 def test_plot_needs_a_finished_run(tmp_path):
     write_records(tmp_path, [{"problem": "p", "method": "a", "seed": 0, "error": "x"}])
     with pytest.raises(SystemExit) as e:

@@ -602,6 +602,38 @@ def test_skip_variants_differ_only_where_the_loop_re_proposes_a_point(method, sk
     assert repeated > 0  # the plain loop did re-propose somewhere
 
 
+def test_single_task_bo_maximizes_ucb_with_its_beta():
+    from types import SimpleNamespace
+
+    from botorch.acquisition import UpperConfidenceBound
+    from botorch.models import SingleTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from botorch_transfer.benchmarks.meta_methods import (
+        PRETRAINED_PRIOR_UCB_BETA,
+        SingleTaskBO,
+        maximize_on_pool,
+    )
+
+    gen = torch.Generator().manual_seed(0)
+    pool = torch.rand(200, 2, generator=gen, dtype=torch.float64)
+    X = 0.5 * pool[:8]  # data in one corner: a large weight explores the far one
+    Y = torch.sin(6 * X).sum(-1, keepdim=True)
+    proposals = []
+    for beta in (1.0, 25.0):
+        method = SingleTaskBO("ucb", skip_queried=True, beta=beta)
+        state = method.setup(None, SimpleNamespace(pool=pool))
+        proposals.append(method.propose(state, X, Y))
+        model = SingleTaskGP(X, Y)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        acqf = UpperConfidenceBound(model, beta=beta)
+        torch.testing.assert_close(proposals[-1], maximize_on_pool(acqf, pool, X))
+    assert not torch.equal(*proposals)  # the weight matters here
+    # the README loop's no-meta reference runs at the README loop's weight
+    assert get_method("stbo-ucb1-skip", META).beta == PRETRAINED_PRIOR_UCB_BETA
+    assert get_method("stbo-ucb-skip", META).beta == 1.8**2
+
+
 def test_clustered_hyperbo_is_hyperbo_where_the_tasks_form_one_cluster():
     # 8 meta-training tasks cannot form two clusters of MIN_CLUSTER_SIZE: one prior
     problem = small_gp_tasks()
