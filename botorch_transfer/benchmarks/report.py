@@ -742,6 +742,10 @@ NO_META = "stbo-ucb"
 #: HyperBO loop since session 43, the one before it, cm-BO's).
 NO_META_SKIPPING = "stbo-ucb-skip"
 META_MODELS_SKIPPING = ("hyperbo-clustered-ucb1-skip", "hyperbo-skip", "cmbo")
+#: The no-meta reference at the README HyperBO loop's UCB weight (``beta = 1``), and
+#: the loop held to it: the two differ only in the prior, not in the weight.
+NO_META_SKIPPING_BETA1 = "stbo-ucb1-skip"
+META_MODELS_SKIPPING_BETA1 = ("hyperbo-clustered-ucb1-skip",)
 
 
 def _meta_cumulative(
@@ -944,6 +948,7 @@ def summary_table(records: list[dict]) -> str:
         for reference, models in (
             (NO_META, META_MODELS),
             (NO_META_SKIPPING, META_MODELS_SKIPPING),
+            (NO_META_SKIPPING_BETA1, META_MODELS_SKIPPING_BETA1),
         ):
             ratios = meta_cumulative_regret_ratio_table(records, reference)
             meta += "\n\n" + ratios if ratios else ""

@@ -491,6 +491,28 @@ def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
     assert "\nhyperbo: " not in skipping
 
 
+def test_summary_compares_the_readme_hyperbo_loop_at_its_own_weight():
+    records = [
+        _meta_run("stbo-ucb-skip", {1: _flat(2)}),
+        _meta_run("stbo-ucb1-skip", {1: _flat(4)}),
+        _meta_run("hyperbo-clustered-ucb1-skip", {1: _flat(1)}),  # 0.5x / 0.25x
+        _meta_run("cmbo", {1: _flat(3)}),
+    ]
+    text = summary_table(records)
+    skipping = text[text.index("relative to stbo-ucb-skip") :]
+    assert "hyperbo-clustered-ucb1-skip: family ratio <= 0.5 (* misses): m 0.50;" in (
+        skipping
+    )
+    same_weight = text[text.index("relative to stbo-ucb1-skip") :]
+    assert "no meta: stbo-ucb1-skip" in same_weight
+    assert (
+        "hyperbo-clustered-ucb1-skip: family ratio <= 0.5 (* misses): m 0.25;"
+        in same_weight
+    )
+    # only the loop at that weight is held to it
+    assert "\ncmbo: " not in same_weight
+
+
 def test_peer_comparison_by_hand():
     def runs(problem, method, final):  # one seed
         return _runs(problem, method, [final])
