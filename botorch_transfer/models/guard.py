@@ -233,7 +233,10 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     Which to use (default-settings track, 20 seeds, 14 problems; RESULTS.md): the
     prequential guard with its defaults keeps the source's gain (best average rank of
     15 methods, MultiTaskGP included; 0.64x the no-transfer GP's regret on the
-    related problems) at a bounded loss where the source misleads (up to 1.29x); the
+    related problems) at a bounded loss where the source misleads (1.29x on the
+    negative LCBench pair at 20 seeds, 1.46x at 40: the transfer model's wide
+    predictive can win the log score at the acting model's picks and still search
+    worse, RESULTS.md, "The two cells that miss target 2"); the
     leave-one-out guard, the default of a guard built without the run's history,
     never lost more than the noise but gave up most of the gain (0.73x); the
     sequential guard, the prequential sum in hindsight, is as safe on the controls
