@@ -93,6 +93,7 @@ TRACKS: dict[str, Track] = {
             "deltabo-marginal-preqclip2-guarded",
             "deltabo-marginal-seqclip2-guarded",
             "deltabo-marginal-preqinit-guarded",
+            "deltabo-marginal-final-guarded",
             "envgp-fitted",
             "diffgp-fitted",
             "mtgp",

@@ -798,6 +798,15 @@ register_method(
     "it with today's hyperparameters; no previous guard); UCB",
 )
 register_method(
+    "deltabo-marginal-final-guarded",
+    prequential_guarded_marginal_deltabo(
+        prequential_clip=3.0, min_points=2, hand_back=False
+    ),
+    "deltabo-marginal-preqclip2-guarded whose hand-over is final (hand_back=False: "
+    "the target-only GP's own picks are not scored, so the transfer model cannot "
+    "win the run back); UCB",
+)
+register_method(
     "envgp-guarded",
     AcquisitionMethod(fitted_envgp_model, fit=True, guard=True),
     "envgp-fitted inside a TransferGuard (leave-one-out against a target-only "

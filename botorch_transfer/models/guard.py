@@ -273,6 +273,14 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             run started from ``min_points`` points would have. With an initial
             design of more points the first query then has evidence too; it costs
             ``n - min_points`` refits of each model, once.
+        hand_back: Under ``"prequential"``, whether the transfer model can act
+            again after the target-only GP has acted (default ``True``). With
+            ``False`` the points observed while the target-only GP acted are not
+            scored, so a hand-over is final. Those points are the target-only GP's
+            own UCB picks, where it was most optimistic: scoring them weighs against
+            it, and on the default-settings track a transfer model with a wide
+            predictive won runs back that way and then searched worse (RESULTS.md,
+            "A final hand-over").
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -294,6 +302,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         previous: TransferGuard | None = None,
         prequential_clip: float | None = None,
         score_initial_design: bool = False,
+        hand_back: bool = True,
     ) -> None:
         super().__init__()
         if criterion not in CRITERIA:
@@ -348,7 +357,17 @@ class TransferGuard(SingleOutputTargetMixin, Model):
                 "`score_initial_design` applies to `criterion='prequential'` only, "
                 f"got {criterion!r}."
             )
+        if not isinstance(hand_back, bool):
+            raise TypeError(
+                f"`hand_back` must be a bool, got {type(hand_back).__name__}."
+            )
+        if not hand_back and criterion != "prequential":
+            raise ValueError(
+                "`hand_back=False` applies to `criterion='prequential'` only, got "
+                f"{criterion!r}."
+            )
         self.score_initial_design = score_initial_design
+        self.hand_back = hand_back
         self.prequential_clip = (
             None if prequential_clip is None else float(prequential_clip)
         )
@@ -387,6 +406,8 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         sums = dict(previous.prequential_log_density)
         if previous.target_model is None or m == X.shape[-2]:
             return sums  # nothing new, or no target-only GP to predict it yet
+        if not self.hand_back and not previous.uses_transfer:
+            return sums  # the target-only GP's own picks: the hand-over is final
         Yvar = self.transfer_model.target_Yvar
         new = (X[m:], Y[m:], None if Yvar is None else Yvar[m:])
         transfer = predictive_log_density(previous.transfer_model, *new)

@@ -556,3 +556,46 @@ def test_first_prequential_guard_can_score_the_initial_design():
         TransferGuard(model, score_initial_design=1, criterion="prequential")
     with pytest.raises(ValueError, match="`score_initial_design` applies to"):
         TransferGuard(model, score_initial_design=True, criterion="sequential")
+
+
+def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks():
+    generator = torch.Generator().manual_seed(1)
+    X_s = torch.rand(30, 2, generator=generator, dtype=F64)
+    X = torch.rand(7, 2, generator=generator, dtype=F64)
+    Y = 5.0 * sine(X) + 2.0
+    Yvar = torch.full_like(Y, 0.01)
+    source = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    options = {"criterion": "prequential", "prequential_clip": math.inf}
+
+    def guard(n, previous, **kwargs):
+        model = fitted(DeltaBOModel(X[:n], Y[:n], Yvar[:n], source=source))
+        return TransferGuard(model, previous=previous, **options, **kwargs)
+
+    # the unrelated source predicted the initial design worse: the target-only GP
+    # acts at the first query, so point 5 is its pick
+    first = guard(5, None, score_initial_design=True)
+    assert not first.uses_transfer
+    final = guard(6, first, hand_back=False)
+    scored = guard(6, first)
+    # not scored: the sums and the choice stay the previous guard's
+    assert final.prequential_log_density == first.prequential_log_density
+    assert not final.uses_transfer and final.model is final.target_model
+    # scored by default: point 5's densities under the previous guard's two models
+    post = first.transfer_model.posterior(X[5:6])
+    new = normal_log_density(Y[5, 0], post.mean[0, 0], post.variance[0, 0] + 0.01)
+    added = scored.prequential_log_density["transfer"]
+    assert added - first.prequential_log_density["transfer"] == pytest.approx(
+        new.item(), rel=1e-9
+    )
+    # a guard under which the transfer model acted has its next point scored as usual
+    start = guard(5, None)
+    assert start.uses_transfer
+    assert (
+        guard(6, start, hand_back=False).prequential_log_density
+        == guard(6, start).prequential_log_density
+    )
+    model = start.transfer_model
+    with pytest.raises(TypeError, match="`hand_back` must be a bool"):
+        TransferGuard(model, criterion="prequential", hand_back=0)
+    with pytest.raises(ValueError, match="`hand_back=False` applies to"):
+        TransferGuard(model, hand_back=False)
