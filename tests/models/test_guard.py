@@ -495,14 +495,19 @@ def test_sequential_arguments_are_checked():
             TransferGuard(model, criterion="sequential", prequential_clip=clip)
 
 
-def test_first_prequential_guard_can_score_the_initial_design():
+def target_and_rough_unrelated_source(n: int):
+    r"""``n`` target points of a smooth sine with noise variance 0.01, and 30 source
+    points of an unrelated, rougher one."""
     generator = torch.Generator().manual_seed(1)
     X_s = torch.rand(30, 2, generator=generator, dtype=F64)
-    X = torch.rand(6, 2, generator=generator, dtype=F64)
+    X = torch.rand(n, 2, generator=generator, dtype=F64)
     Y = 5.0 * sine(X) + 2.0
-    Yvar = torch.full_like(Y, 0.01)
-    # an unrelated, rougher source
     source = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    return X, Y, torch.full_like(Y, 0.01), source
+
+
+def test_first_prequential_guard_can_score_the_initial_design():
+    X, Y, Yvar, source = target_and_rough_unrelated_source(6)
     model = fitted(DeltaBOModel(X[:5], Y[:5], Yvar[:5], source=source))
     options = {"criterion": "prequential", "prequential_clip": math.inf}
     first = TransferGuard(model, score_initial_design=True, **options)
@@ -559,12 +564,7 @@ def test_first_prequential_guard_can_score_the_initial_design():
 
 
 def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks():
-    generator = torch.Generator().manual_seed(1)
-    X_s = torch.rand(30, 2, generator=generator, dtype=F64)
-    X = torch.rand(7, 2, generator=generator, dtype=F64)
-    Y = 5.0 * sine(X) + 2.0
-    Yvar = torch.full_like(Y, 0.01)
-    source = TaskData(X_s, 2 * torch.sin(17 * X_s.sum(-1, keepdim=True)) - 3.0)
+    X, Y, Yvar, source = target_and_rough_unrelated_source(7)
     options = {"criterion": "prequential", "prequential_clip": math.inf}
 
     def guard(n, previous, **kwargs):
