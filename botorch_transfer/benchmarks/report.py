@@ -568,11 +568,13 @@ def guard_table(records: list[dict]) -> str:
 
 #: The model the default-settings track holds to issue 16's targets 1 and 4, the one
 #: the README recommends: the marginal-affine DeltaBO in a prequential TransferGuard
-#: with its defaults (3-nat clip, target-only GP from 2 points). On 20 seeds of the
-#: 14 problems it has the best average rank of all methods, overall and on the
-#: related problems (RESULTS.md, "A prequential guard"; session 36; before it,
-#: ``deltabo-marginal-guarded``, the leave-one-out guard).
-RECOMMENDED = "deltabo-marginal-preqclip2-guarded"
+#: with its defaults (3-nat clip, target-only GP from 2 points, a final hand-over).
+#: Since session 45 (RESULTS.md, "The final hand-over as the default"): against
+#: ``deltabo-marginal-preqclip2-guarded`` (sessions 36-44, the transfer model could win
+#: a run back) it removes the one real loss to no transfer (the negative LCBench pair,
+#: 1.46x -> 1.19x at 40 seeds) and loses significantly on no problem; before session
+#: 36, ``deltabo-marginal-guarded``, the leave-one-out guard.
+RECOMMENDED = "deltabo-marginal-final-guarded"
 
 #: Methods that are neither the package's transfer models nor peers.
 NOT_TRANSFER_MODELS = ("random", "pooled-gp-fitted")

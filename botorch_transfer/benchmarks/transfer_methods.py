@@ -761,28 +761,38 @@ def prequential_guarded_marginal_deltabo(
 
 register_method(
     "deltabo-marginal-preq-guarded",
-    prequential_guarded_marginal_deltabo(prequential_clip=math.inf, min_points=3),
+    prequential_guarded_marginal_deltabo(
+        prequential_clip=math.inf, min_points=3, hand_back=True
+    ),
     "deltabo-marginal-fitted inside a prequential TransferGuard, unclipped (the "
     "target-only GP acts once it predicted the run's new observations better, "
     "summed); UCB",
 )
 register_method(
     "deltabo-marginal-preqclip-guarded",
-    prequential_guarded_marginal_deltabo(prequential_clip=3.0, min_points=3),
+    prequential_guarded_marginal_deltabo(
+        prequential_clip=3.0, min_points=3, hand_back=True
+    ),
     "deltabo-marginal-preq-guarded with each observation's gain clipped to +-3 nats "
     "(prequential_clip=3: the sum counts points won, not a few heavy-tailed ones); "
     "UCB",
 )
 register_method(
     "deltabo-marginal-preqclip2-guarded",
-    prequential_guarded_marginal_deltabo(prequential_clip=3.0, min_points=2),
+    prequential_guarded_marginal_deltabo(
+        prequential_clip=3.0, min_points=2, hand_back=True
+    ),
     "deltabo-marginal-preqclip-guarded with the target-only GP fitted from 2 points "
-    "(min_points=2: the initial design's next query is scored too); UCB",
+    "(min_points=2: the initial design's next query is scored too; the README's "
+    "loop in sessions 36-44, before the final hand-over); UCB",
 )
 register_method(
     "deltabo-marginal-preqinit-guarded",
     prequential_guarded_marginal_deltabo(
-        prequential_clip=3.0, min_points=2, score_initial_design=True
+        prequential_clip=3.0,
+        min_points=2,
+        score_initial_design=True,
+        hand_back=True,
     ),
     "deltabo-marginal-preqclip2-guarded whose first guard scores the initial design "
     "(score_initial_design=True: each initial point after the second predicted by "
@@ -804,7 +814,8 @@ register_method(
     ),
     "deltabo-marginal-preqclip2-guarded whose hand-over is final (hand_back=False: "
     "the target-only GP's own picks are not scored, so the transfer model cannot "
-    "win the run back); UCB",
+    "win the run back; a prequential TransferGuard's default and the README's loop "
+    "since session 45); UCB",
 )
 register_method(
     "envgp-guarded",

@@ -536,9 +536,13 @@ def test_first_prequential_guard_can_score_the_initial_design():
     # no evidence and acts as the transfer model
     assert gain > 0 and not first.uses_transfer
     assert TransferGuard(model, **options).uses_transfer
-    # the next guard adds its new point to these sums
+    # the next guard adds its new point to these sums (hand_back=True: the point
+    # is the target-only GP's pick, which a final hand-over would not score)
     nxt = TransferGuard(
-        fitted(DeltaBOModel(X, Y, Yvar, source=source)), previous=first, **options
+        fitted(DeltaBOModel(X, Y, Yvar, source=source)),
+        previous=first,
+        hand_back=True,
+        **options,
     )
     new = nxt.prequential_log_density["transfer"] - sums["transfer"]
     post = model.posterior(X[5:])
@@ -576,11 +580,12 @@ def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks():
     first = guard(5, None, score_initial_design=True)
     assert not first.uses_transfer
     final = guard(6, first, hand_back=False)
-    scored = guard(6, first)
+    scored = guard(6, first, hand_back=True)
     # not scored: the sums and the choice stay the previous guard's
     assert final.prequential_log_density == first.prequential_log_density
     assert not final.uses_transfer and final.model is final.target_model
-    # scored by default: point 5's densities under the previous guard's two models
+    # scored with hand_back=True: point 5's densities under the previous guard's
+    # two models
     post = first.transfer_model.posterior(X[5:6])
     new = normal_log_density(Y[5, 0], post.mean[0, 0], post.variance[0, 0] + 0.01)
     added = scored.prequential_log_density["transfer"]
@@ -592,10 +597,37 @@ def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks():
     assert start.uses_transfer
     assert (
         guard(6, start, hand_back=False).prequential_log_density
-        == guard(6, start).prequential_log_density
+        == guard(6, start, hand_back=True).prequential_log_density
     )
     model = start.transfer_model
-    with pytest.raises(TypeError, match="`hand_back` must be a bool"):
+    with pytest.raises(TypeError, match="`hand_back` must be a bool or None"):
         TransferGuard(model, criterion="prequential", hand_back=0)
-    with pytest.raises(ValueError, match="`hand_back=False` applies to"):
-        TransferGuard(model, hand_back=False)
+    for criterion in ("loo", "sequential"):
+        for hand_back in (False, True):
+            with pytest.raises(ValueError, match="`hand_back` applies to"):
+                TransferGuard(model, criterion=criterion, hand_back=hand_back)
+
+
+def test_a_prequential_guards_hand_over_is_final_by_default():
+    # the default since session 45 (RESULTS.md, "The final hand-over as the
+    # default"): before it, the default guard scored the target-only GP's own pick
+    X, Y, Yvar, source = target_and_rough_unrelated_source(7)
+
+    def guard(n, previous, **kwargs):
+        model = fitted(DeltaBOModel(X[:n], Y[:n], Yvar[:n], source=source))
+        return TransferGuard(
+            model, criterion="prequential", previous=previous, **kwargs
+        )
+
+    first = guard(5, None, score_initial_design=True)
+    assert not first.uses_transfer and first.hand_back is False
+    default = guard(6, first)
+    assert default.hand_back is False
+    assert default.prequential_log_density == first.prequential_log_density
+    assert (
+        default.prequential_log_density
+        != guard(6, first, hand_back=True).prequential_log_density
+    )
+    assert not default.uses_transfer
+    # the other criteria have no hand-over to make
+    assert TransferGuard(first.transfer_model).hand_back is None
