@@ -181,6 +181,21 @@ def test_guard_options_reach_the_guard(register):
         AcquisitionMethod(target_gp, guard_options={"prequential_clip": 3.0})
 
 
+def test_prequential_methods_name_their_hand_over():
+    # the guard's default became a final hand-over in session 45: the methods run
+    # before keep hand_back=True, so their records keep their meaning
+    for name in (
+        "deltabo-marginal-preq-guarded",
+        "deltabo-marginal-preqclip-guarded",
+        "deltabo-marginal-preqclip2-guarded",
+        "deltabo-marginal-preqinit-guarded",
+    ):
+        assert get_method(name, TRANSFER).guard_options["hand_back"] is True, name
+    final = get_method("deltabo-marginal-final-guarded", TRANSFER)
+    assert final.guard == "prequential"
+    assert final.guard_options["hand_back"] is False
+
+
 def linear_tasks():
     return MetaProblem(
         name="linear",
