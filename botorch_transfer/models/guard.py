@@ -239,8 +239,9 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     default ``hand_back=False`` makes the first hand-over to the target-only GP
     final; with ``hand_back=True`` (the default until session 45) the transfer
     model could win the run back at the target-only GP's own picks, and lost 1.46x
-    there, a real loss (paired with the final hand-over: -0.27 +- 0.21 of the
-    no-transfer GP's regret), for no significant gain on any problem. The
+    on that LCBench pair, a real loss (the final hand-over's paired difference:
+    -0.27 +- 0.21 of the no-transfer GP's regret), for no significant gain on any
+    problem. The
     leave-one-out guard, the default of a guard built without the run's history,
     never lost more than the noise but gave up most of the gain (0.73x); the
     sequential guard, the prequential sum in hindsight, is as safe on the controls
