@@ -567,13 +567,23 @@ def test_first_prequential_guard_can_score_the_initial_design():
         TransferGuard(model, score_initial_design=True, criterion="sequential")
 
 
-def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks():
+@pytest.fixture(scope="module")
+def rough_source_run():
+    r"""``target_and_rough_unrelated_source(7)`` and DeltaBO fitted on its first 5 and
+    6 points (a guard leaves its transfer model as it is, so the tests share them)."""
     X, Y, Yvar, source = target_and_rough_unrelated_source(7)
+    models = {
+        n: fitted(DeltaBOModel(X[:n], Y[:n], Yvar[:n], source=source)) for n in (5, 6)
+    }
+    return X, Y, models
+
+
+def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks(rough_source_run):
+    X, Y, models = rough_source_run
     options = {"criterion": "prequential", "prequential_clip": math.inf}
 
     def guard(n, previous, **kwargs):
-        model = fitted(DeltaBOModel(X[:n], Y[:n], Yvar[:n], source=source))
-        return TransferGuard(model, previous=previous, **options, **kwargs)
+        return TransferGuard(models[n], previous=previous, **options, **kwargs)
 
     # the unrelated source predicted the initial design worse: the target-only GP
     # acts at the first query, so point 5 is its pick
@@ -608,15 +618,14 @@ def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks():
                 TransferGuard(model, criterion=criterion, hand_back=hand_back)
 
 
-def test_a_prequential_guards_hand_over_is_final_by_default():
+def test_a_prequential_guards_hand_over_is_final_by_default(rough_source_run):
     # the default since session 45 (RESULTS.md, "The final hand-over as the
     # default"): before it, the default guard scored the target-only GP's own pick
-    X, Y, Yvar, source = target_and_rough_unrelated_source(7)
+    _, _, models = rough_source_run
 
     def guard(n, previous, **kwargs):
-        model = fitted(DeltaBOModel(X[:n], Y[:n], Yvar[:n], source=source))
         return TransferGuard(
-            model, criterion="prequential", previous=previous, **kwargs
+            models[n], criterion="prequential", previous=previous, **kwargs
         )
 
     first = guard(5, None, score_initial_design=True)
