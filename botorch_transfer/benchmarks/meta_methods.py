@@ -615,6 +615,20 @@ register_method(
     "UCB beta = 1",
 )
 register_method(
+    "hyperbo-clustered-scale-ucb1-skip",
+    HyperBO(
+        None,
+        "ucb",
+        skip_queried=True,
+        prior_scale_dof=PRIOR_SCALE_DOF,
+        clustered=True,
+        beta=PRETRAINED_PRIOR_UCB_BETA,
+    ),
+    "the README's PretrainedPriorGP loop (hyperbo-clustered-ucb1-skip) with the "
+    "prior's scale updated by the target's data (prior_scale_dof=2, as "
+    "hyperbo-scale-skip)",
+)
+register_method(
     "hyperbo-fine-tune",
     HyperBO(None, "ucb", fine_tune=True),
     "HyperBO as the README loop with fine_tune=True: the empirical prior's base "
