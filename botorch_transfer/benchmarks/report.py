@@ -891,8 +891,15 @@ def meta_targets_table(
                     f"task {task} {r:.2f}" for r, task in above[:WORST_TARGETS_SHOWN]
                 )
                 more = ", ..." if len(above) > WORST_TARGETS_SHOWN else ""
+                # a target where the no-meta GP had no regret at all cannot be
+                # beaten, only tied: the count says how many misses are of that kind
+                unbeatable = sum(np.isinf(r) for r, _ in above)
+                zero = (
+                    f" ({unbeatable} where {reference} had none)" if unbeatable else ""
+                )
                 targets_above.append(
-                    f"{problem} {len(above)}/{len(per_task)} above [{worst}{more}]"
+                    f"{problem} {len(above)}/{len(per_task)} above{zero} "
+                    f"[{worst}{more}]"
                 )
             if random in methods:
                 found = _meta_ratios(methods[model], methods[random])

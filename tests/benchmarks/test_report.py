@@ -469,6 +469,19 @@ def test_issue_22_target_1_names_the_worst_targets_and_counts_the_rest():
     ) in line
 
 
+def test_issue_22_target_1_counts_the_targets_the_no_meta_gp_never_missed():
+    # task 1: the GP had no regret at all (ratio inf); task 2 at 2x; task 3 below
+    gp = {1: [0, 0, 0, 0], 2: _flat(1), 3: _flat(2)}
+    hyperbo = {1: _flat(0.5), 2: _flat(2), 3: _flat(1)}
+    line = meta_targets_table(
+        [_meta_run("stbo-ucb", gp), _meta_run("hyperbo", hyperbo)]
+    )
+    assert (
+        "every target <= 1.0: MISSED (m 2/3 above (1 where stbo-ucb had none) "
+        "[task 1 inf, task 2 2.00])"
+    ) in line
+
+
 def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
     records = [
         _meta_run("stbo-ucb", {1: _flat(4)}),
