@@ -133,7 +133,8 @@ def pivoted_cholesky(
         row: Callable returning row ``i`` (an ``N`` tensor).
         max_rank: Largest rank of the factor.
         tolerance: Stop when the largest residual diagonal is at most
-            ``tolerance`` times the largest diagonal entry.
+            ``tolerance`` times the largest diagonal entry (or ``N`` times the
+            dtype's machine epsilon, below which residuals are round-off).
         progress: Count the steps (the rank) on a progress bar when the
             factorization takes more than a few seconds (see
             :mod:`botorch_transfer.progress`).
@@ -148,6 +149,9 @@ def pivoted_cholesky(
     factor = diagonal.new_zeros(max_rank, n)
     residual = diagonal.clone()
     scale = residual.max().clamp_min(torch.finfo(diagonal.dtype).tiny)
+    # below n * eps of the largest entry a residual is round-off: pivoting on it
+    # makes the factor's pivot block singular (NaN covariances at tolerance=0)
+    stop = max(tolerance, n * torch.finfo(diagonal.dtype).eps) * scale
     pivots = []
     bar = progress_bar(
         total=max_rank,
@@ -159,7 +163,7 @@ def pivoted_cholesky(
         for m in range(max_rank):
             i = int(torch.argmax(residual))
             pivot_value = residual[i]
-            if pivot_value <= tolerance * scale:
+            if pivot_value <= stop:
                 break
             new_row = row(i) - factor[:m].T @ factor[:m, i]
             new_row = new_row / pivot_value.sqrt()

@@ -268,6 +268,27 @@ def test_a_complete_factor_gives_the_mean_at_its_own_cost(monkeypatch):
         assert GPSourcePosterior(X, y, noise, kernel(), max_rank=5).exact_mean
 
 
+def test_a_zero_tolerance_factors_to_round_off_not_past_it():
+    # 300 noisy points: at tolerance 0 the factorization used to go on pivoting on
+    # round-off residuals (~1e-16), its pivot block became singular and the
+    # covariance NaN; it now stops at N * eps and is the reference's to round-off
+    gen = torch.Generator().manual_seed(5)
+    X = torch.rand(300, 2, generator=gen, dtype=F64)
+    y = torch.sin(4 * X).sum(-1)
+    noise = 0.05 + 0.1 * torch.rand(300, generator=gen, dtype=F64)
+    k = lambda A, B: rbf(A, B, torch.tensor(0.3, dtype=F64), 1.5)  # noqa: E731
+    ref_mean, ref_cov = gp_posterior(k, X, y, noise)
+    X_test = torch.rand(20, 2, generator=gen, dtype=F64)
+    source = GPSourcePosterior(X, y, noise, kernel(), tolerance=0.0)
+    assert source.rank < 300
+    torch.testing.assert_close(
+        source.covariance(X_test), ref_cov(X_test, X_test), rtol=1e-8, atol=1e-10
+    )
+    torch.testing.assert_close(
+        source.mean(X_test), ref_mean(X_test), rtol=1e-8, atol=1e-10
+    )
+
+
 def _source_with_transform(rank=40):
     from botorch.models.transforms.input import Normalize
 
