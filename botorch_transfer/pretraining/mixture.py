@@ -101,10 +101,10 @@ class PretrainedPriorMixture(Module):
                 f"({len(components)}), got {sizes.tolist()}."
             )
         self.components = ModuleList(components)
+        # on the components' device and dtype (a mixture of priors pre-trained on a
+        # GPU keeps its shares there too)
         ref = components[0].mean_module.offset
-        self.register_buffer(
-            "log_prior_weights", (sizes / sizes.sum()).log().to(ref.dtype)
-        )
+        self.register_buffer("log_prior_weights", (sizes / sizes.sum()).log().to(ref))
         self.register_buffer(
             "assignments",
             torch.empty(0, dtype=torch.long) if assignments is None else assignments,

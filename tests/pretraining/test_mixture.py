@@ -3,6 +3,8 @@ r"""The clustered HyperBO prior (``pretrain_clustered_prior``,
 moment-matched mixture and the posterior against numpy references, the clustering,
 units, the BoTorch contract and bad input."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -137,6 +139,26 @@ def test_clustering_finds_the_groups():
     # a cluster smaller than MIN_CLUSTER_SIZE: one prior on all tasks
     assert pretrain_clustered_prior(a + b[:3]).n_clusters == 1
     assert pretrain_clustered_prior(a + b, n_clusters=3).n_clusters == 3
+
+
+def test_a_mixture_pretrained_on_a_device_keeps_its_shares_there(device):
+    # the shares were made on the CPU whatever the components' device: the prior
+    # predictive at the shares failed on CUDA (found by the calibration CLI's test)
+    a, b = two_groups()
+    moved = [TaskData(t.X.to(device), t.Y.to(device)) for t in a + b]
+    mixture = pretrain_clustered_prior(moved)
+    assert mixture.n_clusters == 2
+    assert mixture.prior_weights().device == moved[0].X.device
+    X = torch.rand(4, 2, dtype=F64).to(device)
+    weights = mixture.prior_weights()
+    on_cpu = copy.deepcopy(mixture).cpu()
+    torch.testing.assert_close(
+        mixture.mean(X, weights).cpu(), on_cpu.mean(X.cpu(), on_cpu.prior_weights())
+    )
+    # the prior alone (no target points) on the device
+    empty = X[:0]
+    model = PretrainedPriorGP(empty, empty[:, :1], prior=mixture)
+    assert model.posterior(X).mean.device == X.device
 
 
 def test_units_do_not_matter():
