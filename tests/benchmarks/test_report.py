@@ -2,8 +2,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from botorch_transfer.benchmarks.report import (
+    _meta_cumulative,
+    _targets_above_from_seed_noise,
     average_rank_table,
     budget_to_target,
     guard_table,
@@ -480,6 +483,30 @@ def test_issue_22_target_1_counts_the_targets_the_no_meta_gp_never_missed():
         "every target <= 1.0: MISSED (m 2/3 above (1 where stbo-ucb had none) "
         "[task 1 inf, task 2 2.00])"
     ) in line
+
+
+def test_issue_22_target_1_says_how_many_targets_seed_noise_puts_above():
+    # two seeds per task, paired log ratios 0.75 and -1.25 on both tasks: the family
+    # mean log ratio is -0.25 and the within-task sd sqrt(4 / 2); both tasks are
+    # above 1 ((e^0.75 + e^-1.25) / 2 = 1.20), and noise alone would put
+    # 2 Phi(-0.25 sqrt(2) / sqrt(2)) = 0.80 of them there
+    records = []
+    for seed, log_ratio in ((0, 0.75), (1, -1.25)):
+        gp = {1: _flat(2), 2: _flat(2)}
+        hyperbo = {k: _flat(2 * math.exp(log_ratio)) for k in (1, 2)}
+        for method, curves in (("stbo-ucb", gp), ("hyperbo", hyperbo)):
+            tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
+            records.append(_meta_record(method, seed, tasks, 1, False))
+    line = meta_targets_table(records)
+    assert "every target <= 1.0: MISSED (m 2/2 above (~1 from the seeds' spread" in line
+    cumulative = _meta_cumulative(records)["m"]
+    expected = _targets_above_from_seed_noise(
+        cumulative["hyperbo"], cumulative["stbo-ucb"]
+    )
+    assert expected == pytest.approx(2 * norm.cdf(-0.25), rel=1e-12)
+    # one seed: no within-task spread to go by, no count
+    one = _meta_cumulative([r for r in records if r["seed"] == 0])["m"]
+    assert _targets_above_from_seed_noise(one["hyperbo"], one["stbo-ucb"]) is None
 
 
 def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
