@@ -19,7 +19,9 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   prior pre-trained once per split with that objective, PI with threshold
   ``max(y) + 0.1`` in the prior's standardized units;
 - ``cmbo-{center,barycenter}-{w2,jeffreys}``: cm-BO (Alg. 1), see
-  :class:`ClusterMetaBO`.
+  :class:`ClusterMetaBO`;
+- ``portfolio-skip``: a greedy portfolio of the meta-training tasks (Feurer et al.
+  2015), see :class:`GreedyPortfolioMeta`.
 """
 
 from __future__ import annotations
@@ -279,6 +281,96 @@ class RGPEMeta(Method):
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
         return maximize_on_pool(acqf, state.pool)
+
+
+def greedy_portfolio(regrets: Tensor) -> Tensor:
+    r"""An order of candidates by the greedy portfolio construction of Feurer et al.
+    (2015) / Wistuba et al. (2015): each step takes the candidate that most lowers
+    the mean over tasks of the best regret among the candidates taken so far; once
+    no candidate lowers it, the rest follow by their mean regret.
+
+    Args:
+        regrets: ``tasks x n`` regrets of the ``n`` candidates on each task (e.g.
+            normalized to ``[0, 1]`` per task, so that every task counts alike).
+
+    Returns:
+        A permutation of ``range(n)`` (``long``), the portfolio first.
+
+    Example:
+        >>> regrets = torch.tensor([[0.0, 0.1, 0.5], [0.5, 0.45, 0.1]])
+        >>> greedy_portfolio(regrets).tolist()  # the consensus order is [0, 1, 2]
+        [0, 2, 1]
+    """
+    if regrets.dim() != 2 or regrets.shape[0] == 0 or regrets.shape[1] == 0:
+        raise ValueError(
+            "`regrets` must be a non-empty tasks x n matrix, got shape "
+            f"{tuple(regrets.shape)}."
+        )
+    n = regrets.shape[1]
+    taken = torch.zeros(n, dtype=torch.bool, device=regrets.device)
+    best = regrets.max(-1).values  # as good as nothing: every candidate helps
+    chosen = []
+    for _ in range(n):
+        score = torch.minimum(best.unsqueeze(-1), regrets).mean(0)
+        score = score.masked_fill(taken, math.inf)
+        i = int(score.argmin())
+        if not score[i] < best.mean():
+            break
+        chosen.append(i)
+        taken[i] = True
+        best = torch.minimum(best, regrets[:, i])
+    rest = (~taken).nonzero().squeeze(-1)
+    rest = rest[regrets.mean(0)[rest].argsort(stable=True)]
+    chosen = torch.tensor(chosen, dtype=torch.long, device=regrets.device)
+    return torch.cat([chosen, rest])
+
+
+@dataclass
+class PortfolioState:
+    r"""A split's candidate pool and the order in which the portfolio queries it."""
+
+    pool: Tensor
+    order: Tensor
+
+
+class GreedyPortfolioMeta(Method):
+    r"""A greedy portfolio of the meta-training tasks (Feurer et al. 2015), queried in
+    order, the classic zero-shot warm start of hyperparameter optimization.
+
+    Each meta-training task's values on the pool are predicted from its data by
+    ``pretrain_prior``'s default prior conditioned on that task
+    (:class:`~botorch_transfer.PretrainedPriorGP`'s posterior mean), min-max
+    normalized per task into regrets, and ordered by :func:`greedy_portfolio`.
+    Every query is the first pool point of that order not yet queried: the target's
+    observations are not used.
+    """
+
+    protocols = (META,)
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> PortfolioState:
+        prior = pretrain_prior(data.history, seed=data.seed, progress=False)
+        with torch.no_grad():
+            predicted = torch.stack(
+                [
+                    PretrainedPriorGP(task.X, task.Y, prior=prior)
+                    .posterior(data.pool)
+                    .mean.squeeze(-1)
+                    for task in data.history
+                ]
+            )
+        low = predicted.min(-1, keepdim=True).values
+        span = (predicted.max(-1, keepdim=True).values - low).clamp_min(1e-12)
+        return PortfolioState(data.pool, greedy_portfolio(1 - (predicted - low) / span))
+
+    def propose(self, state: PortfolioState, X: Tensor, Y: Tensor) -> Tensor:
+        ordered = state.pool[state.order]
+        taken = (ordered.unsqueeze(-2) == X).all(-1).any(-1)
+        if taken.all():
+            raise RuntimeError(
+                "Every pool point was queried; increase `pool_size` or lower "
+                "`iterations`."
+            )
+        return ordered[(~taken).nonzero()[0]]
 
 
 #: Points per meta-training task that ``mtgp-meta`` gives its ``MultiTaskGP`` (a
@@ -664,6 +756,13 @@ register_method(
     RGPEMeta(),
     "peer: RGPE (Feurer et al. 2018), one default GP fitted per meta-training task "
     "(frozen), target GP fitted every iteration; UCB as stbo-ucb",
+)
+register_method(
+    "portfolio-skip",
+    GreedyPortfolioMeta(),
+    "peer: a greedy portfolio (Feurer et al. 2015) of the meta-training tasks' values "
+    "on the pool, predicted by pretrain_prior's default prior conditioned on each "
+    "task; queried in order, not adapted to the target's data",
 )
 register_method(
     "mtgp-meta",

@@ -8,15 +8,23 @@ import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
 
+from botorch_transfer import PretrainedPriorGP, pretrain_prior
 from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.meta import (
     META_PROBLEMS,
     MetaProblem,
+    _split,
     gp_tasks,
+    meta_training_data,
     run_meta_experiment,
 )
-from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
-from botorch_transfer.benchmarks.methods import META, available_methods, get_method
+from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO, greedy_portfolio
+from botorch_transfer.benchmarks.methods import (
+    META,
+    MetaData,
+    available_methods,
+    get_method,
+)
 from botorch_transfer.benchmarks.report import (
     budget_to_target,
     rank_and_solved,
@@ -643,3 +651,74 @@ def test_clustered_hyperbo_is_hyperbo_where_the_tasks_form_one_cluster():
     )
     for a, b in zip(plain["tasks"], clustered["tasks"]):
         assert a["queries"] == b["queries"]
+
+
+def _greedy_portfolio_reference(regrets):
+    r"""Feurer et al.'s greedy portfolio, written out with lists: add the candidate
+    that lowers ``mean_tasks min_{chosen} regret`` most (the first such on ties)
+    while one lowers it; then the others by mean regret (stable)."""
+    tasks, n = len(regrets), len(regrets[0])
+    best = [max(row) for row in regrets]
+    chosen = []
+    while True:
+        scores = {
+            j: sum(min(best[t], regrets[t][j]) for t in range(tasks)) / tasks
+            for j in range(n)
+            if j not in chosen
+        }
+        if not scores:
+            break
+        j = min(scores, key=lambda k: (scores[k], k))
+        if not scores[j] < sum(best) / tasks:
+            break
+        chosen.append(j)
+        best = [min(best[t], regrets[t][j]) for t in range(tasks)]
+    rest = sorted(
+        (j for j in range(n) if j not in chosen),
+        key=lambda j: (sum(regrets[t][j] for t in range(tasks)) / tasks, j),
+    )
+    return chosen + rest
+
+
+def test_greedy_portfolio_against_a_plain_reference():
+    # by hand: 0 is best on average; then 2 covers task 2 (0.05 against 1's 0.225);
+    # then 1 lowers nothing, so it comes by its mean
+    regrets = torch.tensor([[0.0, 0.1, 0.5], [0.5, 0.45, 0.1]], dtype=torch.float64)
+    assert greedy_portfolio(regrets).tolist() == [0, 2, 1]
+    gen = torch.Generator().manual_seed(3)
+    for tasks, n in ((1, 5), (4, 30), (9, 50)):
+        regrets = torch.rand(tasks, n, generator=gen, dtype=torch.float64)
+        order = greedy_portfolio(regrets)
+        assert order.tolist() == _greedy_portfolio_reference(regrets.tolist())
+        assert sorted(order.tolist()) == list(range(n))
+    with pytest.raises(ValueError, match="`regrets` must be a non-empty tasks x n"):
+        greedy_portfolio(torch.rand(5))
+
+
+def test_portfolio_queries_its_order_and_skips_what_was_queried():
+    problem = small_gp_tasks()
+    train, _ = _split(problem, 0)
+    pool = torch.rand(problem.pool_size, problem.dim, dtype=torch.float64)
+    tasks = meta_training_data(problem, train, seed=0)
+    method = get_method("portfolio-skip", META)
+    state = method.setup(problem, MetaData(pool, 0, lambda: tasks))
+    assert sorted(state.order.tolist()) == list(range(problem.pool_size))
+    # the order is the greedy portfolio of the tasks' predicted, normalized values
+    prior = pretrain_prior(tasks, seed=0, progress=False)
+    with torch.no_grad():
+        predicted = torch.stack(
+            [
+                PretrainedPriorGP(t.X, t.Y, prior=prior).posterior(pool).mean[:, 0]
+                for t in tasks
+            ]
+        )
+    low, high = predicted.min(-1, keepdim=True).values, predicted.max(-1).values
+    regrets = 1 - (predicted - low) / (high.unsqueeze(-1) - low)
+    reference = _greedy_portfolio_reference(regrets.tolist())
+    assert state.order.tolist() == reference
+    # the target's data do not matter, only which points were queried
+    queried = [7, reference[0], 11]
+    expected = next(i for i in reference if i not in queried)
+    for Y in (torch.zeros(3, 1), torch.randn(3, 1)):
+        proposal = method.propose(state, pool[queried], Y.to(pool))
+        torch.testing.assert_close(proposal, pool[[expected]])
