@@ -262,6 +262,27 @@ def meta_training_data(
     return tasks
 
 
+def task_generator(seed: int, task: int) -> torch.Generator:
+    r"""The generator of one test task's initial points and observation noise."""
+    return torch.Generator().manual_seed(seed * 1000 + task)
+
+
+def initial_points(problem: MetaProblem, generator: torch.Generator) -> list[int]:
+    r"""The pool indices of a test task's ``n_init`` random initial points (drawn
+    first from :func:`task_generator`; every method starts from them)."""
+    return torch.randint(
+        problem.pool_size, (problem.n_init,), generator=generator
+    ).tolist()
+
+
+def split_pool(problem: MetaProblem, seed: int) -> Tensor:
+    r"""The candidate pool of the ``seed``'s split (on the CPU)."""
+    pool_gen = torch.Generator().manual_seed(seed + 2)
+    return torch.rand(
+        problem.pool_size, problem.dim, generator=pool_gen, dtype=torch.float64
+    )
+
+
 def _bo_on_test_task(
     problem: MetaProblem,
     policy: Method,
@@ -276,10 +297,10 @@ def _bo_on_test_task(
     r"""``iterations`` BO steps of ``policy`` on one test task (the pool and the
     objective on the CPU, the method's data on ``device``); appends the time of
     each step to ``times`` and returns the task's record entry."""
-    gen = torch.Generator().manual_seed(seed * 1000 + task)
+    gen = task_generator(seed, task)
     f_pool = problem.evaluate(task, pool)
     f_star = f_pool.max().item()
-    idx = torch.randint(problem.pool_size, (problem.n_init,), generator=gen).tolist()
+    idx = initial_points(problem, gen)
     noise_sd = math.sqrt(problem.observation_noise)
 
     def observe(i: int) -> float:
@@ -370,10 +391,7 @@ def run_meta_experiment(
         )
         T = problem.iterations if iterations is None else iterations
         train_tasks, test_tasks = _split(problem, seed)
-        pool_gen = torch.Generator().manual_seed(seed + 2)
-        pool = torch.rand(
-            problem.pool_size, problem.dim, generator=pool_gen, dtype=torch.float64
-        )
+        pool = split_pool(problem, seed)
         data = MetaData(
             pool.to(device),
             seed,
