@@ -424,6 +424,10 @@ def _flat(value):
     return [9, value, value, value]
 
 
+#: The family cell of issue 22's target-1 line, up to the families.
+FAMILIES = "family ratio <= 0.5 (* misses; [95% over seeds]):"
+
+
 def test_issue_22_target_1_by_hand():
     records = [
         # family a: hyperbo 0.25x the GP over both tasks, task 2 at 1.2x
@@ -445,16 +449,14 @@ def test_issue_22_target_1_by_hand():
     lines = meta_targets_table(records).splitlines()
     assert lines[0].startswith("Issue 22 target 1")
     hyperbo, cmbo = lines[1], lines[2]
-    assert hyperbo.startswith(
-        "hyperbo: family ratio <= 0.5 (* misses): a 0.25, b 0.50,"
-    )
+    assert hyperbo.startswith(f"hyperbo: {FAMILIES} a 0.25, b 0.50,")
     assert "every target <= 1.0: MISSED (a 1/2 above [task 2 1.25])" in hyperbo
     # a: hyperbo's mean (0 + 3.75) / 2 against random's 1.5
     assert "never worse than random: MISSED (a (1.25x random))" in hyperbo
     # a: 1.875 against rgpe-meta's 3; b: 3 against 3 (rgpe-meta) and 9 (mtgp-meta)
     assert hyperbo.endswith("<= every peer that ran on 2/2 families (met)")
     assert cmbo == (
-        "cmbo: family ratio <= 0.5 (* misses): c 0.75*; every target <= 1.0: met; "
+        f"cmbo: {FAMILIES} c 0.75*; every target <= 1.0: met; "
         "never worse than random: met; no peer ran"
     )
 
@@ -509,6 +511,21 @@ def test_issue_22_target_1_says_how_many_targets_seed_noise_puts_above():
     assert _targets_above_from_seed_noise(one["hyperbo"], one["stbo-ucb"]) is None
 
 
+def test_issue_22_family_ratio_has_an_interval_over_seeds():
+    # seed 0 at 0.25x, seed 1 at 0.75x: resampled seeds give 0.25, 0.5 or 0.75, each
+    # pure draw a quarter of the time, so the 95% interval is [0.25, 0.75]
+    records = [
+        {**_meta_run(method, {1: _flat(value)}), "seed": seed}
+        for seed, gp, hyperbo in ((0, 4, 1), (1, 4, 3))
+        for method, value in (("stbo-ucb", gp), ("hyperbo", hyperbo))
+    ]
+    line = meta_targets_table(records).splitlines()[1]
+    assert line.startswith(f"hyperbo: {FAMILIES} m 0.50 [0.25-0.75];")
+    # one seed: no interval
+    one = meta_targets_table([r for r in records if r["seed"] == 0]).splitlines()[1]
+    assert one.startswith(f"hyperbo: {FAMILIES} m 0.25;")
+
+
 def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
     records = [
         _meta_run("stbo-ucb", {1: _flat(4)}),
@@ -519,14 +536,14 @@ def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
         _meta_run("cmbo", {1: _flat(3)}),
     ]
     text = summary_table(records)
-    assert "hyperbo: family ratio <= 0.5 (* misses): m 0.25;" in text
-    assert "cmbo: family ratio <= 0.5 (* misses): m 0.75*;" in text
+    assert f"hyperbo: {FAMILIES} m 0.25;" in text
+    assert f"cmbo: {FAMILIES} m 0.75*;" in text
     skipping = text[text.index("relative to stbo-ucb-skip") :]
     assert "Issue 22 target 1 (cumulative simple regret; no meta: stbo-ucb-skip" in (
         skipping
     )
-    assert "hyperbo-skip: family ratio <= 0.5 (* misses): m 0.50;" in skipping
-    assert "cmbo: family ratio <= 0.5 (* misses): m 1.50*;" in skipping
+    assert f"hyperbo-skip: {FAMILIES} m 0.50;" in skipping
+    assert f"cmbo: {FAMILIES} m 1.50*;" in skipping
     # the skipping protocol's targets name only the skipping loops
     assert "\nhyperbo: " not in skipping
 
@@ -540,15 +557,10 @@ def test_summary_compares_the_readme_hyperbo_loop_at_its_own_weight():
     ]
     text = summary_table(records)
     skipping = text[text.index("relative to stbo-ucb-skip") :]
-    assert "hyperbo-clustered-ucb1-skip: family ratio <= 0.5 (* misses): m 0.50;" in (
-        skipping
-    )
+    assert f"hyperbo-clustered-ucb1-skip: {FAMILIES} m 0.50;" in (skipping)
     same_weight = text[text.index("relative to stbo-ucb1-skip") :]
     assert "no meta: stbo-ucb1-skip" in same_weight
-    assert (
-        "hyperbo-clustered-ucb1-skip: family ratio <= 0.5 (* misses): m 0.25;"
-        in same_weight
-    )
+    assert f"hyperbo-clustered-ucb1-skip: {FAMILIES} m 0.25;" in same_weight
     # only the loop at that weight is held to it
     assert "\ncmbo: " not in same_weight
 
