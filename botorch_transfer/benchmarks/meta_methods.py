@@ -42,6 +42,9 @@ from botorch.acquisition import (
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.models.transforms import Standardize
+from botorch.models.utils.gpytorch_modules import (
+    get_gaussian_likelihood_with_lognormal_prior,
+)
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
@@ -605,10 +608,17 @@ class ClusterMetaBOReadme(ClusterMetaBO):
     prior covariance); every iteration a ``ClusterMetaPriorGP`` whose target noise
     is fitted by ``fit_gpytorch_mll``, UCB with ``beta = README_CMBO_BETA`` over the
     pool points not yet queried, then ``updated_weights()`` (its default, the
-    clusters' posterior probabilities)."""
+    clusters' posterior probabilities).
 
-    def __init__(self) -> None:
+    Args:
+        raw_unit_noise: Give the model BoTorch's default noise model in raw outcome
+            units (the model's default up to session 46) instead of its default,
+            the same model in the prior's units.
+    """
+
+    def __init__(self, raw_unit_noise: bool = False) -> None:
         super().__init__("center", "wasserstein")
+        self.raw_unit_noise = raw_unit_noise
 
     def build_prior(
         self, problem: MetaProblem, history: list[TaskData], pool: Tensor, seed: int
@@ -625,7 +635,15 @@ class ClusterMetaBOReadme(ClusterMetaBO):
 
     def propose(self, state: ClusterMetaBOTaskState, X: Tensor, Y: Tensor) -> Tensor:
         split = state.split
-        model = ClusterMetaPriorGP(X, Y, prior=split.prior, weights=state.weights)
+        # up to session 46 the model's default noise model was BoTorch's, in raw units
+        likelihood = (
+            get_gaussian_likelihood_with_lognormal_prior()
+            if self.raw_unit_noise
+            else None
+        )
+        model = ClusterMetaPriorGP(
+            X, Y, prior=split.prior, weights=state.weights, likelihood=likelihood
+        )
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = UpperConfidenceBound(model, beta=README_CMBO_BETA)
         best = maximize_on_pool(acqf, split.pool, queried=X)
@@ -748,8 +766,15 @@ register_method(
     "cmbo",
     ClusterMetaBOReadme(),
     "cm-BO as the README loop: ClusterMetaPriorGP on build_cluster_prior's defaults "
-    "(silhouette C, W2, center prototypes, mixture covariance), target noise fitted, "
-    "UCB beta = 3, posterior-probability weights",
+    "(silhouette C, W2, center prototypes, mixture covariance), target noise fitted "
+    "(BoTorch's noise model in the prior's units), UCB beta = 3, posterior-probability "
+    "weights",
+)
+register_method(
+    "cmbo-raw-noise",
+    ClusterMetaBOReadme(raw_unit_noise=True),
+    "cmbo up to session 46: the README cm-BO loop with BoTorch's target noise model "
+    "in raw outcome units (its queries depend on the outcomes' units)",
 )
 register_method(
     "rgpe-meta",

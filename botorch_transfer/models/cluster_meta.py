@@ -41,6 +41,7 @@ from botorch_transfer.models.base import (
     TrainingData,
     refuse_pathwise_sampling,
 )
+from botorch_transfer.models.likelihoods import scaled_noise_likelihood
 
 
 class ClusterMetaPriorGP(SourceConditionedGP):
@@ -74,7 +75,12 @@ class ClusterMetaPriorGP(SourceConditionedGP):
             dtype/device is used; the original is not modified).
         weights: ``C`` non-negative cluster weights summing to 1 (not normalized for
             you); default ``1/C`` (Alg. 1 line 13).
-        likelihood: Default: BoTorch's noise model, or the known ``train_Yvar``.
+        likelihood: Default: the known ``train_Yvar``, or BoTorch's noise model in
+            the prior's units (``noise / s^2`` with BoTorch's prior and bound,
+            ``s^2`` the prior's mean variance on its index points at ``weights``,
+            in model units; :func:`~botorch_transfer.models.likelihoods.
+            scaled_noise_likelihood`): the outcomes are not standardized, so a noise
+            model in raw units would make the search depend on them.
         input_transform: Optional input transform; it must be invertible (the prior
             is defined on raw inputs).
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted once on the target
@@ -111,6 +117,7 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         weights: Tensor | Sequence[float] | None = None,
     ) -> None:
         self._initial_weights = weights
+        self._noise_in_prior_units = likelihood is None and train_Yvar is None
         super().__init__(
             train_X,
             train_Y,
@@ -164,6 +171,20 @@ class ClusterMetaPriorGP(SourceConditionedGP):
             prior, weights, self.output_scale, self.output_offset
         )
         self.covar_module = ClusterPriorKernel(prior, weights, self.output_scale)
+        if self._noise_in_prior_units:
+            # BoTorch's noise model assumes standardized outcomes: put it in the
+            # prior's units (a noise bound of 1e-4 in raw units can exceed the whole
+            # signal of a target whose values span 0.01, or vanish for one in 1000s)
+            with torch.no_grad():
+                V = prior.index_points
+                scale2 = prior.covariance(V, V, weights, diag=True).mean()
+                scale2 = scale2 / self.output_scale.pow(2)
+            if not scale2 > 0:
+                raise ValueError(
+                    "The prior's variance on its index points is 0, so it sets no "
+                    "scale for the target noise; pass `train_Yvar` or a `likelihood`."
+                )
+            self.likelihood = scaled_noise_likelihood(train_X.shape[:-2], scale2)
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""Targets ``Y - mu_0(X)`` (model units) and the known noise, if any."""

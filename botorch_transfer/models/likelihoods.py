@@ -16,6 +16,7 @@ Two kinds of noise occur:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from gpytorch.constraints import GreaterThan
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.likelihoods.gaussian_likelihood import _GaussianLikelihoodBase
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise, Noise
+from gpytorch.priors import LogNormalPrior
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 
@@ -54,6 +56,48 @@ def learned_noise(
             MIN_INFERRED_NOISE_LEVEL, transform=None, initial_value=initial_value
         ),
         batch_shape=batch_shape,
+    )
+
+
+def scaled_noise_likelihood(
+    batch_shape: torch.Size, scale2: float | Tensor
+) -> GaussianLikelihood:
+    r"""BoTorch's default noise model for outcomes in units of ``sqrt(scale2)``.
+
+    ``noise / scale2`` gets BoTorch's ``LogNormal(-4, 1)`` prior and lower bound
+    ``1e-4`` (its mode as initial value), as BoTorch gives standardized outcomes:
+    the model of ``y / sqrt(scale2)``. The raw parameter is ``log(noise - bound)``,
+    so that fitting it takes the same steps in any units. For a GP whose prior sets
+    the outcomes' scale and which does not standardize them (cm-BO's target GP), so
+    that the noise model does not depend on the outcomes' units.
+
+    Example:
+        >>> likelihood = scaled_noise_likelihood(torch.Size(), scale2=0.01)
+        >>> round(likelihood.noise.item() / 0.01, 4)  # exp(-5), the prior's mode
+        0.0067
+
+    Args:
+        batch_shape: Batch shape of the likelihood.
+        scale2: The outcomes' variance scale (positive).
+
+    Returns:
+        A ``GaussianLikelihood``.
+    """
+    scale2 = float(scale2)
+    if not math.isfinite(scale2) or scale2 <= 0:
+        raise ValueError(f"`scale2` must be positive and finite, got {scale2}.")
+    noise_prior = LogNormalPrior(loc=-4.0 + math.log(scale2), scale=1.0)
+    return GaussianLikelihood(
+        noise_prior=noise_prior,
+        batch_shape=batch_shape,
+        # raw = log(noise - bound): a change of units shifts it and leaves the
+        # fit's steps as they are (BoTorch's raw = noise would scale them by scale2)
+        noise_constraint=GreaterThan(
+            MIN_INFERRED_NOISE_LEVEL * scale2,
+            transform=torch.exp,
+            inv_transform=torch.log,
+            initial_value=noise_prior.mode,
+        ),
     )
 
 

@@ -468,6 +468,39 @@ def test_fit_touches_only_the_target_noise(prior):
     assert prior.index_points.dtype == F64
 
 
+def test_readme_loop_queries_do_not_depend_on_units(meta):
+    # issue 22 (3): the README loop (build_cluster_prior's defaults, the target noise
+    # fitted, UCB beta = 3, the clusters' posterior probabilities) on the same
+    # meta-data and target in other units. The target noise's model was BoTorch's in
+    # raw units: its bound 1e-4 was 100x the whole signal at x 0.001
+    candidates = torch.rand(
+        300, D, generator=torch.Generator().manual_seed(9), dtype=F64
+    )
+    runs = {}
+    for scale in (1.0, 1e3, 1e-3):
+        tasks = [type(t)(t.X, scale * t.Y) for t in meta[0]]
+        prior = build_cluster_prior(tasks, n_index_points=24, n_init=3)
+        X, Y = target_data(n=2, c=2)
+        Y = scale * Y
+        weights, queries, noises = None, [], []
+        for _ in range(3):
+            model = ClusterMetaPriorGP(X, Y, prior=prior, weights=weights)
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            noises.append(model.likelihood.noise.item() / scale**2)
+            with torch.no_grad():
+                ucb = UpperConfidenceBound(model, beta=3.0)(candidates.unsqueeze(-2))
+            i = int(ucb.argmax())
+            queries.append(i)
+            weights = model.updated_weights()
+            X = torch.cat([X, candidates[i : i + 1]])
+            Y = torch.cat([Y, scale * family(2, candidates[i : i + 1])])
+        runs[scale] = (queries, torch.tensor(noises), weights)
+    for scale in (1e3, 1e-3):
+        assert runs[scale][0] == runs[1.0][0]
+        torch.testing.assert_close(runs[scale][1], runs[1.0][1], rtol=1e-3, atol=0)
+        torch.testing.assert_close(runs[scale][2], runs[1.0][2], rtol=1e-3, atol=1e-6)
+
+
 def test_condition_on_observations_equals_rebuild(prior):
     X, Y = target_data(n=9)
     Yvar = torch.full_like(Y, 1e-3)

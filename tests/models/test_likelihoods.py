@@ -1,5 +1,7 @@
 r"""The shared likelihood builder and the task-indexed noise."""
 
+import math
+
 import pytest
 import torch
 from botorch.models.utils.gpytorch_modules import (
@@ -13,6 +15,7 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
     learned_noise,
+    scaled_noise_likelihood,
     target_likelihood,
 )
 
@@ -38,6 +41,35 @@ def test_target_likelihood_is_botorchs_default():
     assert isinstance(both, FixedNoiseGaussianLikelihood)
     assert both.second_noise_covar.noise_prior is not None  # learned level on top
     torch.testing.assert_close(both.second_noise.double(), reference.noise.double())
+
+
+@pytest.mark.parametrize("scale2", [1.0, 1e-6, 250.0])
+def test_scaled_noise_likelihood_is_botorchs_on_scaled_outcomes(scale2):
+    # noise / scale2 has BoTorch's prior, bound and starting value
+    scaled = scaled_noise_likelihood(torch.Size([3]), scale2).double()
+    reference = get_gaussian_likelihood_with_lognormal_prior(torch.Size([3])).double()
+    torch.testing.assert_close(scaled.noise / scale2, reference.noise)
+    bound = scaled.noise_covar.raw_noise_constraint.lower_bound
+    torch.testing.assert_close(bound.item(), MIN_INFERRED_NOISE_LEVEL * scale2)
+    prior = scaled.noise_covar.noise_prior
+    ref_prior = reference.noise_covar.noise_prior
+    # densities of noise and noise / scale2: the Jacobian 1 / scale2 (the priors keep
+    # float32 parameters, as BoTorch's)
+    noise = torch.tensor([1e-5, 3e-3, 0.4])
+    torch.testing.assert_close(
+        prior.log_prob(scale2 * noise),
+        ref_prior.log_prob(noise) - torch.log(torch.tensor(scale2)),
+    )
+    # raw = log(noise - bound): the same raw steps in any units (built in float32)
+    one = scaled_noise_likelihood(torch.Size([3]), 1.0)
+    shifted = scaled_noise_likelihood(torch.Size([3]), scale2)
+    torch.testing.assert_close(
+        shifted.noise_covar.raw_noise - one.noise_covar.raw_noise,
+        torch.full((3, 1), math.log(scale2)),
+    )
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="`scale2` must be positive and finite"):
+            scaled_noise_likelihood(torch.Size(), bad)
 
 
 def test_learned_noise_without_prior_starts_at_initial_value():
