@@ -468,6 +468,26 @@ def test_fit_touches_only_the_target_noise(prior):
     assert prior.index_points.dtype == F64
 
 
+def test_readme_loop_starts_from_zero_target_points(prior):
+    # issue 22 (2): no target data, the noise is learned: fitting leaves the model as
+    # it is, and the first query is the prior's UCB maximizer
+    empty = torch.empty(0, D, dtype=F64)
+    model = ClusterMetaPriorGP(empty, empty[:, :1], prior=prior)
+    noise = model.likelihood.noise.item()
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert model.likelihood.noise.item() == noise
+    candidates = torch.rand(
+        200, D, generator=torch.Generator().manual_seed(4), dtype=F64
+    )
+    with torch.no_grad():
+        ucb = UpperConfidenceBound(model, beta=3.0)(candidates.unsqueeze(-2))
+        weights = torch.full((prior.n_clusters,), 1 / prior.n_clusters, dtype=F64)
+        mean = prior.mean(candidates, weights)
+        sd = prior.covariance(candidates, candidates, weights, diag=True).sqrt()
+    torch.testing.assert_close(ucb, mean + 3.0**0.5 * sd)
+    assert model.updated_weights().shape == (prior.n_clusters,)
+
+
 def test_readme_loop_queries_do_not_depend_on_units(meta):
     # issue 22 (3): the README loop (build_cluster_prior's defaults, the target noise
     # fitted, UCB beta = 3, the clusters' posterior probabilities) on the same
