@@ -25,8 +25,6 @@ rbv2-xgboost --seeds 20``
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,7 +38,10 @@ from botorch_transfer.benchmarks.meta import (
     split_pool,
     task_generator,
 )
-from botorch_transfer.benchmarks.meta_methods import greedy_portfolio
+from botorch_transfer.benchmarks.meta_methods import (
+    greedy_portfolio,
+    normalized_regrets,
+)
 from botorch_transfer.benchmarks.report import _meta_cumulative
 from botorch_transfer.benchmarks.runner import load_results
 
@@ -81,16 +82,16 @@ def oracle_regrets(
     values = torch.stack(
         [problem.evaluate(i, pool).squeeze(-1) for i in range(problem.n_tasks)]
     )
-    low = values.min(-1, keepdim=True).values
-    high = values.max(-1, keepdim=True).values
-    normalized = 1 - (values - low) / (high - low).clamp_min(1e-12)
+    normalized = normalized_regrets(values)
     greedy = greedy_portfolio(normalized[train]).tolist()
     consensus = normalized[train].mean(0).argsort(stable=True).tolist()
     optima = values[train].argmax(-1).tolist()
     out: dict[str, dict[int, float]] = {"greedy": {}, "consensus": {}, "best task": {}}
     for task in test:
         regret = (
-            normalized[task] if problem.normalize_regret else high[task] - values[task]
+            normalized[task]
+            if problem.normalize_regret
+            else values[task].max() - values[task]
         )
         start = initial_points(problem, task_generator(seed, task))
         for name, order in (("greedy", greedy), ("consensus", consensus)):
@@ -100,13 +101,6 @@ def oracle_regrets(
             torch.minimum(regret[start].min(), regret[optima].min())
         )
     return out
-
-
-def _load_records(path: Path) -> list[dict]:
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    return load_results(path)[0]
 
 
 def main(argv: Sequence[str] | None = None) -> list[tuple]:
@@ -126,7 +120,12 @@ def main(argv: Sequence[str] | None = None) -> list[tuple]:
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be positive, got {args.seeds}.")
-    records = [r for r in _load_records(args.records) if r.get("seed", 0) < args.seeds]
+    records = [
+        r
+        for r in load_results(args.records)[0]
+        if r["method"] == args.reference and r.get("seed", 0) < args.seeds
+    ]
+    # the reference's own shortest T (other methods' records may be shorter)
     cumulative = _meta_cumulative(records)
     rows = []
     print(
@@ -140,10 +139,7 @@ def main(argv: Sequence[str] | None = None) -> list[tuple]:
             parser.error(
                 f"no {args.reference!r} records of {name!r} in {args.records}."
             )
-        runs = [
-            r for r in records if r["problem"] == name and r["method"] == args.reference
-        ]
-        T = min(len(r["simple_regret"]) for r in runs) - 1
+        T = min(len(r["simple_regret"]) for r in records if r["problem"] == name) - 1
         sums = {"reference": 0.0, "greedy": 0.0, "consensus": 0.0, "best task": 0.0}
         pairs = 0
         for seed in range(args.seeds):

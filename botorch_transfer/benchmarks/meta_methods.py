@@ -93,6 +93,24 @@ PRETRAINED_PRIOR_UCB_BETA = 1.0
 README_CMBO_BETA = 3.0
 
 
+def queried_on_pool(pool: Tensor, queried: Tensor | None) -> Tensor:
+    r"""Which rows of ``pool`` (``n x d``) are among the ``queried`` points
+    (``m x d``, or ``None`` for none): an ``n`` boolean mask.
+
+    Raises:
+        RuntimeError: If every pool point was queried.
+    """
+    if queried is None:
+        taken = torch.zeros(pool.shape[0], dtype=torch.bool, device=pool.device)
+    else:
+        taken = (pool.unsqueeze(-2) == queried).all(-1).any(-1)
+    if taken.all():
+        raise RuntimeError(
+            "Every pool point was queried; increase `pool_size` or lower `iterations`."
+        )
+    return taken
+
+
 def maximize_on_pool(
     acqf: AcquisitionFunction, pool: Tensor, queried: Tensor | None = None
 ) -> Tensor:
@@ -112,14 +130,7 @@ def maximize_on_pool(
     Raises:
         RuntimeError: If every pool point was queried.
     """
-    if queried is None:
-        taken = torch.zeros(pool.shape[0], dtype=torch.bool, device=pool.device)
-    else:
-        taken = (pool.unsqueeze(-2) == queried).all(-1).any(-1)
-    if taken.all():
-        raise RuntimeError(
-            "Every pool point was queried; increase `pool_size` or lower `iterations`."
-        )
+    taken = queried_on_pool(pool, queried)
     with torch.no_grad():  # as BoTorch's optimize_acqf_discrete (it has no mask)
         values = torch.cat([acqf(c.unsqueeze(-2)) for c in pool.split(2048)])
     values = values.masked_fill(taken, -math.inf)
@@ -286,6 +297,14 @@ class RGPEMeta(Method):
         return maximize_on_pool(acqf, state.pool)
 
 
+def normalized_regrets(values: Tensor) -> Tensor:
+    r"""``(max - f) / (max - min)`` per row of ``values`` (``tasks x n``): each
+    task's regrets on ``[0, 1]``, so that every task counts alike."""
+    low = values.min(-1, keepdim=True).values
+    high = values.max(-1, keepdim=True).values
+    return (high - values) / (high - low).clamp_min(1e-12)
+
+
 def greedy_portfolio(regrets: Tensor) -> Tensor:
     r"""An order of candidates by the greedy portfolio construction of Feurer et al.
     (2015) / Wistuba et al. (2015): each step takes the candidate that most lowers
@@ -361,19 +380,13 @@ class GreedyPortfolioMeta(Method):
                     for task in data.history
                 ]
             )
-        low = predicted.min(-1, keepdim=True).values
-        span = (predicted.max(-1, keepdim=True).values - low).clamp_min(1e-12)
-        return PortfolioState(data.pool, greedy_portfolio(1 - (predicted - low) / span))
+        return PortfolioState(
+            data.pool, greedy_portfolio(normalized_regrets(predicted))
+        )
 
     def propose(self, state: PortfolioState, X: Tensor, Y: Tensor) -> Tensor:
         ordered = state.pool[state.order]
-        taken = (ordered.unsqueeze(-2) == X).all(-1).any(-1)
-        if taken.all():
-            raise RuntimeError(
-                "Every pool point was queried; increase `pool_size` or lower "
-                "`iterations`."
-            )
-        return ordered[(~taken).nonzero()[0]]
+        return ordered[(~queried_on_pool(ordered, X)).nonzero()[0]]
 
 
 #: Points per meta-training task that ``mtgp-meta`` gives its ``MultiTaskGP`` (a

@@ -10,6 +10,7 @@ are not run records and :func:`deduplicate` keeps one record per run.
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import math
@@ -258,7 +259,8 @@ def read_results(path: Path) -> tuple[list[dict], list[str]]:
     r"""Read a JSONL results file, skipping the lines that are not run records.
 
     Args:
-        path: The results file (a missing file has no records).
+        path: The results file (a missing file has no records); gzipped if its name
+            ends in ``.gz``, as ``export`` writes the shipped records.
 
     Returns:
         The records in file order (duplicates included, see :func:`deduplicate`)
@@ -267,7 +269,8 @@ def read_results(path: Path) -> tuple[list[dict], list[str]]:
     records, skipped = [], []
     if not path.is_file():
         return records, skipped
-    with open(path, "rb") as fh:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
             record, why = parse_line(line)
             if record is not None:

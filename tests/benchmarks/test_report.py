@@ -413,10 +413,10 @@ def test_issue_16_targets_by_hand():
     assert len(lines) == 5
 
 
-def _meta_run(method, curves, problem="m"):
+def _meta_run(method, curves, problem="m", seed=0):
     r"""One seed of ``method`` on meta problem ``problem``: per-task regret curves."""
     tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
-    return {**_meta_record(method, 0, tasks, 1, False), "problem": problem}
+    return {**_meta_record(method, seed, tasks, 1, False), "problem": problem}
 
 
 def _flat(value):
@@ -461,30 +461,33 @@ def test_issue_22_target_1_by_hand():
     )
 
 
-def test_issue_22_target_1_names_the_worst_targets_and_counts_the_rest():
-    # tasks 1-5 at 1.1x, 1.5x, 3x, 2x, 1.2x the no-meta GP; task 6 at 0.5x
-    gp = {k: _flat(2) for k in range(1, 7)}
-    hyperbo = dict(zip(range(1, 7), map(_flat, [2.2, 3, 6, 4, 2.4, 1])))
+@pytest.mark.parametrize(
+    "gp, hyperbo, expected",
+    [
+        pytest.param(
+            # tasks 1-5 at 1.1x, 1.5x, 3x, 2x, 1.2x the no-meta GP; task 6 at 0.5x
+            {k: _flat(2) for k in range(1, 7)},
+            dict(zip(range(1, 7), map(_flat, [2.2, 3, 6, 4, 2.4, 1]))),
+            "every target <= 1.0: MISSED (m 5/6 above "
+            "[task 3 3.00, task 4 2.00, task 2 1.50, ...])",
+            id="names-the-worst-and-counts-the-rest",
+        ),
+        pytest.param(
+            # task 1: the GP had no regret at all (ratio inf); task 2 at 2x; task 3
+            # below
+            {1: [0, 0, 0, 0], 2: _flat(1), 3: _flat(2)},
+            {1: _flat(0.5), 2: _flat(2), 3: _flat(1)},
+            "every target <= 1.0: MISSED (m 2/3 above (1 where stbo-ucb had none) "
+            "[task 1 inf, task 2 2.00])",
+            id="counts-the-targets-the-no-meta-gp-never-missed",
+        ),
+    ],
+)
+def test_issue_22_target_1_per_target_line(gp, hyperbo, expected):
     line = meta_targets_table(
         [_meta_run("stbo-ucb", gp), _meta_run("hyperbo", hyperbo)]
     )
-    assert (
-        "every target <= 1.0: MISSED (m 5/6 above "
-        "[task 3 3.00, task 4 2.00, task 2 1.50, ...])"
-    ) in line
-
-
-def test_issue_22_target_1_counts_the_targets_the_no_meta_gp_never_missed():
-    # task 1: the GP had no regret at all (ratio inf); task 2 at 2x; task 3 below
-    gp = {1: [0, 0, 0, 0], 2: _flat(1), 3: _flat(2)}
-    hyperbo = {1: _flat(0.5), 2: _flat(2), 3: _flat(1)}
-    line = meta_targets_table(
-        [_meta_run("stbo-ucb", gp), _meta_run("hyperbo", hyperbo)]
-    )
-    assert (
-        "every target <= 1.0: MISSED (m 2/3 above (1 where stbo-ucb had none) "
-        "[task 1 inf, task 2 2.00])"
-    ) in line
+    assert expected in line
 
 
 def test_issue_22_target_1_says_how_many_targets_seed_noise_puts_above():
@@ -492,13 +495,18 @@ def test_issue_22_target_1_says_how_many_targets_seed_noise_puts_above():
     # mean log ratio is -0.25 and the within-task sd sqrt(4 / 2); both tasks are
     # above 1 ((e^0.75 + e^-1.25) / 2 = 1.20), and noise alone would put
     # 2 Phi(-0.25 sqrt(2) / sqrt(2)) = 0.80 of them there
-    records = []
-    for seed, log_ratio in ((0, 0.75), (1, -1.25)):
-        gp = {1: _flat(2), 2: _flat(2)}
-        hyperbo = {k: _flat(2 * math.exp(log_ratio)) for k in (1, 2)}
-        for method, curves in (("stbo-ucb", gp), ("hyperbo", hyperbo)):
-            tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
-            records.append(_meta_record(method, seed, tasks, 1, False))
+    records = [
+        run
+        for seed, log_ratio in ((0, 0.75), (1, -1.25))
+        for run in (
+            _meta_run("stbo-ucb", {1: _flat(2), 2: _flat(2)}, seed=seed),
+            _meta_run(
+                "hyperbo",
+                {k: _flat(2 * math.exp(log_ratio)) for k in (1, 2)},
+                seed=seed,
+            ),
+        )
+    ]
     line = meta_targets_table(records)
     assert "every target <= 1.0: MISSED (m 2/2 above (~1 from the seeds' spread" in line
     cumulative = _meta_cumulative(records)["m"]
@@ -515,7 +523,7 @@ def test_issue_22_family_ratio_has_an_interval_over_seeds():
     # seed 0 at 0.25x, seed 1 at 0.75x: resampled seeds give 0.25, 0.5 or 0.75, each
     # pure draw a quarter of the time, so the 95% interval is [0.25, 0.75]
     records = [
-        {**_meta_run(method, {1: _flat(value)}), "seed": seed}
+        _meta_run(method, {1: _flat(value)}, seed=seed)
         for seed, gp, hyperbo in ((0, 4, 1), (1, 4, 3))
         for method, value in (("stbo-ucb", gp), ("hyperbo", hyperbo))
     ]

@@ -1,6 +1,7 @@
 r"""Results files: concurrent writers, one record per run, the resume key, lines
 that are not run records."""
 
+import gzip
 import json
 import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +12,7 @@ import pytest
 
 from botorch_transfer.benchmarks import __main__ as cli
 from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.runner import load_results
+from botorch_transfer.benchmarks.runner import load_results, read_results
 
 
 def record(seed: int, method: str = "a", iterations: int = 2, **extra) -> dict:
@@ -106,6 +107,18 @@ def test_readers_keep_one_record_per_run(tmp_path, capsys):
 
 
 # ------------------------------------------------------------ the resume key
+
+
+def test_gzipped_results_read_as_the_plain_file(tmp_path):
+    # the shipped records are `export`'s gzipped JSONL; the same lines, bad one too
+    lines = [record(0), b'{"problem": "bo', record(1)]
+    plain = write_lines(tmp_path / "results.jsonl", lines)
+    gzipped = tmp_path / "results.jsonl.gz"
+    gzipped.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_results(gzipped)[0] == read_results(plain)[0] == [record(0), record(1)]
+    assert [why.split(":", 1)[1] for why in read_results(gzipped)[1]] == [
+        why.split(":", 1)[1] for why in read_results(plain)[1]
+    ]
 
 
 def test_a_rerun_with_other_iterations_does_not_reuse_runs(
