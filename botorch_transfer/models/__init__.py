@@ -14,7 +14,7 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
 )
-from botorch_transfer.models.pooled import PooledTransferGP
+from botorch_transfer.models.pooled import PooledTransferGP, source_fitted_kernel
 from botorch_transfer.models.pretrained import (
     PretrainedPriorGP,
     hyperbo_probability_of_improvement,
@@ -57,5 +57,6 @@ __all__ = [
     "default_transfer_kernel",
     "hyperbo_probability_of_improvement",
     "randomized_nn_thompson_candidate",
+    "source_fitted_kernel",
     "source_posterior_from_model",
 ]

@@ -249,7 +249,11 @@ class DiffGP(PooledTransferGP):
         source_noise = self._source_noise().expand(*prior_var_s.shape)
         if self.low_rank:  # the FITC predictive of the source GP (Woodbury solves)
             Z = Xs_t[..., self.source_inducing, :]
-            root, L = nystrom_root(k(Xs_t, Z).to_dense(), k(Z).to_dense())
+            root, L = self.kernel_cached(
+                "source_nystrom",
+                Xs_t,
+                lambda: nystrom_root(k(Xs_t, Z).to_dense(), k(Z).to_dense()),
+            )
             mean_weights, covariance_weights = fitc_predictive_weights(
                 root, prior_var_s, source_noise, y_s - m_s, L
             )

@@ -277,7 +277,7 @@ class SourcePosterior(Module):
         if (
             hit is not None
             and hit[1] == key
-            and (X is None or _same_state([hit[0]], [X]))
+            and (X is None or same_tensors([hit[0]], [X]))
         ):
             return hit[2]
         value = compute()
@@ -784,7 +784,8 @@ def _exact_gp_state(model: Model) -> list[Tensor]:
     ]
 
 
-def _same_state(cached: list[Tensor], current: list[Tensor]) -> bool:
+def same_tensors(cached: list[Tensor], current: list[Tensor]) -> bool:
+    r"""Whether both lists hold tensors of equal shapes, dtypes, devices, values."""
     return len(cached) == len(current) and all(
         a.shape == b.shape
         and a.dtype == b.dtype
@@ -855,7 +856,7 @@ def source_posterior_from_model(
         if (
             cached is not None
             and cached[1] == (max_rank, tolerance)
-            and _same_state(cached[0], state)
+            and same_tensors(cached[0], state)
         ):
             return copy.deepcopy(cached[2])
         input_transform = getattr(model, "input_transform", None)

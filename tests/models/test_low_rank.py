@@ -6,7 +6,8 @@ from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DiagLinearOperator
 
-from botorch_transfer import DiffGP, EnvGP
+from botorch_transfer import DiffGP, EnvGP, TaskData
+from botorch_transfer.models import PooledTransferGP, source_fitted_kernel
 from botorch_transfer.models.low_rank import (
     NYSTROM_JITTER,
     FITCMultivariateNormal,
@@ -14,6 +15,7 @@ from botorch_transfer.models.low_rank import (
     fitc_covariance,
     fitc_predictive_weights,
     nystrom_root,
+    woodbury_log_density,
 )
 from tests.models.reference import fitc_posterior, rbf
 from tests.models.test_delta import (
@@ -75,6 +77,185 @@ def test_fitc_log_likelihood_and_predictive_weights_match_dense_algebra():
         rtol=1e-8,
         atol=1e-9,
     )
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [((), (), ()), ((3,), (3,), (3,)), ((4, 1), (), (1,))],
+    ids=["plain", "batched", "broadcast"],
+)
+def test_woodbury_log_density_and_its_gradient_match_dense_algebra(shapes, device):
+    residual_batch, root_batch, diagonal_batch = shapes
+    like = dict(dtype=F64, device=device)
+    R = torch.randn(*root_batch, 20, 4, **like).requires_grad_()
+    D = (0.05 + torch.rand(*diagonal_batch, 20, **like)).requires_grad_()
+    r = torch.randn(*residual_batch, 20, **like).requires_grad_()
+    got = woodbury_log_density(r, R, D)
+    S = R @ R.transpose(-1, -2) + torch.diag_embed(D)
+    expected = torch.distributions.MultivariateNormal(
+        torch.zeros_like(r), S.expand(*got.shape, 20, 20)
+    ).log_prob(r)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    # the written-out gradient against autograd through the dense density
+    weights = torch.randn_like(got)
+    ours = torch.autograd.grad((got * weights).sum(), (r, R, D))
+    dense = torch.autograd.grad((expected * weights).sum(), (r, R, D))
+    for a, b in zip(ours, dense):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+    # without a gradient for the root (a frozen kernel's) the others are unchanged
+    d_r, d_D = torch.autograd.grad(
+        (woodbury_log_density(r, R.detach(), D) * weights).sum(), (r, D)
+    )
+    torch.testing.assert_close(d_r, dense[0], rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(d_D, dense[2], rtol=1e-8, atol=1e-10)
+
+
+def frozen_copy(kernel):
+    return kernel.requires_grad_(False)
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_a_frozen_kernel_is_factored_once_and_gives_the_same_fit(cls, monkeypatch):
+    source, (X, Y) = make_source(n=30), make_target()
+    kwargs = dict(
+        source=source,
+        inference="low_rank",
+        num_inducing=10,
+        input_transform=Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]])),
+        outcome_transform=Standardize(m=1),
+    )
+    calls = []
+    factor = PooledTransferGP._nystrom_parts
+    monkeypatch.setattr(
+        PooledTransferGP,
+        "_nystrom_parts",
+        lambda self, *args: calls.append(1) or factor(self, *args),
+    )
+    free = cls(X, Y, covar_module=delta_kernel(), **kwargs)
+    frozen = cls(X, Y, covar_module=frozen_copy(delta_kernel()), **kwargs)
+    assert frozen.kernel_is_frozen and not free.kernel_is_frozen
+    # the marginal likelihood and the gradient of what both fit (the prior mean)
+    values = []
+    for model in (free, frozen):
+        model.train()
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        for _ in range(3):
+            model.zero_grad()
+            calls.clear()
+            value = mll(
+                model(*model.train_inputs), model.train_targets, *model.train_inputs
+            )
+            value.backward()
+        values.append((value.detach(), model.mean_module.raw_constant.grad.clone()))
+        # the free kernel is factored at every evaluation, the frozen one once
+        assert len(calls) == (1 if model is free else 0)
+    torch.testing.assert_close(values[1][0], values[0][0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(values[1][1], values[0][1], rtol=1e-10, atol=1e-12)
+    # a fit moves the transfer parameters only; the kept factor is the current one
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(frozen.likelihood, frozen))
+    torch.testing.assert_close(
+        frozen.covar_module.base_kernel.lengthscale,
+        delta_kernel().base_kernel.lengthscale,
+    )
+    X_test = torch.rand(4, 2, 2, dtype=F64)
+    rebuilt = cls(X, Y, covar_module=frozen_copy(delta_kernel()), **kwargs)
+    rebuilt.load_state_dict(frozen.state_dict())
+    torch.testing.assert_close(
+        frozen.posterior(X_test).mean, rebuilt.posterior(X_test).mean
+    )
+    # changing the frozen kernel in place drops the kept factor
+    with torch.no_grad():
+        frozen.covar_module.base_kernel.lengthscale = torch.tensor([0.5, 0.8])
+        rebuilt.covar_module.base_kernel.lengthscale = torch.tensor([0.5, 0.8])
+    frozen.train(), rebuilt.train()
+    calls.clear()
+    values = [
+        ExactMarginalLogLikelihood(m.likelihood, m)(
+            m(*m.train_inputs), m.train_targets, *m.train_inputs
+        )
+        for m in (frozen, rebuilt)
+    ]
+    assert len(calls) == 2
+    torch.testing.assert_close(values[0], values[1], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_low_rank_predictive_follows_hyperparameters_set_in_eval_mode(cls):
+    # GPyTorch's setters write through ``.data`` (no version change): the kept FITC
+    # weights must still notice
+    source, (X, Y) = make_source(n=30), make_target()
+    model = cls(X, Y, source=source, inference="low_rank", num_inducing=10)
+    model.eval()
+    X_test = torch.rand(3, 1, 2, dtype=F64)
+    before = model.posterior(X_test).mean
+    with torch.no_grad():
+        model.covar_module.base_kernel.lengthscale = torch.tensor([0.3, 0.9])
+        model.covar_module.outputscale = 2.0
+    model.train(), model.eval()  # DiffGP re-derives its correction here
+    rebuilt = cls(X, Y, source=source, inference="low_rank", num_inducing=10)
+    rebuilt.load_state_dict(model.state_dict())
+    after = model.posterior(X_test).mean
+    assert not torch.allclose(after, before)
+    torch.testing.assert_close(after, rebuilt.posterior(X_test).mean)
+
+
+def test_source_fitted_kernel_is_a_frozen_single_task_gp_kernel(device):
+    from botorch.models import SingleTaskGP
+
+    source = make_source(n=30, device=device)
+    transform = Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]]))
+    kernel = source_fitted_kernel(source, input_transform=transform, progress=False)
+    assert all(not p.requires_grad for p in kernel.parameters())
+    by_hand = SingleTaskGP(
+        source.X,
+        source.Y,
+        source.Yvar,
+        covar_module=delta_kernel().to(device),
+        input_transform=transform,
+        outcome_transform=Standardize(m=1),
+    )
+    fitted = source_fitted_kernel(
+        source, input_transform=transform, covar_module=delta_kernel(), progress=False
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    torch.testing.assert_close(
+        fitted.base_kernel.lengthscale, by_hand.covar_module.base_kernel.lengthscale
+    )
+    torch.testing.assert_close(fitted.outputscale, by_hand.covar_module.outputscale)
+    # a subset of the source: fixed rows, so the same data give the same kernel
+    again = [
+        source_fitted_kernel(source, fit_max_points=20, progress=False)
+        for _ in range(2)
+    ]
+    torch.testing.assert_close(
+        again[0].base_kernel.lengthscale, again[1].base_kernel.lengthscale
+    )
+    # a model with it fits only the transfer parameters, and runs on the device
+    X, Y = make_target(device=device)
+    model = EnvGP(
+        X, Y, source=source, covar_module=kernel, inference="low_rank", num_inducing=8
+    )
+    before = kernel.base_kernel.lengthscale.clone()
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert torch.equal(kernel.base_kernel.lengthscale, before)
+    assert (
+        model.posterior(torch.rand(3, 1, 2, dtype=F64, device=device))
+        .mean.isfinite()
+        .all()
+    )
+
+
+def test_source_fitted_kernel_refuses_bad_arguments():
+    source = make_source(n=10)
+    with pytest.raises(ValueError, match="`fit_max_points` must be None or an int"):
+        source_fitted_kernel(source, fit_max_points=1)
+    with pytest.raises(TypeError, match=r"`source\[0\]` must be a TaskData"):
+        source_fitted_kernel(torch.rand(10, 2))
+    with pytest.raises(ValueError, match="at least one source"):
+        source_fitted_kernel([])
+    other = TaskData(torch.rand(5, 3, dtype=F64), torch.rand(5, 1, dtype=F64))
+    with pytest.raises(ValueError):
+        source_fitted_kernel([source, other])
 
 
 def test_low_rank_envgp_is_the_dense_fitc_posterior():
