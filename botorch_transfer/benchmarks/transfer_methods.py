@@ -34,6 +34,7 @@ from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from botorch.sampling.pathwise import draw_matheron_paths
+from gpytorch.kernels import Kernel
 from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
@@ -56,6 +57,7 @@ from botorch_transfer.benchmarks.methods import (
     register_method,
 )
 from botorch_transfer.models.guard import TransferGuard
+from botorch_transfer.models.pooled import source_fitted_kernel
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     SourcePosterior,
@@ -542,6 +544,31 @@ def low_rank_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
     return default_settings_model(builder, state, X, Y, state.source)
 
 
+def source_kernel(problem: TransferProblem, source: TaskData) -> Kernel:
+    r"""The pooled models' default kernel fitted once on the source and frozen
+    (:func:`~botorch_transfer.models.pooled.source_fitted_kernel`), built once per
+    run."""
+    return source_fitted_kernel(
+        source,
+        input_transform=_unit_cube(problem),
+        fit_max_points=SOURCE_FIT_MAX_N,
+        progress=False,
+    )
+
+
+def source_kernel_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
+    r"""``low_rank_envgp_model`` with the run's source-fitted, frozen kernel: the fit
+    moves the stretch, the source map and the prior mean only."""
+    builder = partial(EnvGP, inference="low_rank", covar_module=state.source_model)
+    return default_settings_model(builder, state, X, Y, state.source)
+
+
+def source_kernel_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> DiffGP:
+    r"""``low_rank_diffgp_model`` with the run's source-fitted, frozen kernel."""
+    builder = partial(DiffGP, inference="low_rank", covar_module=state.source_model)
+    return default_settings_model(builder, state, X, Y, state.source)
+
+
 def with_task_column(Z: Tensor, task: int) -> Tensor:
     r"""``Z`` with a last column holding ``task`` (``MultiTaskGP``'s task feature)."""
     return torch.cat([Z, torch.full_like(Z[:, :1], task)], dim=-1)
@@ -668,6 +695,19 @@ register_method(
     AcquisitionMethod(low_rank_diffgp_model, fit=True),
     "diffgp-fitted with FITC inference (256 farthest-point source points and all "
     "target points inducing): O((N + T) m^2) per fit step; UCB",
+)
+register_method(
+    "envgp-source-kernel-low-rank",
+    AcquisitionMethod(source_kernel_envgp_model, fit=True, source_model=source_kernel),
+    "envgp-fitted-low-rank with the kernel fitted once on the source (at most 1,000 "
+    "points) and frozen, as Shilton et al. keep it fixed: the stretch, source map "
+    "and prior mean fitted every iteration; UCB",
+)
+register_method(
+    "diffgp-source-kernel-low-rank",
+    AcquisitionMethod(source_kernel_diffgp_model, fit=True, source_model=source_kernel),
+    "diffgp-fitted-low-rank with the kernel fitted once on the source and frozen: "
+    "the prior mean (and unknown noise levels) fitted every iteration; UCB",
 )
 register_method(
     "gp-ucb-fitted",

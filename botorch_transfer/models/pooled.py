@@ -329,8 +329,13 @@ class PooledTransferGP(SourceConditionedGP):
             x = self.transform_inputs(x)
         affine = None if noise_index is None else self._row_affine(noise_index)
         if self.training and self.low_rank:
-            mean, root, _, _, prior_diagonal = self._fitc_parts(x, affine)
-            return FITCMultivariateNormal(mean, fitc_covariance(root, prior_diagonal))
+            mean, root, _, _, prior_diagonal = self._fitc_parts(x, None)
+            scale = None
+            if affine is not None:
+                scale, offset = affine
+                mean = mean * scale + offset
+            covar = fitc_covariance(root, prior_diagonal, row_scale=scale)
+            return FITCMultivariateNormal(mean, covar)
         if affine is None:
             return MultivariateNormal(self.mean_module(x), self.covar_module(x))
         scale, offset = affine
