@@ -161,6 +161,7 @@ class _WoodburyLogDensity(torch.autograd.Function):
         scaled = root / diagonal.unsqueeze(-1)
         eye = torch.eye(root.shape[-1], dtype=root.dtype, device=root.device)
         C = psd_safe_cholesky(eye + root.transpose(-1, -2) @ scaled)
+
         def solve(rhs: Tensor) -> Tensor:  # S^{-1} rhs = D^{-1} (rhs - R C^{-1} b)
             b = (scaled.transpose(-1, -2) @ rhs.unsqueeze(-1)).squeeze(-1)
             v = torch.cholesky_solve(b.unsqueeze(-1), C).squeeze(-1)
