@@ -18,7 +18,11 @@ corrections consistent with the fantasized points) and when the model returns to
 eval mode with changed hyperparameters (the end of ``fit_gpytorch_mll``).
 ``fit_gpytorch_mll`` maximizes the marginal likelihood of step 4 with the
 correction held at its current value (one block-coordinate step; fit again to
-iterate). Cost: ``O(N^3)`` per correction and an ``(N + T)``-sized exact GP.
+iterate). Cost: ``O(N^3)`` per correction and an ``(N + T)``-sized exact GP;
+``O((N + T) m^2)`` with ``inference="low_rank"``, whose kernel factors are computed
+once per model when the kernel is frozen (fitted once on the source,
+:func:`~botorch_transfer.models.pooled.source_fitted_kernel`, as the paper keeps its
+kernel fixed): N=2,000, about 0.2 s an iteration on 2 cores.
 """
 
 from __future__ import annotations
@@ -69,7 +73,11 @@ class DiffGP(PooledTransferGP):
         likelihood: Default: a task-indexed likelihood with a learned ``sigma'^2``
             for sources without known noise and the target noise ``sigma_a^2``.
         covar_module: The kernel ``k`` shared by source, target and difference
-            (default: a scaled RBF kernel with BoTorch's lengthscale prior).
+            (default: a scaled RBF kernel with BoTorch's lengthscale prior). A frozen
+            kernel (no parameter requires a gradient, e.g. from
+            :func:`~botorch_transfer.models.pooled.source_fitted_kernel`) is the
+            paper's fixed kernel: the fit then moves the mean and unknown noise
+            levels only, and ``"low_rank"`` factors the kernel once per model.
         mean_module: Prior mean of ``f'`` and ``f`` (default ``ConstantMean``; the
             paper uses zero). The difference has zero mean.
         input_transform: Input transform, applied as ``SingleTaskGP`` applies it.

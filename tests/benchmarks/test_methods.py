@@ -345,13 +345,15 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
         + ["--pretrain-steps", "3"]
     )
     goals = [r for r in rows if "goal" in r]
-    assert len(goals) == 11
+    assert len(goals) == 13
     assert all(
         math.isfinite(r["value"]) and r["met"] == (r["value"] <= r["goal"])
         for r in goals
     )
     out = capsys.readouterr().out
     assert "envgp-fitted-low-rank/DeltaBO" in out and "50-point subsample" in out
+    assert "envgp-source-kernel-low-rank/DeltaBO" in out
+    assert "diffgp-source-kernel-low-rank/DeltaBO" in out
     assert "default source map" in out
 
 
@@ -378,7 +380,13 @@ def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
 
 
 @pytest.mark.parametrize(
-    "method", ["gp-ucb-fitted", "deltabo-fitted", "envgp-fitted-low-rank"]
+    "method",
+    [
+        "gp-ucb-fitted",
+        "deltabo-fitted",
+        "envgp-fitted-low-rank",
+        "envgp-source-kernel-low-rank",
+    ],
 )
 def test_timing_runs_on_the_requested_device(device, method):
     result = timing.run_config(
