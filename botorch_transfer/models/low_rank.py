@@ -123,8 +123,9 @@ def woodbury_log_density(residuals: Tensor, root: Tensor, diagonal: Tensor) -> T
 
         log N = -(r^T D^{-1} r - b^T C^{-1} b + log det C + sum log D + n log 2 pi) / 2
 
-    where ``b = R^T D^{-1} r``. Its gradient is written out (``a = S^{-1} r``,
-    ``S = R R^T + D``)::
+    where ``b = R^T D^{-1} r`` (the quadratic form is evaluated as ``r^T a`` with
+    ``a = S^{-1} r``, ``S = R R^T + D``, refined once). Its gradient is written
+    out::
 
         d/dr = -a,    d/dR = a a^T R - D^{-1} R C^{-1},
         d/dD_i = (a_i^2 - (S^{-1})_ii) / 2,
@@ -183,14 +184,18 @@ class _WoodburyLogDensity(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         root, diagonal, C, a = ctx.saved_tensors
-        eye = torch.eye(root.shape[-1], dtype=root.dtype, device=root.device)
-        W = root @ torch.cholesky_solve(eye, C)  # R C^{-1}
+        # V = L^{-1} R^T (C = L L^T): (R C^{-1} R^T)_ii = |V_i|^2, and R C^{-1} = V^T
+        # L^{-1}; a triangular solve is half the work of R @ C^{-1}
+        V = torch.linalg.solve_triangular(C, root.transpose(-1, -2), upper=False)
         g = grad.unsqueeze(-1)
         d_root = None
         if ctx.needs_input_grad[1]:  # a frozen kernel's root needs none
+            W = torch.linalg.solve_triangular(C.transpose(-1, -2), V, upper=True)
             d_root = a.unsqueeze(-1) * (a.unsqueeze(-2) @ root)
-            d_root = (d_root - W / diagonal.unsqueeze(-1)) * g.unsqueeze(-1)
-        inverse_diagonal = (1 - (W * root).sum(-1) / diagonal) / diagonal
+            d_root = (
+                d_root - W.transpose(-1, -2) / diagonal.unsqueeze(-1)
+            ) * g.unsqueeze(-1)
+        inverse_diagonal = (1 - V.pow(2).sum(-2) / diagonal) / diagonal
         d_diagonal = 0.5 * (a.pow(2) - inverse_diagonal) * g
         return -a * g, d_root, d_diagonal
 

@@ -96,9 +96,10 @@ def source_fitted_kernel(
     :class:`~botorch_transfer.models.diff_gp.DiffGP`, this kernel makes
     ``fit_gpytorch_mll`` fit only what the target data inform (stretch noise, source
     map, prior mean, target noise) and lets ``inference="low_rank"`` factor the kernel
-    once per model instead of at every optimizer step (N=2,000: an EnvGP iteration
-    of about 0.7 s against about 6 s; see the benchmarks' RESULTS.md). The same
-    kernel object can serve every model of a BO loop.
+    once per model instead of at every optimizer step (N=2,000, d=4 on 2 cores: an
+    EnvGP iteration of about 0.8 s against about 10 s with the kernel fitted every
+    iteration; the benchmarks' RESULTS.md). The same kernel object can serve every
+    model of a BO loop.
 
     The kernel is that of a ``SingleTaskGP`` with ``Standardize(m=1)`` outcomes,
     fitted with BoTorch's defaults on the pooled source points: its outputscale is in
@@ -107,7 +108,8 @@ def source_fitted_kernel(
     the source's (the model standardizes source and target outcomes together).
 
     Args:
-        source: A ``TaskData`` or a list of them (pooled; sources on one scale).
+        source: A ``TaskData`` or a list of them (pooled; sources on one scale; the
+            noise is learned unless every source has its ``Yvar``).
         input_transform: The transfer model's input transform (a copy is used).
         covar_module: The kernel to fit (a copy; default: the pooled models'
             :func:`~botorch_transfer.models.base.default_transfer_kernel`).
