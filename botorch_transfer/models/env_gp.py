@@ -22,7 +22,7 @@ Cost: an ``(N + T)``-sized exact GP, re-fitted every BO iteration; with
 ``inference="low_rank"`` FITC over ``num_inducing`` source points, and with a kernel
 fitted once on the source and frozen (Shilton et al. keep theirs fixed;
 :func:`~botorch_transfer.models.pooled.source_fitted_kernel`) a fit that moves only the
-stretch, the map and the mean (N=2,000: about 0.8 s an iteration on 2 cores).
+stretch, the map and the mean (N=2,000: about 0.5 s an iteration on 2 cores).
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def source_fitted_kernel(
     ``fit_gpytorch_mll`` fit only what the target data inform (stretch noise, source
     map, prior mean, target noise) and lets ``inference="low_rank"`` factor the kernel
     once per model instead of at every optimizer step (N=2,000, d=4 on 2 cores: an
-    EnvGP iteration of about 0.8 s against about 10 s with the kernel fitted every
+    EnvGP iteration of about 0.5 s against 7-10 s with the kernel fitted every
     iteration; the benchmarks' RESULTS.md). The same kernel object can serve every
     model of a BO loop.
 
