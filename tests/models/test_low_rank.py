@@ -150,7 +150,8 @@ def test_woodbury_quadratic_form_is_smooth_where_the_prior_explains_the_data():
     assert second.abs().max() < 1e-8
 
 
-def frozen_copy(kernel):
+def fixed_kernel(kernel):
+    r"""The kernel with no parameter requiring a gradient (a fixed kernel)."""
     return kernel.requires_grad_(False)
 
 
@@ -172,7 +173,7 @@ def test_a_frozen_kernel_is_factored_once_and_gives_the_same_fit(cls, monkeypatc
         lambda self, *args: calls.append(1) or factor(self, *args),
     )
     free = cls(X, Y, covar_module=delta_kernel(), **kwargs)
-    frozen = cls(X, Y, covar_module=frozen_copy(delta_kernel()), **kwargs)
+    frozen = cls(X, Y, covar_module=fixed_kernel(delta_kernel()), **kwargs)
     assert frozen.kernel_is_frozen and not free.kernel_is_frozen
     # the marginal likelihood and the gradient of what both fit (the prior mean)
     values = []
@@ -198,7 +199,7 @@ def test_a_frozen_kernel_is_factored_once_and_gives_the_same_fit(cls, monkeypatc
         delta_kernel().base_kernel.lengthscale,
     )
     X_test = torch.rand(4, 2, 2, dtype=F64)
-    rebuilt = cls(X, Y, covar_module=frozen_copy(delta_kernel()), **kwargs)
+    rebuilt = cls(X, Y, covar_module=fixed_kernel(delta_kernel()), **kwargs)
     rebuilt.load_state_dict(frozen.state_dict())
     torch.testing.assert_close(
         frozen.posterior(X_test).mean, rebuilt.posterior(X_test).mean
