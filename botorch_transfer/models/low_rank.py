@@ -91,8 +91,9 @@ def nystrom_root(K_XZ: Tensor, K_ZZ: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class FITCMultivariateNormal(MultivariateNormal):
-    r"""A ``MultivariateNormal`` whose ``log_prob`` uses its covariance's own
-    ``inv_quad_logdet`` (exact: Woodbury and the determinant lemma).
+    r"""A ``MultivariateNormal`` whose ``log_prob`` is exact through the low-rank
+    structure of its covariance (:func:`woodbury_log_density`; any other covariance:
+    its own ``inv_quad_logdet``).
 
     BoTorch turns GPyTorch's fast ``log_prob`` off globally (its default, iterative
     path is not robust in BO loops), and the exact fallback factors the dense
