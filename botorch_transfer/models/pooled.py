@@ -36,6 +36,7 @@ from botorch_transfer.models.low_rank import (
 )
 from botorch_transfer.models.source_posterior import (
     FIT_MAX_POINTS,
+    fit_subset_rows,
     same_tensors,
 )
 from botorch_transfer.progress import fit_mll_with_progress
@@ -130,23 +131,12 @@ def source_fitted_kernel(
     first = source[0] if isinstance(source, (list, tuple)) and source else source
     reference = first.X if isinstance(first, TaskData) else None
     sources = as_source_list(source, reference, allow_models=False)
-    if fit_max_points is not None and (
-        isinstance(fit_max_points, bool)
-        or not isinstance(fit_max_points, int)
-        or fit_max_points < 2
-    ):
-        raise ValueError(
-            f"`fit_max_points` must be None or an int >= 2, got {fit_max_points!r}."
-        )
     X = torch.cat([s.X for s in sources])
     Y = torch.cat([s.Y for s in sources])
     known = all(s.Yvar is not None for s in sources)
     Yvar = torch.cat([s.Yvar for s in sources]) if known else None
-    if fit_max_points is not None and X.shape[0] > fit_max_points:
-        # a fixed subset, so that the same data give the same kernel
-        generator = torch.Generator().manual_seed(0)
-        rows = torch.randperm(X.shape[0], generator=generator)[:fit_max_points]
-        rows = rows.to(X.device)
+    rows = fit_subset_rows(X.shape[0], fit_max_points, X.device)
+    if rows is not None:
         X, Y = X[rows], Y[rows]
         Yvar = None if Yvar is None else Yvar[rows]
     kernel = (
@@ -331,11 +321,7 @@ class PooledTransferGP(SourceConditionedGP):
             x = self.transform_inputs(x)
         affine = None if noise_index is None else self._row_affine(noise_index)
         if self.training and self.low_rank:
-            mean, root, _, _, prior_diagonal = self._fitc_parts(x, None)
-            scale = None
-            if affine is not None:
-                scale, offset = affine
-                mean = mean * scale + offset
+            mean, root, _, _, prior_diagonal, scale = self._fitc_parts(x, affine)
             covar = fitc_covariance(root, prior_diagonal, row_scale=scale)
             return FITCMultivariateNormal(mean, covar)
         if affine is None:
@@ -355,9 +341,10 @@ class PooledTransferGP(SourceConditionedGP):
     # -------------------------------------------------------- low-rank (FITC)
     def _fitc_parts(
         self, x: Tensor, affine: tuple[Tensor, Tensor] | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        r"""Prior mean, Nystrom root, ``K_ZZ``'s factor, inducing inputs and prior
-        variances of the pooled training inputs ``x`` (transformed)."""
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+        r"""Prior mean (through the rows' affine map), the kernel's Nystrom root,
+        ``K_ZZ``'s factor, inducing inputs and prior variances of ``f`` at the pooled
+        training inputs ``x`` (transformed), and the rows' scales (``None``: 1)."""
         n_source = self.source_X.shape[0]
         if x.shape[-2] < n_source:
             raise RuntimeError(
@@ -369,13 +356,11 @@ class PooledTransferGP(SourceConditionedGP):
         root, L, Z, prior_diagonal = self.kernel_cached(
             "fitc_root", x, lambda: self._nystrom_parts(x, inducing)
         )
-        mean = self.mean_module(x)
+        mean, scale = self.mean_module(x), None
         if affine is not None:
             scale, offset = affine
-            root = root * scale.unsqueeze(-1)
-            prior_diagonal = prior_diagonal * scale.pow(2)
             mean = mean * scale + offset
-        return mean, root, L, Z, prior_diagonal
+        return mean, root, L, Z, prior_diagonal, scale
 
     def _nystrom_parts(
         self, x: Tensor, inducing: Tensor
@@ -412,43 +397,50 @@ class PooledTransferGP(SourceConditionedGP):
         """
         if not self.kernel_is_frozen or x.requires_grad:
             return compute()
-        # compared by value: GPyTorch's setters write through ``.data``, which
-        # leaves a tensor's version counter unchanged
         kernel = self.covar_module
-        state = [t.detach() for t in (*kernel.parameters(), *kernel.buffers(), x)]
-        caches = getattr(self, "_kernel_caches", {})
-        hit = caches.get(name)
+        return self._kept(name, [*kernel.parameters(), *kernel.buffers(), x], compute)
+
+    def _kept(self, name: str, state: list[Tensor], compute: Callable[[], Any]) -> Any:
+        r"""``compute()`` (without gradient), kept under ``name`` while the tensors
+        ``state`` hold the same values. Compared by value, not by version: GPyTorch's
+        hyperparameter setters write through ``.data``, which leaves a tensor's
+        version counter unchanged (and ``train()``/``eval()`` touch neither)."""
+        state = [t.detach() for t in state]
+        hit = getattr(self, "_value_caches", {}).get(name)
         if hit is not None and same_tensors(hit[0], state):
             return hit[1]
         with torch.no_grad():
             value = compute()
-        self._kernel_caches = {**caches, name: ([t.clone() for t in state], value)}
+        # read again: ``compute`` may keep values of its own (nested names)
+        caches = getattr(self, "_value_caches", {})
+        self._value_caches = {**caches, name: ([t.clone() for t in state], value)}
         return value
 
     def _fitc_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         r"""``(mean_weights, covariance_weights, Z)`` of the FITC predictive, kept
-        while the model's parameters, buffers and training data hold the same values
-        (compared by value, as in :meth:`kernel_cached`: a hyperparameter set through
-        GPyTorch's setters keeps its version counter)."""
-        data = [*self.train_inputs, self.train_targets]
-        state = [t.detach() for t in (*self.parameters(), *self.buffers(), *data)]
-        cached = getattr(self, "_fitc_cache", None)
-        if cached is not None and same_tensors(cached[0], state):
-            return cached[1]
-        x, noise_index = self.train_inputs
-        with torch.no_grad():
-            mean, root, L, Z, prior_diagonal = self._fitc_parts(
+        while the model's parameters, buffers and training data hold the same
+        values (:meth:`_kept`)."""
+
+        def weights() -> tuple[Tensor, Tensor, Tensor]:
+            x, noise_index = self.train_inputs
+            mean, root, L, Z, prior_diagonal, scale = self._fitc_parts(
                 x, self._row_affine(noise_index)
             )
-            weights = fitc_predictive_weights(
+            if scale is not None:
+                root = root * scale.unsqueeze(-1)
+                prior_diagonal = prior_diagonal * scale.pow(2)
+            mean_weights, covariance_weights = fitc_predictive_weights(
                 root,
                 prior_diagonal,
                 self.likelihood.noise,
                 self.train_targets - mean,
                 L,
             )
-        self._fitc_cache = ([t.clone() for t in state], (*weights, Z))
-        return self._fitc_cache[1]
+            return mean_weights, covariance_weights, Z
+
+        data = [*self.train_inputs, self.train_targets]
+        state = [*self.parameters(), *self.buffers(), *data]
+        return self._kept("fitc_weights", state, weights)
 
     def _fitc_posterior(self, x: Tensor, noise_index: Tensor) -> MultivariateNormal:
         r"""The FITC predictive at transformed inputs ``x`` (see the module)."""

@@ -889,6 +889,28 @@ def source_posterior_from_model(
     return posterior
 
 
+def fit_subset_rows(
+    n: int, fit_max_points: int | None, device: torch.device
+) -> Tensor | None:
+    r"""The rows of ``n`` observations that hyperparameters are fitted on: a fixed
+    random subset of ``fit_max_points`` (the same data give the same fit), or
+    ``None`` for all of them (``fit_max_points`` is ``None`` or at least ``n``).
+
+    Raises:
+        ValueError: If ``fit_max_points`` is neither ``None`` nor an int >= 2.
+    """
+    if fit_max_points is not None and (
+        not isinstance(fit_max_points, int) or fit_max_points < 2
+    ):
+        raise ValueError(
+            f"`fit_max_points` must be None or an int >= 2, got {fit_max_points!r}."
+        )
+    if fit_max_points is None or n <= fit_max_points:
+        return None
+    generator = torch.Generator().manual_seed(0)
+    return torch.randperm(n, generator=generator)[:fit_max_points].to(device)
+
+
 def frozen_source_posterior(
     source: TaskData | Model | SourcePosterior,
     scale: Tensor,
@@ -929,12 +951,7 @@ def frozen_source_posterior(
         The source's posterior in the model's units.
     """
     if isinstance(source, TaskData):
-        if fit_max_points is not None and (
-            not isinstance(fit_max_points, int) or fit_max_points < 2
-        ):
-            raise ValueError(
-                f"`fit_max_points` must be None or an int >= 2, got {fit_max_points!r}."
-            )
+        rows = fit_subset_rows(source.n, fit_max_points, source.X.device)
 
         def source_gp(rows: Tensor | None = None) -> SingleTaskGP:
             X, Y, Yvar = source.X, source.Y, source.Yvar
@@ -952,12 +969,8 @@ def frozen_source_posterior(
 
         gp = source_gp()
         if fit:
-            subset = fit_max_points is not None and source.n > fit_max_points
-            fitted = gp
-            if subset:  # a fixed subset, so that the same data give the same fit
-                generator = torch.Generator().manual_seed(0)
-                rows = torch.randperm(source.n, generator=generator)[:fit_max_points]
-                fitted = source_gp(rows.to(source.X.device))
+            subset = rows is not None
+            fitted = source_gp(rows) if subset else gp
             fit_mll_with_progress(
                 ExactMarginalLogLikelihood(fitted.likelihood, fitted),
                 progress=progress,
