@@ -45,7 +45,10 @@ target-only GP at ``--target-n`` source points (both rebuild paths) and at
 error against the exact one on an ``--error-n``-point subsample), the low-rank
 EnvGP/DiffGP against DeltaBO at ``--pooled-n``, cm-BO's Stage 1, and HyperBO's default
 pre-training (time, and its held-out NLL against ``--pretrain-steps`` of NLL
-pre-training).
+pre-training). Under each DeltaBO ratio it prints where the iterations go
+(:func:`run_breakdown`: evaluations of the marginal likelihood and of the acquisition,
+and the cost of each) and the ratio the step counts alone would give
+(:func:`at_baseline_cost`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import resource
+import statistics
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -82,6 +86,7 @@ from botorch_transfer.benchmarks.transfer_methods import (
     AcquisitionMethod,
     TransferState,
     hyperparameters,
+    maximize,
 )
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.source_posterior import GPSourcePosterior
@@ -173,6 +178,25 @@ def _frozen_if_large(
     return AcquisitionMethod(loaded, method.acquisition, fit=False)
 
 
+def _timing_data(
+    dim: int, n_source: int, seed: int, device: torch.device
+) -> tuple[TransferProblem, TransferData, Tensor, Tensor]:
+    r"""The timing pair's problem, its ``n_source`` source observations and
+    ``T_TARGET`` initial target observations (drawn on the CPU from torch's global
+    RNG, so a seed gives the same data on every device)."""
+    problem = timing_problem(dim, n_source).with_domain_on(device)
+    X_s = torch.rand(n_source, dim, dtype=torch.float64)
+    noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
+    Y_s = source_function(X_s) + noise
+    X = torch.rand(T_TARGET, dim, dtype=torch.float64)
+    noise = TARGET_NOISE**0.5 * torch.randn(T_TARGET, 1, dtype=torch.float64)
+    Y = target_function(X) + noise
+    X_s, Y_s, X, Y = (t.to(device) for t in (X_s, Y_s, X, Y))
+    source = TaskData(X_s, Y_s, torch.full_like(Y_s, SOURCE_NOISE))
+    data = TransferData(source, torch.Generator().manual_seed(seed + 20_000))
+    return problem, data, X, Y
+
+
 def run_config(
     method: str,
     dim: int,
@@ -212,19 +236,9 @@ def run_config(
         return time.perf_counter()
 
     with torch_run_context(num_threads=2, seed=seed):
-        problem = timing_problem(dim, n_source)
-        problem = problem.with_domain_on(device)
-        X_s = torch.rand(n_source, dim, dtype=torch.float64)
-        noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
-        Y_s = source_function(X_s) + noise
-        X = torch.rand(T_TARGET, dim, dtype=torch.float64)
-        noise = TARGET_NOISE**0.5 * torch.randn(T_TARGET, 1, dtype=torch.float64)
-        Y = target_function(X) + noise
-        X_s, Y_s, X, Y = (t.to(device) for t in (X_s, Y_s, X, Y))
-        source = TaskData(X_s, Y_s, torch.full_like(Y_s, SOURCE_NOISE))
+        problem, data, X, Y = _timing_data(dim, n_source, seed, device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        data = TransferData(source, torch.Generator().manual_seed(seed + 20_000))
         result = {
             "method": method,
             "dim": dim,
@@ -264,6 +278,118 @@ def run_config(
         else None
     )
     return result
+
+
+def run_breakdown(
+    method: str, dim: int, n_source: int, iterations: int, seed: int, device: str
+) -> dict:
+    r"""Where the BO iterations of a re-fitted acquisition method spend their time:
+    the hyperparameter fit and the acquisition's maximization, each with its
+    number of evaluations (of the marginal likelihood, of the acquisition function).
+
+    The iterations are those of :func:`run_config` (same data, same steps as the
+    method's ``propose``), timed phase by phase; the first is left out of the
+    medians (it warms up caches and kernels).
+
+    Args:
+        method: A registered ``"transfer"`` method that builds a model, fits it with
+            ``fit_gpytorch_mll`` and maximizes an acquisition (no guard).
+        dim: Input dimension.
+        n_source: Number of source points.
+        iterations: BO iterations to run (at least 2).
+        seed: Seed of the data and of torch's global RNG.
+        device: Where the data, the models and the acquisition live.
+
+    Returns:
+        ``{"method", "fit_s", "fit_evaluations", "acquisition_s",
+        "acquisition_evaluations", "iteration_s"}``: medians per iteration
+        (``iteration_s`` includes building the model).
+    """
+    policy = get_method(method, TRANSFER)
+    if not (isinstance(policy, AcquisitionMethod) and policy.fit and not policy.guard):
+        raise ValueError(
+            f"`method` must be a re-fitted acquisition method without a guard; "
+            f"{method!r} is not."
+        )
+    if iterations < 2:
+        raise ValueError(f"`iterations` must be at least 2, got {iterations}.")
+    warnings.filterwarnings("ignore")
+    device = torch.device(device)
+
+    def clock() -> float:
+        wait_for(device)
+        return time.perf_counter()
+
+    def counted(module: torch.nn.Module, counter: list) -> None:
+        # wraps the instance's forward: GPyTorch's modules skip torch's call hooks
+        forward = module.forward
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            counter.append(1)
+            return forward(*args, **kwargs)
+
+        module.forward = counting
+
+    phases = []
+    with torch_run_context(num_threads=2, seed=seed):
+        problem, data, X, Y = _timing_data(dim, n_source, seed, device)
+        state = policy.setup(problem, data)
+        for _ in range(iterations):
+            fit_calls, acquisition_calls = [], []
+            start = clock()
+            model = policy.model(state, X, Y)
+            mll = ExactMarginalLogLikelihood(model.likelihood, model)
+            counted(mll, fit_calls)
+            fit_start = clock()
+            fit_gpytorch_mll(mll)
+            fitted = clock()
+            acqf = policy.acquisition(model, state.problem, Y)
+            counted(acqf, acquisition_calls)
+            candidate = maximize(state.problem, acqf)
+            done = clock()
+            phases.append(
+                {
+                    "fit_s": fitted - fit_start,
+                    "fit_evaluations": len(fit_calls),
+                    "acquisition_s": done - fitted,
+                    "acquisition_evaluations": len(acquisition_calls),
+                    "iteration_s": done - start,
+                }
+            )
+            X = torch.cat([X, candidate])
+            Y = torch.cat([Y, target_function(candidate)])
+    phases = phases[1:]
+    return {
+        "method": method,
+        **{key: statistics.median(p[key] for p in phases) for key in phases[0]},
+    }
+
+
+def at_baseline_cost(method: dict, baseline: dict) -> float:
+    r"""The per-iteration ratio ``method`` / ``baseline`` if each of ``method``'s
+    evaluations cost what one of ``baseline``'s does (results of
+    :func:`run_breakdown`): its fit evaluations at the baseline's cost per fit
+    evaluation, its acquisition evaluations at the baseline's cost per acquisition
+    evaluation. What is left of the ratio when only the number of optimizer steps
+    differs: a floor for any implementation of ``method``'s model on these data
+    whose evaluations are no cheaper than the baseline's.
+
+    Args:
+        method: The breakdown of the method.
+        baseline: The breakdown of the baseline.
+
+    Returns:
+        The ratio.
+    """
+
+    def per_evaluation(phase: str) -> float:
+        return baseline[f"{phase}_s"] / max(baseline[f"{phase}_evaluations"], 1)
+
+    cost = sum(
+        method[f"{phase}_evaluations"] * per_evaluation(phase)
+        for phase in ("fit", "acquisition")
+    )
+    return cost / baseline["iteration_s"]
 
 
 def _in_process(function: callable, *args: Any) -> Any:
@@ -480,6 +606,42 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         # every model is re-fitted every iteration, as in a BO loop
         return _config_in_process(args, method, dim, n, max_fit_n=10**9)
 
+    def breakdown(dim: int, n: int) -> None:
+        # where DeltaBO's extra time goes: more optimizer steps, or dearer ones
+        base, delta = (
+            _in_process(
+                run_breakdown,
+                method,
+                dim,
+                n,
+                args.iterations + 1,
+                args.seed,
+                str(args.device),
+            )
+            for method in ("gp-ucb-fitted", "deltabo-fitted")
+        )
+        for row in (base, delta):
+            print(
+                f"  {row['method']:<15} fit {row['fit_evaluations']:>4.0f} "
+                f"evaluations x {1e3 * row['fit_s'] / row['fit_evaluations']:.2f} ms,"
+                f" acquisition {row['acquisition_evaluations']:>3.0f} evaluations x "
+                f"{1e3 * row['acquisition_s'] / row['acquisition_evaluations']:.2f}"
+                f" ms; iteration {row['iteration_s']:.3f} s"
+            )
+        floor = at_baseline_cost(delta, base)
+        print(
+            f"  deltabo-fitted/target-only at the target-only GP's cost per "
+            f"evaluation (the step counts alone): {floor:.2f}x"
+        )
+        rows.append(
+            {
+                "target": f"DeltaBO breakdown N={n}, d={dim}",
+                "baseline": base,
+                "deltabo": delta,
+                "at_baseline_cost": floor,
+            }
+        )
+
     print(f"{'target':<72} {'measured':>11} {'goal':>9} {'met':>4}")
     n, d = args.target_n, 4
     base = iteration("gp-ucb-fitted", d, n)["iteration_s"]
@@ -494,6 +656,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         report(
             f"DeltaBO/target-only per iteration, N={n}, d={d}, {path}", it / base, 1.5
         )
+    breakdown(d, n)
     n, d = args.large_n, 8
     base = iteration("gp-ucb-fitted", d, n)["iteration_s"]
     large = iteration("deltabo-fitted", d, n)
@@ -506,6 +669,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         large["iteration_s"] / base,
         2.0,
     )
+    breakdown(d, n)
     error = _in_process(_source_error_on_subsample, args.error_n, d, 1000)
     print(
         f"  source posterior on a {args.error_n}-point subsample (rank {error['rank']},"

@@ -355,6 +355,49 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
     assert "envgp-source-kernel-low-rank/DeltaBO" in out
     assert "diffgp-source-kernel-low-rank/DeltaBO" in out
     assert "default source map" in out
+    # where DeltaBO's iterations go, at both source sizes
+    breakdowns = [r for r in rows if r["target"].startswith("DeltaBO breakdown")]
+    assert [r["target"] for r in breakdowns] == [
+        "DeltaBO breakdown N=40, d=4",
+        "DeltaBO breakdown N=60, d=8",
+    ]
+    assert out.count("at the target-only GP's cost per evaluation") == 2
+
+
+def test_timing_breakdown_splits_an_iteration_into_fit_and_acquisition():
+    row = timing.run_breakdown(
+        "deltabo-fitted", dim=2, n_source=40, iterations=3, seed=0, device="cpu"
+    )
+    assert row["method"] == "deltabo-fitted"
+    for phase in ("fit", "acquisition"):
+        assert row[f"{phase}_evaluations"] >= 1 and row[f"{phase}_s"] > 0
+    # medians of the phases: each at most the median iteration's sum
+    assert row["fit_s"] + row["acquisition_s"] <= 2 * row["iteration_s"]
+    with pytest.raises(ValueError, match="`iterations` must be at least 2"):
+        timing.run_breakdown("gp-ucb-fitted", 2, 40, 1, 0, "cpu")
+    for method in ("gp-ucb", "deltabo-marginal-guarded"):  # not fitted / a guard
+        with pytest.raises(ValueError, match="`method` must be a re-fitted"):
+            timing.run_breakdown(method, 2, 40, 2, 0, "cpu")
+
+
+def test_at_baseline_cost_prices_the_methods_evaluations_at_the_baselines():
+    baseline = {
+        "fit_s": 0.05,
+        "fit_evaluations": 10,
+        "acquisition_s": 0.04,
+        "acquisition_evaluations": 8,
+        "iteration_s": 0.1,
+    }
+    method = {
+        "fit_s": 0.2,
+        "fit_evaluations": 30,
+        "acquisition_s": 0.3,
+        "acquisition_evaluations": 4,
+        "iteration_s": 0.5,
+    }
+    # 30 fits at 5 ms and 4 acquisitions at 5 ms: 0.17 s against 0.1 s
+    assert timing.at_baseline_cost(method, baseline) == pytest.approx(1.7)
+    assert timing.at_baseline_cost(baseline, baseline) == pytest.approx(0.9)
 
 
 def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
