@@ -425,31 +425,37 @@ class _MetaTaskNLL(torch.autograd.Function):
     the lengthscale gradients are ``sum_ij G_ij dK_ij/dw_ck`` with
     ``dK/dw_32k = -1.5 s exp(.) sq_k`` and ``dK/dw_12k = -s M32 M12 sq_k / (2 r_12)``:
     one matrix product with ``sq``, instead of differentiating a dozen ``n x n``
-    operations and the Cholesky factor. Tasks whose ``K`` has NaNs get a NaN loss
-    and zero gradients.
+    operations and the Cholesky factor. ``K`` and ``G`` are symmetric and the
+    diagonal's distances are 0 (``K_ii = s + noise_i``), so the kernel is evaluated
+    on the ``n (n - 1) / 2`` pairs ``i < j`` only and their terms are counted twice:
+    half the elementwise work of the full ``n x n`` form. Tasks whose ``K`` has NaNs
+    get a NaN loss and zero gradients.
     """
 
     @staticmethod
     def forward(
         ctx: Any, sq: Tensor, w: Tensor, scale: Tensor, noise: Tensor, r: Tensor
     ) -> Tensor:
-        g, n = r.shape
-        # ``g x 2 x n^2`` squared scaled distances; clamped at 1e-300 (distance
-        # 1e-150, where ``sq`` is 0) so that ``sq / dist`` stays finite
-        dist = (w @ sq.transpose(-1, -2)).clamp_min(1e-300).sqrt().view(g, 2, n, n)
+        n = r.shape[-1]
+        rows, cols = torch.triu_indices(n, n, 1, device=r.device)
+        # ``g x 2 x pairs`` scaled distances; clamped at 1e-300 (distance 1e-150,
+        # where ``sq`` is 0) so that ``sq / dist`` stays finite
+        dist = (w @ sq.transpose(-1, -2)).clamp_min(1e-300).sqrt()
         r32, r12 = math.sqrt(3) * dist[:, 0], dist[:, 1]
         E = torch.exp(-r32 - r12)
         C = (1 + r32) * E
-        K = scale.view(-1, 1, 1) * C
-        K.diagonal(dim1=-2, dim2=-1).add_(noise)
+        off_diagonal = scale.unsqueeze(-1) * C
+        K = torch.diag_embed(scale.unsqueeze(-1) + noise)
+        K[:, rows, cols] = off_diagonal
+        K[:, cols, rows] = off_diagonal
         # a step to extreme hyperparameters can give NaNs (BoTorch's closure then
         # returns NaN): only for the tasks concerned, the others go on
-        bad = K.isnan().any(-1).any(-1)
+        bad = K.isnan().flatten(-2).any(-1)
         if bad.any():
             K = torch.where(bad.view(-1, 1, 1), torch.eye(n).to(K), K)
         chol = psd_safe_cholesky(K)  # jitter where needed, like GPyTorch
         alpha = torch.cholesky_solve(r.unsqueeze(-1), chol)
-        ctx.save_for_backward(sq, scale, dist[:, 1], E, C, chol, alpha, bad)
+        ctx.save_for_backward(sq, scale, r12, E, C, chol, alpha, bad)
         log_det = torch.diagonal(chol, dim1=-2, dim2=-1).log().sum(-1)
         nll = 0.5 * (r.unsqueeze(-1) * alpha).sum((-2, -1)) + log_det
         return torch.where(bad, torch.full_like(nll, math.nan), nll)
@@ -457,33 +463,39 @@ class _MetaTaskNLL(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         sq, scale, r12, E, C, chol, alpha, bad = ctx.saved_tensors
+        n = alpha.shape[-2]
+        rows, cols = torch.triu_indices(n, n, 1, device=alpha.device)
         grad = torch.where(bad, torch.zeros_like(grad), grad).view(-1, 1, 1)
         G = (
             grad
             * 0.5
             * (torch.cholesky_inverse(chol) - alpha @ alpha.transpose(-1, -2))
         )
-        GC = G * C
-        grad_scale = GC.sum((-2, -1))
-        # per-task factors applied after the products with ``sq`` (g x 1 x d)
+        G_pairs, G_diagonal = G[:, rows, cols], torch.diagonal(G, dim1=-2, dim2=-1)
+        GC = G_pairs * C
+        grad_scale = G_diagonal.sum(-1) + 2 * GC.sum(-1)  # C is 1 on the diagonal
+        # per-task factors applied after the products with ``sq`` (g x 1 x d); each
+        # pair stands for (i, j) and (j, i), the diagonal's ``sq`` is 0
         s = scale.view(-1, 1, 1)
         grad_w = torch.cat(
             [
-                -1.5 * s * ((G * E).flatten(-2).unsqueeze(-2) @ sq),
-                -0.5 * s * ((GC / r12).flatten(-2).unsqueeze(-2) @ sq),
+                -3.0 * s * ((G_pairs * E).unsqueeze(-2) @ sq),
+                -1.0 * s * ((GC / r12).unsqueeze(-2) @ sq),
             ],
             dim=-2,
         )
-        grad_noise = torch.diagonal(G, dim1=-2, dim2=-1)
-        return None, grad_w, grad_scale, grad_noise, (grad * alpha).squeeze(-1)
+        return None, grad_w, grad_scale, G_diagonal, (grad * alpha).squeeze(-1)
 
 
 def _squared_differences(model: SingleTaskGP) -> Tensor:
-    r"""``G x n^2 x d`` squared differences of a batched GP's normalized training
-    inputs (fixed during the fit)."""
+    r"""``G x n (n - 1) / 2 x d`` squared differences of a batched GP's normalized
+    training inputs over the pairs ``i < j`` (``torch.triu_indices`` order; fixed
+    during the fit)."""
     with torch.no_grad():
         Z = model.input_transform(model.train_inputs[0])
-        return (Z.unsqueeze(-2) - Z.unsqueeze(-3)).pow(2).flatten(-3, -2)
+        n = Z.shape[-2]
+        rows, cols = torch.triu_indices(n, n, 1, device=Z.device)
+        return (Z[..., rows, :] - Z[..., cols, :]).pow(2)
 
 
 def _neg_mll_per_task(
@@ -501,8 +513,8 @@ def _neg_mll_per_task(
 
     Args:
         model: A batched ``SingleTaskGP`` of :func:`fit_meta_task_gps` (train mode).
-        sq_diff: ``G x n^2 x d`` squared differences of the normalized training
-            inputs of all ``G`` tasks (see :func:`_squared_differences`).
+        sq_diff: ``G x n (n - 1) / 2 x d`` squared differences of the normalized
+            training inputs of all ``G`` tasks (see :func:`_squared_differences`).
         idx: Indices of the tasks to evaluate.
         noise: ``G x n`` fixed noise variances (standardized units), or ``None`` for
             the model's inferred homoskedastic noise.
@@ -517,7 +529,7 @@ def _neg_mll_per_task(
     noise = model.likelihood.noise[idx] if noise is None else noise[idx]
     resid = model.train_targets[idx] - model.mean_module.constant[idx].unsqueeze(-1)
     n = resid.shape[-1]
-    # all tasks running (the first rounds): no copy of the n^2 x d differences
+    # all tasks running (the first rounds): no copy of the pairs' differences
     everyone = torch.equal(idx, torch.arange(sq_diff.shape[0], device=idx.device))
     sq = sq_diff if everyone else sq_diff[idx]
     nll = _MetaTaskNLL.apply(
