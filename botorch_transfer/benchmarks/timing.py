@@ -45,7 +45,9 @@ target-only GP at ``--target-n`` source points (both rebuild paths) and at
 error against the exact one on an ``--error-n``-point subsample), the low-rank
 EnvGP/DiffGP against DeltaBO at ``--pooled-n``, cm-BO's Stage 1, and HyperBO's default
 pre-training (time, and its held-out NLL against ``--pretrain-steps`` of NLL
-pre-training). Under each DeltaBO ratio it prints where the iterations go
+pre-training). Each ratio is the median of ``--repeats`` runs of its baseline and
+its methods side by side (the range is printed with it): on a shared machine the
+speed drifts between runs. Under each DeltaBO ratio it prints where the iterations go
 (:func:`run_breakdown`: evaluations of the marginal likelihood and of the acquisition,
 and the cost of each) and the ratio the step counts alone would give
 (:func:`at_baseline_cost`).
@@ -594,17 +596,52 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     this run, each configuration in its own process, with its ratio and goal."""
     rows: list[dict] = []
 
-    def report(what: str, value: float, goal: float, unit: str = "x") -> None:
+    def report(
+        what: str, value: float | list[float], goal: float, unit: str = "x"
+    ) -> None:
+        # a list: one value per repeat, reported by its median and range
+        values = value if isinstance(value, list) else [value]
+        value = statistics.median(values)
         met = "yes" if value <= goal else "no"
+        spread = (
+            f"  ({min(values):.2f}-{max(values):.2f}, {len(values)} repeats)"
+            if len(values) > 1
+            else ""
+        )
         print(
-            f"{what:<72} {value:>9.2f}{unit:<2} {'<= ' + f'{goal:g}':>9} {met:>4}",
+            f"{what:<72} {value:>9.2f}{unit:<2} {'<= ' + f'{goal:g}':>9} {met:>4}"
+            f"{spread}",
             flush=True,
         )
-        rows.append({"target": what, "value": value, "goal": goal, "met": met == "yes"})
+        rows.append(
+            {
+                "target": what,
+                "value": value,
+                "goal": goal,
+                "met": met == "yes",
+                "repeats": values,
+            }
+        )
 
     def iteration(method: str, dim: int, n: int) -> dict:
         # every model is re-fitted every iteration, as in a BO loop
         return _config_in_process(args, method, dim, n, max_fit_n=10**9)
+
+    def side_by_side(
+        baseline: str, methods: list[str], dim: int, n: int
+    ) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
+        # the baseline and then each method, --repeats times: a ratio takes its
+        # numerator and denominator from the same repeat, so that a slow spell of
+        # the machine does not land on one side only
+        ratios: dict[str, list[float]] = {m: [] for m in methods}
+        results: dict[str, list[dict]] = {m: [] for m in methods}
+        for _ in range(args.repeats):
+            base = iteration(baseline, dim, n)["iteration_s"]
+            for method in methods:
+                result = iteration(method, dim, n)
+                ratios[method].append(result["iteration_s"] / base)
+                results[method].append(result)
+        return ratios, results
 
     def breakdown(dim: int, n: int) -> None:
         # where DeltaBO's extra time goes: more optimizer steps, or dearer ones
@@ -644,29 +681,39 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
 
     print(f"{'target':<72} {'measured':>11} {'goal':>9} {'met':>4}")
     n, d = args.target_n, 4
-    base = iteration("gp-ucb-fitted", d, n)["iteration_s"]
-    for method, path in (
-        ("deltabo-fitted", "frozen source"),
-        ("deltabo-fitted-source-gp", "source GP again"),
+    paths = {
+        "deltabo-fitted": "frozen source",
+        "deltabo-fitted-source-gp": "source GP again",
         # the class default since session 35: the source's scale and offset
         # integrated out (a rank-2 update of the source block)
-        ("deltabo-marginal-fitted", "frozen source, default source map"),
-    ):
-        it = iteration(method, d, n)["iteration_s"]
+        "deltabo-marginal-fitted": "frozen source, default source map",
+    }
+    ratios, _ = side_by_side("gp-ucb-fitted", list(paths), d, n)
+    for method, path in paths.items():
         report(
-            f"DeltaBO/target-only per iteration, N={n}, d={d}, {path}", it / base, 1.5
+            f"DeltaBO/target-only per iteration, N={n}, d={d}, {path}",
+            ratios[method],
+            1.5,
         )
     breakdown(d, n)
     n, d = args.large_n, 8
-    base = iteration("gp-ucb-fitted", d, n)["iteration_s"]
-    large = iteration("deltabo-fitted", d, n)
-    report(f"DeltaBO N={n}, d={d}: construction (s)", large["setup_s"], 60, "s")
+    ratios, results = side_by_side("gp-ucb-fitted", ["deltabo-fitted"], d, n)
+    large = results["deltabo-fitted"]
     report(
-        f"DeltaBO N={n}, d={d}: peak memory (GB)", large["peak_rss_mb"] / 1024, 4, "GB"
+        f"DeltaBO N={n}, d={d}: construction (s)",
+        [r["setup_s"] for r in large],
+        60,
+        "s",
+    )
+    report(
+        f"DeltaBO N={n}, d={d}: peak memory (GB)",
+        [r["peak_rss_mb"] / 1024 for r in large],
+        4,
+        "GB",
     )
     report(
         f"DeltaBO/target-only per iteration, N={n}, d={d}",
-        large["iteration_s"] / base,
+        ratios["deltabo-fitted"],
         2.0,
     )
     breakdown(d, n)
@@ -678,15 +725,15 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     )
     rows.append({"target": "source posterior error", **error})
     n, d = args.pooled_n, 4
-    delta = iteration("deltabo-fitted", d, n)["iteration_s"]
-    for method in (
+    pooled = [
         "envgp-fitted-low-rank",  # the kernel fitted with the rest every iteration
         "diffgp-fitted-low-rank",
         "envgp-source-kernel-low-rank",  # the kernel fitted once on the source
         "diffgp-source-kernel-low-rank",
-    ):
-        it = iteration(method, d, n)["iteration_s"]
-        report(f"{method}/DeltaBO per iteration, N={n}, d={d}", it / delta, 5.0)
+    ]
+    ratios, _ = side_by_side("deltabo-fitted", pooled, d, n)
+    for method in pooled:
+        report(f"{method}/DeltaBO per iteration, N={n}, d={d}", ratios[method], 5.0)
     stage1 = _in_process(
         run_stage1, args.stage1_tasks, args.stage1_points, 4, True, args.seed
     )
@@ -874,6 +921,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="measure every cost target of the scale issue in one run and print "
         "each with its ratio and goal",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="--targets: runs of each ratio's baseline and methods, side by side "
+        "(median and range reported)",
+    )
     parser.add_argument("--target-n", type=int, default=10_000)
     parser.add_argument("--large-n", type=int, default=100_000)
     parser.add_argument("--error-n", type=int, default=10_000)
@@ -894,6 +948,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="--scaling skips exact pooled models above this many source points",
     )
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}.")
     if args.targets:
         return main_targets(args)
     if args.scaling:

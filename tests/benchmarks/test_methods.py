@@ -342,10 +342,16 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
         ["--targets", "--target-n", "40", "--large-n", "60", "--error-n", "50"]
         + ["--pooled-n", "40", "--iterations", "1", "--stage1-tasks", "3"]
         + ["--stage1-points", "6", "--pretrain-tasks", "6", "--pretrain-points", "8"]
-        + ["--pretrain-steps", "3"]
+        + ["--pretrain-steps", "3", "--repeats", "2"]
     )
     goals = [r for r in rows if "goal" in r]
     assert len(goals) == 13
+    # a ratio is the median over the repeats, each taken side by side
+    ratio = goals[0]
+    assert len(ratio["repeats"]) == 2
+    assert ratio["value"] == pytest.approx(sum(ratio["repeats"]) / 2)
+    with pytest.raises(SystemExit):  # argparse: --repeats must be at least 1
+        timing.main(["--targets", "--repeats", "0"])
     assert all(
         math.isfinite(r["value"]) and r["met"] == (r["value"] <= r["goal"])
         for r in goals
