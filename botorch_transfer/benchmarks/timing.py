@@ -22,7 +22,8 @@ run (each configuration in its own process, median over iterations):
 A model trained on more than ``--max-fit-n`` points is not re-fitted every
 iteration (an exact fit is O(n^3) per optimizer step): its hyperparameters are
 fitted once with a 1000-point source subset and loaded, marked ``*`` in the table,
-and it runs ``--large-n-iterations`` iterations.
+and it runs ``--large-n-iterations`` iterations; unless its kernel is frozen (the
+``*-source-kernel-*`` methods: the fit moves the transfer parameters only).
 
 With ``--stage1`` it times cm-BO's Stage 1 instead (the meta-task GPs of
 :func:`~botorch_transfer.clustering.fit_meta_task_gps`): ``--stage1-tasks`` meta-tasks
@@ -160,10 +161,16 @@ def _frozen_if_large(
 ) -> Method | None:
     r"""If ``method`` fits a model of more than ``max_fit_n`` training points every
     iteration: the same method with hyperparameters fitted once with a
-    ``SUBSET_N``-point source subset and loaded every iteration (else ``None``)."""
+    ``SUBSET_N``-point source subset and loaded every iteration (else ``None``).
+
+    A model whose kernel is frozen (``kernel_is_frozen``, e.g. a kernel fitted once on
+    the source) is re-fitted at any size, as a user would run it: its fit moves the
+    transfer parameters only, and keeping that affordable at large ``N`` is its
+    point."""
     if not (isinstance(method, AcquisitionMethod) and method.fit):
         return None
-    if _n_train(method.model(state, X, Y)) <= max_fit_n:
+    model = method.model(state, X, Y)
+    if _n_train(model) <= max_fit_n or getattr(model, "kernel_is_frozen", False):
         return None
     source = state.source
     subset = torch.randperm(source.X.shape[0])[:SUBSET_N]
@@ -782,6 +789,8 @@ SCALING_METHODS = (
     "diffgp-fitted",
     "envgp-fitted-low-rank",
     "diffgp-fitted-low-rank",
+    "envgp-source-kernel-low-rank",
+    "diffgp-source-kernel-low-rank",
     "mtgp",
 )
 EXACT_POOLED = ("envgp-fitted", "diffgp-fitted", "mtgp", "pooled-gp-fitted")

@@ -299,6 +299,16 @@ def test_timing_freezes_hyperparameters_of_large_models():
         "gp-ucb-fitted", dim=2, n_source=40, iterations=1, seed=0, max_fit_n=50
     )
     assert result["refit"]  # a target-only model is small: re-fitted every iteration
+    # a frozen kernel: only the transfer parameters are fitted, at any size
+    result = timing.run_config(
+        "diffgp-source-kernel-low-rank",
+        dim=2,
+        n_source=40,
+        iterations=1,
+        seed=0,
+        max_fit_n=50,
+    )
+    assert result["refit"]
 
 
 def test_timing_stage1_case_runs_both_fits():
