@@ -836,7 +836,7 @@ def plot_scaling(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["N"])
         N = [r["N"] for r in mine]
@@ -856,9 +856,11 @@ def plot_scaling(rows: list[dict], path: str) -> None:
         ax.set_xlabel("source points N")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    # below both panels: ten methods' lines cross the middle of either panel
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=7)
     fig.suptitle("Cost per iteration against the source size (hollow: not re-fitted)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
