@@ -567,10 +567,29 @@ class GPSourcePosterior(SourcePosterior):
 
     def _cross_and_own(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
         # the test points' features once, the fixed set's from the cache
-        features = self._features(X)
         fixed = self._cached("features", X_fixed, lambda: self._features(X_fixed))
-        cross = self._prior_covariance(X, X_fixed) - features @ fixed.transpose(-1, -2)
-        own = self._prior_covariance(X, X) - features @ features.transpose(-1, -2)
+        if self.prior_source is not None or X_fixed.dim() != 2:
+            features = self._features(X)
+            cross = self._prior_covariance(X, X_fixed)
+            own = self._prior_covariance(X, X)
+        else:
+            # the test points transformed once for their three kernel blocks (an
+            # acquisition's every evaluation comes here); the fixed set's and the
+            # inducing points' transformed inputs are kept
+            X_flat, shape = _flatten(X)
+            Xt = self._transform(X_flat)
+            inducing = self._cached(
+                "inducing_points", None, lambda: self._transform(self.inducing_points)
+            )
+            fixed_t = self._cached(
+                "transformed", X_fixed, lambda: self._transform(X_fixed)
+            )
+            to_inducing = self.covar_module(Xt, inducing).to_dense()
+            features = (to_inducing @ self.feature_map).reshape(*shape, -1)
+            cross = self.covar_module(Xt, fixed_t).to_dense().reshape(*shape, -1)
+            own = self.covar_module(Xt.reshape(*shape, X.shape[-1])).to_dense()
+        cross = cross - features @ fixed.transpose(-1, -2)
+        own = own - features @ features.transpose(-1, -2)
         return cross, own
 
 
