@@ -381,14 +381,18 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
 
 
 def test_timing_breakdown_splits_an_iteration_into_fit_and_acquisition():
+    # two iterations: the first warms up, the second is the result
     row = timing.run_breakdown(
-        "deltabo-fitted", dim=2, n_source=40, iterations=3, seed=0, device="cpu"
+        "deltabo-fitted", dim=2, n_source=40, iterations=2, seed=0, device="cpu"
     )
     assert row["method"] == "deltabo-fitted"
     for phase in ("fit", "acquisition"):
-        assert row[f"{phase}_evaluations"] >= 1 and row[f"{phase}_s"] > 0
-    # medians of the phases: each at most the median iteration's sum
-    assert row["fit_s"] + row["acquisition_s"] <= 2 * row["iteration_s"]
+        count = row[f"{phase}_evaluations"]
+        assert count >= 1 and count == int(count) and row[f"{phase}_s"] > 0
+    # the raw-sample evaluation, then at least one of L-BFGS-B
+    assert row["acquisition_evaluations"] >= 2
+    # the phases are parts of the iteration (which also builds the model)
+    assert row["fit_s"] + row["acquisition_s"] < row["iteration_s"]
     with pytest.raises(ValueError, match="`iterations` must be at least 2"):
         timing.run_breakdown("gp-ucb-fitted", 2, 40, 1, 0, "cpu")
     for method in ("gp-ucb", "deltabo-marginal-guarded"):  # not fitted / a guard
