@@ -64,6 +64,7 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -187,6 +188,13 @@ def _frozen_if_large(
     return AcquisitionMethod(loaded, method.acquisition, fit=False)
 
 
+def _clock(device: torch.device) -> float:
+    r"""``time.perf_counter()`` once the device's queued work is done (CUDA kernels
+    run asynchronously)."""
+    wait_for(device)
+    return time.perf_counter()
+
+
 def _timing_data(
     dim: int, n_source: int, seed: int, device: torch.device
 ) -> tuple[TransferProblem, TransferData, Tensor, Tensor]:
@@ -240,10 +248,7 @@ def run_config(
     policy = get_method(method, TRANSFER)
     device = torch.device(device)
 
-    def clock() -> float:  # CUDA kernels run asynchronously: wait for them
-        wait_for(device)
-        return time.perf_counter()
-
+    clock = partial(_clock, device)
     with torch_run_context(num_threads=2, seed=seed):
         problem, data, X, Y = _timing_data(dim, n_source, seed, device)
         if device.type == "cuda":
@@ -325,9 +330,7 @@ def run_breakdown(
     warnings.filterwarnings("ignore")
     device = torch.device(device)
 
-    def clock() -> float:
-        wait_for(device)
-        return time.perf_counter()
+    clock = partial(_clock, device)
 
     def counted(module: torch.nn.Module, counter: list) -> None:
         # wraps the instance's forward: GPyTorch's modules skip torch's call hooks

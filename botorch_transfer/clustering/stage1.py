@@ -437,7 +437,7 @@ class _MetaTaskNLL(torch.autograd.Function):
         ctx: Any, sq: Tensor, w: Tensor, scale: Tensor, noise: Tensor, r: Tensor
     ) -> Tensor:
         n = r.shape[-1]
-        rows, cols = torch.triu_indices(n, n, 1, device=r.device)
+        rows, cols = _pairs(n, r.device)
         # ``g x 2 x pairs`` scaled distances; clamped at 1e-300 (distance 1e-150,
         # where ``sq`` is 0) so that ``sq / dist`` stays finite
         dist = (w @ sq.transpose(-1, -2)).clamp_min(1e-300).sqrt()
@@ -463,8 +463,7 @@ class _MetaTaskNLL(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         sq, scale, r12, E, C, chol, alpha, bad = ctx.saved_tensors
-        n = alpha.shape[-2]
-        rows, cols = torch.triu_indices(n, n, 1, device=alpha.device)
+        rows, cols = _pairs(alpha.shape[-2], alpha.device)
         grad = torch.where(bad, torch.zeros_like(grad), grad).view(-1, 1, 1)
         G = (
             grad
@@ -487,14 +486,19 @@ class _MetaTaskNLL(torch.autograd.Function):
         return None, grad_w, grad_scale, G_diagonal, (grad * alpha).squeeze(-1)
 
 
+def _pairs(n: int, device: torch.device) -> Tensor:
+    r"""Row and column indices of the pairs ``i < j`` of ``n`` points: the order of
+    :func:`_squared_differences` that :class:`_MetaTaskNLL` relies on."""
+    return torch.triu_indices(n, n, 1, device=device)
+
+
 def _squared_differences(model: SingleTaskGP) -> Tensor:
     r"""``G x n (n - 1) / 2 x d`` squared differences of a batched GP's normalized
-    training inputs over the pairs ``i < j`` (``torch.triu_indices`` order; fixed
-    during the fit)."""
+    training inputs over the pairs ``i < j`` (:func:`_pairs`; fixed during the
+    fit)."""
     with torch.no_grad():
         Z = model.input_transform(model.train_inputs[0])
-        n = Z.shape[-2]
-        rows, cols = torch.triu_indices(n, n, 1, device=Z.device)
+        rows, cols = _pairs(Z.shape[-2], Z.device)
         return (Z[..., rows, :] - Z[..., cols, :]).pow(2)
 
 

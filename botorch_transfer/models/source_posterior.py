@@ -523,12 +523,15 @@ class GPSourcePosterior(SourcePosterior):
     def _prior_covariance_to(self, X: Tensor, name: str) -> Tensor:
         r"""``k(X, points)`` for the stored point set ``name`` (the pivots or the mean's
         inputs), whose transformed inputs are kept between calls."""
-        points = getattr(self, name)
         if self.prior_source is not None or self.input_transform is None:
-            return self._prior_covariance(X, points)
-        # a buffer of this posterior: the buffers' versions identify it
-        transformed = self._cached(name, None, lambda: self._transform(points))
+            return self._prior_covariance(X, getattr(self, name))
+        transformed = self._transformed_points(name)
         return self.covar_module(self._transform(X), transformed).to_dense()
+
+    def _transformed_points(self, name: str) -> Tensor:
+        r"""The stored point set ``name`` (a buffer) through the input transform, kept
+        while the buffers' versions are unchanged (they identify it)."""
+        return self._cached(name, None, lambda: self._transform(getattr(self, name)))
 
     def _prior_variance(self, X: Tensor) -> Tensor:
         var = self.covar_module(self._transform(X), diag=True)
@@ -578,9 +581,7 @@ class GPSourcePosterior(SourcePosterior):
             # inducing points' transformed inputs are kept
             X_flat, shape = _flatten(X)
             Xt = self._transform(X_flat)
-            inducing = self._cached(
-                "inducing_points", None, lambda: self._transform(self.inducing_points)
-            )
+            inducing = self._transformed_points("inducing_points")
             fixed_t = self._cached(
                 "transformed", X_fixed, lambda: self._transform(X_fixed)
             )
