@@ -562,7 +562,9 @@ class DeltaBOModel(SourceConditionedGP):
                 source_covar = marginal_affine_covariance(
                     source_covar, source_mean, source_mean, *self._marginal_map
                 )
-            covar = covar + DenseLinearOperator(source_covar)
+            # the source block is dense, so the sum is too: one dense matrix for
+            # GPyTorch to factor and slice (cheaper than a sum with a lazy kernel)
+            covar = DenseLinearOperator(covar.to_dense() + source_covar)
         return MultivariateNormal(mean, covar)
 
     @staticmethod
