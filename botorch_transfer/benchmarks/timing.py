@@ -343,12 +343,16 @@ class LeastSourceWork:
             )
         self.source = source
         with torch.no_grad():
-            self.inducing = self._transform(source.inducing_points)
+            self.inducing = source._transform(source.inducing_points)
             self.mean_on_pivots = torch.equal(
                 source.train_inputs, source.inducing_points
             )
-            self.mean_inputs = self._transform(source.train_inputs)
-            self.fixed = self._transform(X_fixed)
+            self.mean_inputs = (
+                self.inducing
+                if self.mean_on_pivots
+                else source._transform(source.train_inputs)
+            )
+            self.fixed = source._transform(X_fixed)
             self.M = source.feature_map @ source.feature_map.T
             self.to_fixed = self.M @ self._kernel(self.inducing, self.fixed)
 
@@ -356,10 +360,6 @@ class LeastSourceWork:
     def applies_to(source: Any) -> bool:
         r"""Whether ``source`` is a source posterior this floor is written for."""
         return isinstance(source, GPSourcePosterior) and source.prior_source is None
-
-    def _transform(self, X: Tensor) -> Tensor:
-        transform = self.source.input_transform
-        return X if transform is None else transform(X)
 
     def _kernel(self, X1: Tensor, X2: Tensor | None = None) -> Tensor:
         return self.source.covar_module(X1, X2).to_dense()
@@ -371,7 +371,7 @@ class LeastSourceWork:
         Returns:
             ``(batch x q, batch x q x n, batch x q x q)``.
         """
-        Xt = self._transform(X)
+        Xt = self.source._transform(X)
         to_inducing = self._kernel(Xt, self.inducing)
         to_mean_inputs = (
             to_inducing if self.mean_on_pivots else self._kernel(Xt, self.mean_inputs)
