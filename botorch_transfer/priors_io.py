@@ -33,6 +33,8 @@ from typing import IO, Any
 import torch
 from torch import Tensor
 
+from botorch_transfer._io import atomic_write
+
 FORMAT = "botorch_transfer.prior"
 FORMAT_VERSION = 2
 #: Format versions this version of botorch_transfer reads (1: without checksum).
@@ -100,6 +102,10 @@ def _canonical_chunks(value: Any) -> Iterator[bytes]:
 def save_prior(prior: object, payload: dict[str, Any], path: PathLike) -> None:
     r"""Write ``payload`` of ``prior`` to ``path`` in the shared prior format.
 
+    A file path is written atomically (see :func:`~botorch_transfer._io.atomic_write`):
+    a save that fails part way (a full disk, an unserializable payload) leaves the
+    file that was there before intact. A file object is written as it is.
+
     Args:
         prior: The prior object (its class name goes into the header).
         payload: The class's data (``torch.load(weights_only=True)``-safe: tensors,
@@ -108,7 +114,12 @@ def save_prior(prior: object, payload: dict[str, Any], path: PathLike) -> None:
     """
     header = {"format": FORMAT, "format_version": FORMAT_VERSION}
     blob = {**header, "class": type(prior).__name__, "payload": payload}
-    torch.save({**blob, "checksum": payload_checksum(payload)}, path)
+    blob["checksum"] = payload_checksum(payload)
+    if not isinstance(path, (str, os.PathLike)):
+        torch.save(blob, path)
+        return
+    with atomic_write(path) as fh:
+        torch.save(blob, fh)
 
 
 def load_prior(

@@ -217,3 +217,37 @@ def test_checksum_covers_values_dtypes_shapes_and_structure():
         assert payload_checksum(changed) != base
     # a non-contiguous view has the checksum of its values
     assert payload_checksum({"x": x.T}) == payload_checksum({"x": x.T.contiguous()})
+
+
+def _fail_mid_write(monkeypatch) -> None:
+    r"""Make ``torch.save`` write part of a file and then fail, as on a full disk."""
+    real_save = torch.save
+
+    def save(obj, f, *args, **kwargs):
+        real_save(obj, f, *args, **kwargs)
+        f.seek(0)
+        f.truncate(10)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", save)
+
+
+def test_a_failed_save_leaves_the_previous_prior(tmp_path, monkeypatch):
+    path = tmp_path / "dummy.pt"
+    save_prior(Dummy(), {"config": {"a": 1}, "state": {"x": torch.ones(2)}}, path)
+    before = path.read_bytes()
+    _fail_mid_write(monkeypatch)
+    with pytest.raises(OSError, match="No space left"):
+        save_prior(Dummy(), {"config": {"a": 2}, "state": {"x": torch.zeros(2)}}, path)
+    assert path.read_bytes() == before
+    assert load_prior(path, "Dummy")["config"] == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["dummy.pt"]  # no temporary file
+
+
+def test_a_save_writes_through_a_file_object(tmp_path):
+    import io
+
+    buffer = io.BytesIO()
+    save_prior(Dummy(), {"config": {"a": 1}}, buffer)
+    buffer.seek(0)
+    assert load_prior(buffer, "Dummy")["config"] == {"a": 1}
