@@ -23,18 +23,18 @@ import argparse
 import gzip
 import importlib
 import json
-import multiprocessing
 import signal
 import sys
 import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from botorch_transfer._io import atomic_write_bytes
 from botorch_transfer.benchmarks.context import parse_device
 from botorch_transfer.benchmarks.meta import META_PROBLEMS, make_meta_problem
 from botorch_transfer.benchmarks.methods import (
@@ -47,10 +47,12 @@ from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
 from botorch_transfer.benchmarks.report import plot_regret, summary_table, with_regret
 from botorch_transfer.benchmarks.runner import (
     ResultsWriter,
+    WorkerPool,
     deduplicate,
     read_results,
     run_key,
-    safe_run_experiment,
+    run_name,
+    sweep,
 )
 from botorch_transfer.benchmarks.tracks import TRACKS
 
@@ -100,7 +102,13 @@ def _load(out: Path, required: bool = True, warn: bool = True) -> list[dict]:
     if warn:
         _report(path, records, skipped, dropped)
     if required and not records:
-        state = "has no run records" if path.is_file() else "does not exist"
+        state = (
+            "has no run records"
+            if path.is_file()
+            else "is not a file"
+            if path.exists()
+            else "does not exist"
+        )
         raise SystemExit(
             f"error: no results in {out}: {path} {state}; run "
             f"`python -m botorch_transfer.benchmarks run --out {out}` first"
@@ -142,27 +150,20 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def _executor(args: argparse.Namespace) -> Iterator[Executor]:
-    r"""A local process pool, or a dask.distributed cluster's executor."""
+def _executor(args: argparse.Namespace) -> Iterator[Executor | WorkerPool]:
+    r"""A local process pool (:class:`WorkerPool`), or a dask.distributed cluster's
+    executor."""
     if args.dask_scheduler is None:
-        pool = ProcessPoolExecutor(
-            max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")
-        )
+        pool = WorkerPool(args.workers)
         # SIGTERM (e.g. `kill`, a job scheduler) ends the sweep as Ctrl-C does
         previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
             yield pool
         except BaseException:
-            # stop the workers too: left alone, they would finish their runs (the
-            # interpreter's exit waits for them) and, killed again, be orphans.
-            # `shutdown` forgets the processes, so they are taken first
-            processes = list((pool._processes or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in processes:
-                process.terminate()
+            pool.stop()
             raise
         else:
-            pool.shutdown(wait=True)
+            pool.shutdown()
         finally:
             signal.signal(signal.SIGTERM, previous)
         return
@@ -210,6 +211,37 @@ def _default_iterations(problem: str) -> int:
         raise SystemExit(f"Problem {problem!r} is unavailable here: {e}") from e
 
 
+def _writable_results(out: Path) -> Path:
+    r"""``out``'s results file, checked before any run: the directory is created and
+    the file opened for appending, so that a sweep never computes runs it cannot
+    record. Exits with a usage error naming ``--out`` if that fails."""
+    if out.name == RESULTS:
+        _warn(
+            f"--out {out} is named like the results file; it is the results "
+            f"directory, so the results go to {out / RESULTS}"
+        )
+    path = out / RESULTS
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(
+            f"--out: cannot create the results directory {out}: {e.strerror or e}"
+        ) from e
+    if path.exists() and not path.is_file():
+        raise UsageError(
+            f"--out: {path} is a directory, not a results file; choose another --out "
+            f"or move {path} away"
+        )
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise UsageError(
+            f"--out: cannot write the results file {path}: {e.strerror or e}"
+        ) from e
+    return path
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     track = TRACKS[args.track]
     if args.problems is None:
@@ -244,8 +276,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"skipping combinations that do not apply: {', '.join(skipped)}")
     if not pairs:
         raise UsageError("none of the methods applies to these problems")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / RESULTS
+    path = _writable_results(args.out)
     finished = [r for r in _load(args.out, required=False) if "error" not in r]
     # wall times (and rounding) differ by device: one results file, one device
     others = {r.get("device", "cpu") for r in finished} - {args.device.type}
@@ -279,27 +310,23 @@ def cmd_run(args: argparse.Namespace) -> None:
         )
     writer = ResultsWriter(path)
     recorded_elsewhere = 0
+    options = (args.iterations, tuple(args.plugin), str(args.device))
+    # a local pool holds one run per worker: a lost worker then takes only the runs
+    # in progress with it (the others wait here, not in the pool's queue)
+    window = len(todo) if args.dask_scheduler else args.workers
     with _executor(args) as pool:
-        futures = [
-            pool.submit(
-                safe_run_experiment,
-                p,
-                m,
-                s,
-                args.iterations,
-                tuple(args.plugin),
-                str(args.device),
-            )
-            for p, m, s in todo
-        ]
-        for future in tqdm(as_completed(futures), total=len(futures), desc="runs"):
-            record = future.result()
-            recorded_elsewhere += not writer.append(record)
+        runs = sweep(pool, todo, options, window)
+        for record in tqdm(runs, total=len(todo), desc="runs"):
+            try:
+                recorded_elsewhere += not writer.append(record)
+            except OSError as e:  # e.g. a full disk: the line was not written
+                raise SystemExit(
+                    f"error: could not record run {run_name(record)} in {path}: "
+                    f"{e}; the runs recorded before are kept (the same command "
+                    "resumes)"
+                ) from e
             if "error" in record:
-                tqdm.write(
-                    f"run {record['problem']}/{record['method']}"
-                    f"/seed {record['seed']} failed: {record['error']}"
-                )
+                tqdm.write(f"run {run_name(record)} failed: {record['error']}")
     if recorded_elsewhere:
         print(
             f"{recorded_elsewhere} run(s) had been recorded meanwhile by another "
@@ -385,8 +412,10 @@ def cmd_export(args: argparse.Namespace) -> None:
     target = args.file
     if target.suffix == ".gz":
         data = gzip.compress(data, mtime=0)  # the same records, the same bytes
+    if target.is_dir():
+        raise UsageError(f"FILE: {target} is a directory; expected a file name")
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    atomic_write_bytes(target, data)  # a failed export leaves the previous file
     print(f"{len(records)} record(s) of {args.out / RESULTS} written to {target}")
 
 

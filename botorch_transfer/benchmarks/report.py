@@ -4,10 +4,13 @@ metrics)."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from botorch_transfer._io import atomic_write
 
 
 def _optimum_unknown(record: dict) -> bool:
@@ -53,19 +56,74 @@ def with_regret(records: list[dict]) -> list[dict]:
     return out
 
 
+#: The traces of a run record that the reports compute from.
+REPORTED_TRACES = ("values", "regret", "cumulative_regret", "simple_regret")
+
+
+def non_finite_traces(record: dict) -> str | None:
+    r"""The traces of a finished run record (and of its meta-learning ``tasks``)
+    that hold NaN or infinite values.
+
+    Args:
+        record: A run record.
+
+    Returns:
+        Their names, joined for a message (e.g. ``"values, regret"``), or ``None``
+        if every trace is finite (or the record is a failure).
+    """
+    if "error" in record:
+        return None
+    parts = [("", record)]
+    tasks = record.get("tasks")
+    if isinstance(tasks, list):
+        parts += [
+            (f"tasks[{i}].", t) for i, t in enumerate(tasks) if isinstance(t, dict)
+        ]
+    bad = [
+        prefix + name
+        for prefix, part in parts
+        for name in REPORTED_TRACES
+        if isinstance(part.get(name), list)
+        and not all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in part[name]
+        )
+    ]
+    return ", ".join(bad) or None
+
+
+def _failed(record: dict) -> bool:
+    r"""A failed run, or a finished one whose traces are not finite (the reports
+    leave both out and name them)."""
+    return "error" in record or non_finite_traces(record) is not None
+
+
 def _group(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in with_regret(records):
-        if "error" not in r:
-            groups[(r["problem"], r["method"])].append(r)
+    for r in with_regret([r for r in records if not _failed(r)]):
+        groups[(r["problem"], r["method"])].append(r)
     return groups
 
 
 def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""Mean and 95% half-width ``1.96 * sd / sqrt(n)`` over the first axis."""
+    r"""Mean and 95% half-width ``1.96 * sd / sqrt(n)`` over the first axis (0 for
+    a single run, which has no interval: tables print it as ``n/a``)."""
     n = values.shape[0]
     sd = values.std(axis=0, ddof=1) if n > 1 else np.zeros(values.shape[1:])
     return values.mean(axis=0), 1.96 * sd / np.sqrt(n)
+
+
+def _ci_cell(ci: float, n: int, width: int, precision: int) -> str:
+    r"""``"+- <ci>"`` for a table, or ``"+- n/a"`` for a single run (``n=1``), whose
+    interval is undefined (see :data:`SINGLE_RUN_NOTE`)."""
+    if n < 2:
+        return f"+- {'n/a':<{width}}"
+    return f"+- {ci:<{width}.{precision}f}"
+
+
+#: The note under a table with a single-run cell.
+SINGLE_RUN_NOTE = (
+    "+- n/a: a single run (n=1), whose 95% CI is undefined; run more seeds for one"
+)
 
 
 def _is_simple_regret(record: dict) -> bool:
@@ -172,11 +230,13 @@ def simple_regret_table(
                 line += f" {'-':>18}"
                 continue
             mean, ci = mean_ci(np.array(values)[:, None])
-            line += f" {mean[0]:>9.4f} +- {ci[0]:<6.4f}"
+            line += f" {mean[0]:>9.4f} {_ci_cell(ci[0], len(values), 6, 4)}"
         line += _budget_cells(runs, len(budget))
         line += f" {np.mean([r['pretrain_s'] for r in runs]):>10.1f}"
         line += f" {np.mean([np.mean(r['iteration_s']) for r in runs]):>7.3f}"
         lines.append(line)
+    if any(len(runs) == 1 for runs in groups.values()):
+        lines.append(SINGLE_RUN_NOTE)
     lines += [
         f"{budget}: median number of evaluations (the initial points included) until "
         f"the simple regret is within {TARGET_FRACTION:.0%} of the task's pool range,",
@@ -1072,20 +1132,25 @@ def summary_table(records: list[dict]) -> str:
         per_iter = np.mean([np.mean(r["iteration_s"]) for r in runs])
         lines.append(
             f"{problem:<{pw}} {method:<{mw}} {len(runs):>4}"
-            f" {mean[0]:>14.3f} +- {ci[0]:<7.3f}"
+            f" {mean[0]:>14.3f} {_ci_cell(ci[0], len(runs), 7, 3)}"
             f" {mean[0] / T:>8.3f} {per_iter:>8.3f}"
-            f" {simple_mean[0]:>14.4f} +- {simple_ci[0]:<7.4f}"
+            f" {simple_mean[0]:>14.4f} {_ci_cell(simple_ci[0], len(runs), 7, 4)}"
         )
     lines.append(
         "R_T: cumulative regret after the T iterations; r_T: simple regret (the gap "
         "of the best query); s/iter: seconds per iteration"
     )
-    failures = [r for r in records if "error" in r]
+    if any(len(runs) == 1 for runs in groups.values()):
+        lines.append(SINGLE_RUN_NOTE)
+    failures = [r for r in records if _failed(r)]
     if failures:
-        lines.append(
-            f"\n{len(failures)} run(s) failed; "
-            "see their 'error' field in the results file."
-        )
+        lines.append(f"\n{len(failures)} run(s) failed, left out above:")
+        lines += [f"  {_failure_line(r)}" for r in failures[:MAX_LISTED_FAILURES]]
+        if len(failures) > MAX_LISTED_FAILURES:
+            lines.append(
+                f"  ... and {len(failures) - MAX_LISTED_FAILURES} more (see their "
+                "'error' field in the results file)"
+            )
     unknown = sorted({r["problem"] for r in records if _optimum_unknown(r)})
     inexact = sorted(
         {
@@ -1129,6 +1194,19 @@ def summary_table(records: list[dict]) -> str:
             meta,
         ]
     return "\n".join(lines)
+
+
+#: Failed runs the summary names one by one; the rest are counted.
+MAX_LISTED_FAILURES = 10
+
+
+def _failure_line(record: dict) -> str:
+    r"""``"problem/method/seed N: <first line of the error>"`` of a failed run."""
+    name = f"{record['problem']}/{record['method']}/seed {record['seed']}"
+    if "error" in record:
+        lines = str(record["error"]).strip().splitlines() or ["(no message)"]
+        return f"{name}: {lines[0][:160]}"
+    return f"{name}: non-finite (NaN or infinite) {non_finite_traces(record)}"
 
 
 def regret_figure(records: list[dict], log_y: bool = False):
@@ -1193,10 +1271,22 @@ def regret_figure(records: list[dict], log_y: bool = False):
         axes[1, col].set_ylabel("average regret $R_t / t$")
         axes[1, col].set_xlabel("iteration $t$")
         axes[0, col].legend(fontsize=8)
+    linear = []
     for ax in axes.flat:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations count
-        if log_y:
+        if not log_y:
+            continue
+        values = [np.asarray(line.get_ydata(), dtype=float) for line in ax.lines]
+        if any((v > 0).any() for v in values):
             ax.set_yscale("log")  # bands below zero are clipped
+        else:  # e.g. every run found the optimum at once: nothing to log-scale
+            linear.append(ax.get_title() or ax.get_ylabel().splitlines()[0])
+    if linear:
+        warnings.warn(
+            "`log_y`: kept a linear scale for the regret axes without a positive "
+            f"value ({'; '.join(linear)}); a log scale cannot show them.",
+            stacklevel=2,
+        )
     fig.tight_layout()
     return fig
 
@@ -1223,14 +1313,12 @@ def plot_regret(
 
     fig = regret_figure(records, log_y=log_y)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # write aside and rename: a reader (or an interrupted run) never sees half a PNG
-    partial = path.with_name(f".{path.name}.partial")
+    # a reader (or an interrupted run) never sees half a PNG
     try:
-        fig.savefig(partial, dpi=dpi, format=path.suffix[1:] or "png")
-        partial.replace(path)
+        with atomic_write(path) as fh:
+            fig.savefig(fh, dpi=dpi, format=path.suffix[1:] or "png")
     finally:
         plt.close(fig)
-        partial.unlink(missing_ok=True)
     return path
 
 

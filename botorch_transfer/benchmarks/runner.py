@@ -6,17 +6,37 @@ A results file holds one JSON record per line. A run is identified by its
 its outcome (:data:`RUN_SETTINGS`). :class:`ResultsWriter` appends records safely
 next to other writers of the same file; :func:`read_results` skips the lines that
 are not run records and :func:`deduplicate` keeps one record per run.
+
+A sweep (:func:`sweep`) runs on a :class:`WorkerPool`: its workers end with the
+main process, and a lost worker fails the runs in progress by name while the
+sweep goes on. Every proposal is checked (:func:`check_proposal`); a run that fails
+is recorded as a failure, which a resumed sweep runs again.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import importlib
 import json
 import math
+import multiprocessing
+import os
+import signal
+import sys
+import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,6 +56,7 @@ from botorch_transfer.benchmarks.context import (
 from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
 from botorch_transfer.benchmarks.methods import TRANSFER, TransferData, get_method
 from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
+from botorch_transfer.benchmarks.report import non_finite_traces
 from botorch_transfer.data import TaskData
 
 
@@ -113,10 +134,15 @@ def run_experiment(
         for _ in range(T):
             start = time.perf_counter()
             # `.cpu()` waits for the device, so the time is the step's
-            x = policy.propose(state, X.to(device), Y.to(device)).cpu()
+            x = policy.propose(state, X.to(device), Y.to(device))
+            x = x.cpu() if isinstance(x, Tensor) else x
             times.append(time.perf_counter() - start)
-            f_x = problem.target(x)
-            y = observe(f_x, problem.target_noise, noise_gen)
+            # a bad proposal fails the run: it is recorded as failed, and rerun
+            x = check_proposal(x, problem, method)
+            f_x = _checked_value(problem.target(x), x, problem, "target")
+            y = _checked_value(
+                observe(f_x, problem.target_noise, noise_gen), x, problem, "observation"
+            )
             X, Y = torch.cat([X, x]), torch.cat([Y, y])
             queries.append(x.squeeze(0).tolist())
             observations.append(float(y))
@@ -154,6 +180,91 @@ def run_experiment(
     if diagnostics:
         record["diagnostics"] = diagnostics
     return record
+
+
+#: How far, relative to the width of the box, a proposal may lie outside it and still
+#: count as inside: the rounding of a float32 model's candidate. Such a proposal is
+#: moved onto the box (onto the nearest grid point of a grid problem).
+DOMAIN_TOLERANCE = 1e-6
+
+
+def check_proposal(x: Any, problem: TransferProblem, method: str) -> Tensor:
+    r"""Check a method's proposal: one point of the problem's domain.
+
+    Args:
+        x: What ``method``'s ``propose`` returned (on the CPU).
+        problem: The run's problem.
+        method: The method's name (for the message).
+
+    Returns:
+        ``x`` as a ``1 x d`` float64 tensor inside ``problem.bounds``; on a grid
+        problem, the grid point it is (a proposal within :data:`DOMAIN_TOLERANCE` of
+        the box or of a grid point is moved onto it).
+
+    Raises:
+        TypeError: If ``x`` is not a real-valued tensor.
+        ValueError: If ``x`` is not ``1 x d`` (e.g. several points where one was
+            asked), has NaN or infinite values, lies outside the box, or, on a grid
+            problem, is not a grid point.
+    """
+    d = problem.dim
+    expected = f"`propose` returns the next query, a 1 x {d} tensor"
+    if not isinstance(x, Tensor) or x.is_complex() or x.dtype == torch.bool:
+        kind = f"a {x.dtype} tensor" if isinstance(x, Tensor) else type(x).__name__
+        raise TypeError(f"Method {method!r} proposed {kind}; {expected} of reals.")
+    if x.dim() != 2 or x.shape[-1] != d:
+        raise ValueError(
+            f"Method {method!r} proposed a tensor of shape {tuple(x.shape)}; "
+            f"{expected} (one point of the {d}-dimensional domain)."
+        )
+    if x.shape[0] != 1:
+        raise ValueError(
+            f"Method {method!r} proposed {x.shape[0]} points (a {x.shape[0]} x {d} "
+            f"tensor) where one was asked; {expected}."
+        )
+    x = x.detach().to(torch.float64)
+    if not torch.isfinite(x).all():
+        raise ValueError(
+            f"Method {method!r} proposed {x.squeeze(0).tolist()}, which has NaN or "
+            "infinite coordinates; a proposal must be a point of the domain."
+        )
+    lo, hi = problem.bounds.cpu()
+    tolerance = DOMAIN_TOLERANCE * (hi - lo)
+    outside = ((x < lo - tolerance) | (x > hi + tolerance)).squeeze(0)
+    if outside.any():
+        dims = outside.nonzero().squeeze(-1).tolist()
+        raise ValueError(
+            f"Method {method!r} proposed {x.squeeze(0).tolist()}, outside the domain "
+            f"of {problem.name} (lower bounds {lo.tolist()}, upper bounds "
+            f"{hi.tolist()}) in dimension(s) {dims}."
+        )
+    x = torch.minimum(torch.maximum(x, lo), hi)
+    grid = problem.grid
+    if grid is not None:
+        grid = grid.cpu()
+        gap, row = ((grid - x).abs() / (hi - lo)).amax(dim=-1).min(dim=0)
+        if gap > DOMAIN_TOLERANCE:
+            raise ValueError(
+                f"Method {method!r} proposed {x.squeeze(0).tolist()}, which is not a "
+                f"point of {problem.name}'s candidate grid ({problem.grid_size} "
+                "points per dimension); a grid problem's proposal is one of "
+                "`problem.grid`'s rows."
+            )
+        x = grid[row].unsqueeze(0)
+    return x
+
+
+def _checked_value(
+    value: Tensor, x: Tensor, problem: TransferProblem, what: str
+) -> Tensor:
+    r"""The ``what`` (target value or observation) at the query ``x``, refused if it
+    is not one finite number (a regret computed from it would be NaN)."""
+    if value.numel() != 1 or not torch.isfinite(value).all():
+        raise ValueError(
+            f"The {what} of {problem.name} at the query {x.squeeze(0).tolist()} is "
+            f"{value.tolist()}; expected one finite value."
+        )
+    return value
 
 
 def safe_run_experiment(
@@ -201,6 +312,187 @@ def safe_run_experiment(
         }
 
 
+def end_with_parent(parent_pid: int) -> None:
+    r"""Initializer of the CLI's worker processes: end this process as soon as the
+    process ``parent_pid`` (the sweep's main process) ends, however it ends.
+
+    A worker blocks on its task queue, which it holds both ends of, so it would
+    outlive a killed main process (with its memory, and with nobody to take its
+    run's record). On Linux the kernel sends the worker ``SIGKILL`` when its parent
+    ends (``prctl(PR_SET_PDEATHSIG)``); everywhere, a daemon thread checks once a
+    second whether the worker's parent is still ``parent_pid``.
+
+    Args:
+        parent_pid: The process id of the main process (``os.getpid()`` there).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the thread below suffices
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)  # the parent is gone: nobody can take this worker's results
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
+#: ``prctl`` option: the signal a process gets when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+class WorkerPool:
+    r"""The local process pool of a sweep.
+
+    Its workers end when the main process ends, however it ends
+    (:func:`~botorch_transfer.benchmarks.runner.end_with_parent`), and a pool
+    broken by a lost worker (e.g. one the out-of-memory killer ended) is replaced
+    by :meth:`renew`, so that the sweep goes on.
+
+    Args:
+        workers: The number of worker processes.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool = self._start()
+        # every worker process the pool started (`shutdown` forgets them): to stop
+        # them on an interrupt and to say how a lost one ended
+        self._processes: dict[int, multiprocessing.process.BaseProcess] = {}
+
+    def _start(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=end_with_parent,
+            initargs=(os.getpid(),),
+        )
+
+    def submit(self, fn: Callable, /, *args) -> Future:
+        future = self._pool.submit(fn, *args)
+        self._processes.update(self._pool._processes or {})
+        return future
+
+    def renew(self) -> str:
+        r"""Replace the broken pool with a new one.
+
+        Returns:
+            How the pool's lost worker process(es) ended, for the failed runs'
+            records (e.g. ``"worker process 123 was killed by SIGKILL (e.g. by the
+            out-of-memory killer)"``).
+        """
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        lost = []
+        for pid, process in self._processes.items():
+            # a killed process closes its pipes before its exit status is known
+            process.join(timeout=10)
+            code = process.exitcode
+            # the broken pool terminates (SIGTERM) the workers that were left
+            if code is None or code == 0 or code == -signal.SIGTERM:
+                continue
+            if code < 0:
+                name = signal.Signals(-code).name
+                why = " (e.g. by the out-of-memory killer)" if name == "SIGKILL" else ""
+                lost.append(f"worker process {pid} was killed by {name}{why}")
+            else:
+                lost.append(f"worker process {pid} exited with status {code}")
+        self._processes.clear()
+        self._pool = self._start()
+        return "; ".join(lost) or "a worker process ended abruptly"
+
+    def stop(self) -> None:
+        r"""End the pool and its workers now (on an interrupt): left alone, they
+        would finish their runs (the interpreter's exit waits for them)."""
+        self._processes.update(self._pool._processes or {})
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in self._processes.values():
+            process.terminate()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def run_name(run: dict | tuple) -> str:
+    r"""``"problem/method/seed N"``: a run for messages (a record or a run tuple)."""
+    if isinstance(run, dict):
+        run = (run["problem"], run["method"], run["seed"])
+    return f"{run[0]}/{run[1]}/seed {run[2]}"
+
+
+def sweep(
+    pool: Executor | WorkerPool,
+    runs: list[tuple[str, str, int]],
+    options: tuple,
+    window: int,
+) -> Iterator[dict]:
+    r"""Run ``runs`` on ``pool``, at most ``window`` at a time; yield each run's
+    record as it ends.
+
+    A worker process that is lost (killed, e.g. by the out-of-memory killer) breaks
+    a process pool, and with it every run in progress: each of those runs is
+    yielded as a failure naming the run, the lost worker and the runs lost with it;
+    the pool is renewed and the sweep goes on (a resumed sweep runs them again).
+
+    Args:
+        pool: Where the runs go (``submit``; a :class:`WorkerPool` is renewed when
+            broken).
+        runs: ``(problem, method, seed)`` of each run.
+        options: ``safe_run_experiment``'s further arguments (iterations, plugins,
+            device).
+        window: Most runs submitted at once.
+    """
+    pending = deque(runs)
+    running: dict[Future, tuple[str, str, int]] = {}
+    while pending or running:
+        while pending and len(running) < window:
+            run = pending.popleft()
+            running[pool.submit(safe_run_experiment, *run, *options)] = run
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+            wait(running)  # a broken pool ends every run in progress at once
+            done = set(running)
+        lost = []
+        for future in done:
+            run = running.pop(future)
+            error = future.exception()
+            if isinstance(error, BrokenProcessPool):
+                lost.append(run)
+            elif error is not None:  # e.g. a dask worker's failure to return it
+                yield _failure(run, options[0], f"{type(error).__name__}: {error}")
+            else:
+                yield future.result()
+        if not lost:
+            continue
+        renew = getattr(pool, "renew", None)
+        cause = renew() if renew is not None else "a worker process ended abruptly"
+        for run in lost:
+            others = [run_name(r) for r in lost if r != run]
+            error = (
+                f"BrokenProcessPool: the sweep lost a worker process while this run "
+                f"was in progress ({cause})"
+                + (f"; lost with it: {', '.join(others)}" if others else "")
+                + "; `run` runs it again"
+            )
+            yield _failure(run, options[0], error)
+
+
+def _failure(run: tuple[str, str, int], iterations: int | None, error: str) -> dict:
+    r"""The failure record of a run that returned no record of its own (as
+    ``safe_run_experiment`` writes one)."""
+    problem, method, seed = run
+    return {
+        "problem": problem,
+        "method": method,
+        "seed": seed,
+        "iterations": iterations,
+        "error": error,
+        "traceback": "",
+    }
+
+
 def _not_a_record(value: Any) -> str | None:
     r"""Why a parsed line is not a run record that the reports can use (``None``
     if it is one)."""
@@ -239,7 +531,9 @@ def parse_line(line: bytes) -> tuple[dict | None, str | None]:
     Returns:
         ``(record, None)``, or ``(None, why)`` for a line that is not a run record
         (invalid UTF-8 or JSON, JSON that is not a record, an empty run);
-        ``(None, None)`` for a blank line.
+        ``(None, None)`` for a blank line. A finished run whose traces hold NaN or
+        infinite values comes back as a failure (with an ``"error"``), so that the
+        reports leave it out and a resumed sweep runs it again.
     """
     try:
         text = line.decode("utf-8")
@@ -252,7 +546,18 @@ def parse_line(line: bytes) -> tuple[dict | None, str | None]:
     except json.JSONDecodeError:
         return None, "malformed JSON (e.g. the last line of an interrupted sweep)"
     why = _not_a_record(value)
-    return (None, why) if why else (value, None)
+    if why:
+        return None, why
+    bad = non_finite_traces(value)
+    if bad:
+        # the run finished but its trace is unusable (a NaN proposal or objective
+        # value, recorded before proposals were checked): a failure, run again
+        value = {
+            **value,
+            "error": f"non-finite (NaN or infinite) entries in its recorded {bad}; "
+            "the run is counted as failed and `run` runs it again",
+        }
+    return value, None
 
 
 def read_results(path: Path) -> tuple[list[dict], list[str]]:
@@ -355,6 +660,31 @@ def _unlock(fh: IO[bytes]) -> None:
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def _append_whole(fh: IO[bytes], line: bytes) -> None:
+    r"""Append ``line`` to the locked file ``fh`` and sync it to disk; if that fails
+    (a full disk, an interrupt), cut the file back to where it ended, so that no
+    part of the line is left, and re-raise.
+
+    A results file is appended to by several writers under one lock, so it cannot
+    be replaced by a rename as the package's other files are; this is its atomic
+    write.
+    """
+    # unbuffered: a failed write leaves no bytes in a buffer for `close` to add
+    fd = fh.fileno()
+    end = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        try:
+            os.ftruncate(fd, end)
+        except OSError:  # the torn line stays; readers skip it, writers end it
+            pass
+        raise
+
+
 class ResultsWriter:
     r"""Append run records to a JSONL results file next to other writers of it.
 
@@ -362,7 +692,8 @@ class ResultsWriter:
     keep to one writer per file), so lines never interleave; it first ends a line a
     killed writer left unfinished, and skips a finished run that another writer
     recorded since this one last looked, so that two sweeps into one directory
-    record each run once.
+    record each run once. A line is written whole and synced to disk, or not at
+    all: an append that fails (a full disk) leaves the file as it was.
 
     Args:
         path: The results file (created on the first append).
@@ -399,8 +730,7 @@ class ResultsWriter:
                 if written:
                     if new and not new.endswith(b"\n"):
                         line = b"\n" + line  # keep the new record off a torn line
-                    fh.write(line)
-                    fh.flush()
+                    _append_whole(fh, line)
                     if "error" not in record:
                         self._finished.add(key)
                 self._offset = fh.seek(0, 2)

@@ -163,6 +163,92 @@ def test_out_must_be_a_directory(tmp_path, capsys, command):
     assert f"its directory is {tmp_path}" in err
 
 
+def test_a_results_file_that_is_a_directory_fails_before_any_run(
+    tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "results.jsonl").mkdir()
+
+    def no_runs(*args, **kwargs):
+        raise AssertionError("runs were started")
+
+    monkeypatch.setattr(cli, "sweep", no_runs)
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--out", str(tmp_path), *RUN, "--seeds", "1"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert e.value.code == 2
+    assert f"--out: {tmp_path / 'results.jsonl'} is a directory, not a results" in err
+    for command in ("summarize", "plot"):
+        with pytest.raises(SystemExit, match="results.jsonl is not a file"):
+            main([command, "--out", str(tmp_path)])
+
+
+def test_a_results_directory_named_like_the_results_file_is_used_with_a_warning(
+    tmp_path, capsys
+):
+    out = tmp_path / "results.jsonl"
+    main(["run", "--out", str(out), *RUN, "--seeds", "1", "--iterations", "1"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--out {out} is named like the results file" in err
+    assert (out / "results.jsonl").is_file()
+
+
+def test_an_unwritable_out_fails_before_any_run(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--out", str(blocker / "sub"), *RUN, "--seeds", "1"])
+    assert e.value.code == 2
+    assert "--out: cannot create the results directory" in capsys.readouterr().err
+
+
+def test_plot_log_y_with_non_finite_regrets(tmp_path, capsys):
+    def record(seed, regret):
+        return {
+            "problem": "p",
+            "method": "a",
+            "seed": seed,
+            "iterations": 2,
+            "values": [0.0, 0.0],
+            "cumulative_regret": regret,
+            "optimum": 1.0,
+            "iteration_s": [0.1, 0.1],
+        }
+
+    nan = float("nan")
+    write_records(tmp_path, [record(0, [nan, nan]), record(1, [1.0, nan])])
+    with pytest.raises(SystemExit) as e:
+        main(["plot", "--out", str(tmp_path), "--log-y"])
+    assert "no finished run" in str(e.value.code) and "2 run(s) failed" in str(
+        e.value.code
+    )
+    write_records(tmp_path, [record(0, [nan, nan]), record(2, [1.0, 2.0])])
+    main(["plot", "--out", str(tmp_path), "--log-y"])
+    assert (tmp_path / "regret.png").stat().st_size > 0
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "1 run(s) failed" in out and "p/a/seed 0: non-finite" in out
+
+
+def test_a_failed_export_leaves_the_previous_file(tmp_path, monkeypatch):
+    import os
+
+    write_records(tmp_path / "sweep", [{"problem": "p", "method": "a", "seed": 0}])
+    (tmp_path / "sweep" / "results.jsonl").write_text(
+        json.dumps({"problem": "p", "method": "a", "seed": 0, "error": "x"}) + "\n"
+    )
+    exported = tmp_path / "records.jsonl"
+    exported.write_text("previous\n")
+
+    def fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="No space left"):
+        main(["export", "--out", str(tmp_path / "sweep"), str(exported)])
+    assert exported.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records.jsonl", "sweep"]
+
+
 # ------------------------------------------------------------ descriptions
 
 
@@ -252,6 +338,76 @@ def test_sigterm_in_the_middle_of_long_runs_ends_the_sweep_at_once(tmp_path):
     _, stderr = process.communicate(timeout=60)
     assert process.returncode != 0 and "interrupted" in stderr
     assert time.monotonic() - start < 30
+
+
+def _children(pid: int) -> list:
+    psutil = pytest.importorskip("psutil")
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _ended(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE  # ended, not yet reaped
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_killed_sweep_ends_its_workers(tmp_path):
+    # the main process killed (SIGKILL: nothing of it runs) while its workers are in
+    # the middle of their (300 s) runs: the workers end at once, not 300 s later
+    import os
+    import subprocess
+    import sys
+    import time
+
+    markers = tmp_path / "started"
+    markers.mkdir()
+    command = [sys.executable, "-m", "botorch_transfer.benchmarks", "run"]
+    command += ["--plugin", "tests.benchmarks.slow_plugin", "--problems"]
+    command += ["bohachevsky", "--methods", "sleeping-random", "--seeds", "2"]
+    command += ["--workers", "2", "--iterations", "1", "--out", str(tmp_path)]
+    env = {**os.environ, "SLOW_PLUGIN_MARKERS": str(markers)}
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while len(list(markers.iterdir())) < 2 and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read()
+            time.sleep(0.2)
+        assert len(list(markers.iterdir())) == 2, "the runs did not start"
+        children = _children(process.pid)  # the workers and the resource tracker
+        assert {int(p.name) for p in markers.iterdir()} <= {c.pid for c in children}
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 30
+        while not all(map(_ended, children)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert all(map(_ended, children)), [c.pid for c in children if not _ended(c)]
+    finally:
+        for child in _children(process.pid) if process.poll() is None else []:
+            child.kill()
+        process.kill()
+
+
+def test_a_lost_worker_fails_its_run_by_name_and_the_sweep_goes_on(tmp_path, capsys):
+    # the first run's worker is killed (as by the out-of-memory killer); the pool is
+    # renewed and the second run finishes
+    from botorch_transfer.benchmarks.runner import load_results
+
+    run = ["run", "--out", str(tmp_path), "--problems", "bohachevsky"]
+    run += ["--methods", "dying-worker", "random", "--seeds", "1", "--workers", "1"]
+    run += ["--iterations", "1", "--plugin", "tests.benchmarks.faulty_plugin"]
+    main(run)
+    out = capsys.readouterr().out
+    assert "run bohachevsky/dying-worker/seed 0 failed: BrokenProcessPool" in out
+    records, _ = load_results(tmp_path / "results.jsonl")
+    lost, finished = records
+    assert (lost["method"], finished["method"]) == ("dying-worker", "random")
+    assert "killed by SIGKILL (e.g. by the out-of-memory killer)" in lost["error"]
+    assert "error" not in finished and len(finished["values"]) == 1
 
 
 # ------------------------------------------------------------ devices

@@ -108,7 +108,7 @@ def test_an_interrupted_plot_leaves_the_previous_one(tmp_path, monkeypatch):
     path.write_bytes(b"previous plot")
 
     def half_written(self, fname, **kwargs):
-        open(fname, "wb").write(b"\x89PNG half")
+        fname.write(b"\x89PNG half")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Figure, "savefig", half_written)
@@ -116,6 +116,57 @@ def test_an_interrupted_plot_leaves_the_previous_one(tmp_path, monkeypatch):
         plot_regret(records, path)
     assert path.read_bytes() == b"previous plot"
     assert [p.name for p in tmp_path.iterdir()] == ["regret.png"]
+
+
+def test_a_single_run_has_no_interval_in_the_tables():
+    runs = _runs("p", "one", [2.0]) + _runs("p", "two", [1.0, 3.0])
+    table = summary_table(runs)
+    rows = {line.split()[1]: line for line in table.splitlines() if line[:2] == "p "}
+    assert "+- n/a" in rows["one"] and "0.000" not in rows["one"]
+    assert "n/a" not in rows["two"]
+    assert "a single run (n=1), whose 95% CI is undefined" in table
+    assert "n=1" not in summary_table(_runs("p", "two", [1.0, 3.0]))
+    task = {"task": 1, "simple_regret": [1.0, 0.5]}
+    meta = [_meta_record("m", 0, [task], n_init=1, normalized=False)]
+    table = simple_regret_table(meta, checkpoints=(1,))
+    assert "0.5000 +- n/a" in " ".join(table.split())
+    assert "n=1" in table
+
+
+def test_failed_and_non_finite_runs_are_named_and_left_out():
+    nan = {**_runs("p", "a", [1.0])[0], "seed": 7}
+    nan["cumulative_regret"] = [0.5, float("nan")]
+    failed = {
+        "problem": "p",
+        "method": "b",
+        "seed": 3,
+        "error": "ValueError('x')\nmore",
+    }
+    table = summary_table(_runs("p", "a", [1.0, 3.0]) + [nan, failed])
+    row = next(line for line in table.splitlines() if line.startswith("p "))
+    assert row.split()[2] == "2" and "nan" not in row  # the two finite runs
+    assert "2 run(s) failed, left out above:" in table
+    assert "p/a/seed 7: non-finite (NaN or infinite) cumulative_regret" in table
+    assert "p/b/seed 3: ValueError('x')" in table and "more" not in table
+
+
+def test_log_y_keeps_axes_without_positive_values_linear(tmp_path):
+    import matplotlib.pyplot as plt
+
+    zero = _runs("p", "a", [0.0, 0.0])  # every run found the optimum at once
+    with pytest.warns(UserWarning, match="kept a linear scale .* p"):
+        fig = regret_figure(zero + _runs("q", "a", [1.0, 2.0]), log_y=True)
+    assert [ax.get_yscale() for ax in fig.axes] == ["linear", "log", "linear", "log"]
+    plt.close(fig)
+    with pytest.warns(UserWarning, match="kept a linear scale"):
+        assert plot_regret(zero, tmp_path / "r.png", log_y=True).stat().st_size > 0
+
+
+def test_non_finite_runs_cannot_be_plotted_alone():
+    nan = _runs("p", "a", [1.0])[0]
+    nan["cumulative_regret"] = [float("nan")] * 2
+    with pytest.raises(ValueError, match="no finished run"):
+        regret_figure([nan], log_y=True)
 
 
 def _runs(problem, method, finals):

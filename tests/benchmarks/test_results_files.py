@@ -176,3 +176,75 @@ def test_lines_that_are_not_records_are_skipped_by_line(tmp_path, capsys, in_pro
     records, skipped = load_results(path)
     assert [r["problem"] for r in records] == ["p", "p", "bohachevsky"]
     assert skipped == 8
+
+
+def test_a_finished_run_with_non_finite_traces_counts_as_failed_and_reruns(
+    tmp_path, capsys, in_process
+):
+    # a record with a NaN in its trace (a NaN proposal recorded as a finished run)
+    nan = record(0, iterations=2)
+    nan["values"][1] = float("nan")
+    nan["cumulative_regret"][1] = float("inf")
+    path = write_lines(tmp_path / "results.jsonl", [nan, record(1)])
+    (failed, finished), skipped = read_results(path)
+    assert skipped == [] and "error" not in finished
+    assert (
+        "non-finite (NaN or infinite) entries in its recorded values, "
+        in (failed["error"])
+    )
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("p "))
+    assert row.split()[2] == "1" and "nan" not in row and "inf" not in row
+    assert "1 run(s) failed" in out and "p/a/seed 0: non-finite" in out
+    # `run` runs it again, and the rerun's record is written and counted
+    from botorch_transfer.benchmarks.runner import ResultsWriter
+
+    assert ResultsWriter(path).append(record(0))
+    records, _ = load_results(path)
+    assert [("error" in r, r["seed"]) for r in records] == [
+        (True, 0),
+        (False, 1),
+        (False, 0),
+    ]
+
+
+def test_a_failed_append_leaves_no_part_of_the_line(tmp_path, monkeypatch):
+    import os
+
+    from botorch_transfer.benchmarks import runner
+
+    path = write_lines(tmp_path / "results.jsonl", [record(0)])
+    before = path.read_bytes()
+    writer = runner.ResultsWriter(path)
+    real_write = os.write
+
+    def half_then_full_disk(fd, data):
+        real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        writer.append(record(1, payload="x" * 10_000))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    # the writer goes on: the next append is a whole line
+    assert writer.append(record(2))
+    records, skipped = load_results(path)
+    assert [r["seed"] for r in records] == [0, 2] and skipped == 0
+
+
+def test_a_run_that_cannot_be_recorded_ends_the_sweep_with_a_message(
+    tmp_path, in_process, monkeypatch
+):
+    from botorch_transfer.benchmarks import runner
+
+    def full_disk(self, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner.ResultsWriter, "append", full_disk)
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--out", str(tmp_path), "--seeds", "1", "--iterations", "1", *RUN])
+    message = str(e.value.code)
+    assert "could not record run bohachevsky/random/seed 0" in message
+    assert "No space left on device" in message and "resumes" in message

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import torch
@@ -252,3 +253,93 @@ def test_a_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
     keys = [(r["problem"], r["method"], r["seed"]) for r in records]
     assert len(keys) == len(set(keys)) == 20  # nothing run twice, nothing lost
     assert all(r in records for r in before)  # finished runs kept as they were
+
+
+# ------------------------------------------------------------ proposals
+
+
+@pytest.fixture
+def faulty_methods():
+    r"""The misbehaving methods of ``faulty_plugin`` (registered once per process)."""
+    import importlib
+
+    importlib.import_module("tests.benchmarks.faulty_plugin")
+
+
+@pytest.mark.parametrize(
+    "method, message",
+    [
+        ("nan-proposal", "NaN or infinite coordinates"),
+        (
+            "outside-proposal",
+            r"outside the domain of bohachevsky .* dimension\(s\) \[0, 1\]",
+        ),
+        ("two-proposals", "proposed 2 points \\(a 2 x 2 tensor\\) where one was asked"),
+    ],
+)
+def test_a_bad_proposal_fails_the_run(faulty_methods, method, message):
+    with pytest.raises(ValueError, match=f"Method '{method}' proposed"):
+        run_experiment("bohachevsky", method, seed=0, iterations=1)
+    record = safe_run_experiment("bohachevsky", method, seed=0, iterations=1)
+    assert set(record) >= {"error", "traceback"} and "values" not in record
+    assert re.search(message, record["error"])
+
+
+def test_check_proposal_by_hand():
+    from botorch_transfer.benchmarks.problems import make_problem
+    from botorch_transfer.benchmarks.runner import DOMAIN_TOLERANCE, check_proposal
+
+    grid = make_problem("bohachevsky")  # a 120 x 120 grid of [-2, 2]^2
+    point = grid.grid[1234].unsqueeze(0)
+    assert torch.equal(check_proposal(point, grid, "m"), point)
+    # float32 rounding: moved onto the grid point
+    rounded = check_proposal(point.float(), grid, "m")
+    assert rounded.dtype == torch.float64 and torch.equal(rounded, point)
+    edge = torch.tensor([[2.0 + 4 * DOMAIN_TOLERANCE / 2, -2.0]])
+    assert check_proposal(edge, grid, "m").tolist() == [[2.0, -2.0]]
+    with pytest.raises(ValueError, match="not a point of bohachevsky's candidate grid"):
+        check_proposal(point + 0.01, grid, "m")
+    with pytest.raises(ValueError, match=r"shape \(2,\); `propose` returns .* 1 x 2"):
+        check_proposal(point.squeeze(0), grid, "m")
+    with pytest.raises(ValueError, match=r"shape \(1, 3\)"):
+        check_proposal(torch.zeros(1, 3), grid, "m")
+    with pytest.raises(TypeError, match="proposed list"):
+        check_proposal([[0.0, 0.0]], grid, "m")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        check_proposal(torch.tensor([[float("inf"), 0.0]]), grid, "m")
+    box = make_problem("gaussian-bumps")  # continuous, [-5, 5]^2
+    inside = torch.tensor([[0.123456789, -4.9]])
+    assert torch.equal(check_proposal(inside, box, "m"), inside)
+    with pytest.raises(ValueError, match=r"outside the domain .* dimension\(s\) \[1\]"):
+        check_proposal(torch.tensor([[0.0, -5.1]]), box, "m")
+
+
+def test_a_non_finite_objective_value_fails_the_run():
+    from dataclasses import replace
+
+    from botorch_transfer.benchmarks.problems import make_problem
+
+    problem = make_problem("gaussian-bumps")
+    broken = replace(problem, target=lambda X: problem.target(X) * float("nan"))
+    with pytest.raises(ValueError, match="The target of gaussian-bumps at the query"):
+        run_experiment(broken, "random", seed=0, iterations=1)
+
+
+def test_a_failed_run_is_recorded_as_failed_and_rerun(
+    tmp_path, capsys, monkeypatch, faulty_methods
+):
+    run = ["run", "--out", str(tmp_path), "--problems", "bohachevsky", "--seeds", "1"]
+    run += ["--iterations", "2", "--workers", "1", "--methods", "nan-proposal"]
+    run += ["--plugin", "tests.benchmarks.faulty_plugin"]
+    monkeypatch.delenv("FAULTY_PLUGIN_FIXED", raising=False)
+    with pytest.raises(SystemExit, match="no finished run"):
+        main(run)  # the plot of a sweep without a finished run
+    assert "proposed [nan, nan], which has NaN" in capsys.readouterr().out
+    (failed,), _ = load_results(tmp_path / "results.jsonl")
+    assert "NaN or infinite" in failed["error"] and "values" not in failed
+    monkeypatch.setenv("FAULTY_PLUGIN_FIXED", "1")  # the workers see it at start-up
+    main(run)
+    assert "resuming" not in capsys.readouterr().out
+    records, _ = load_results(tmp_path / "results.jsonl")
+    assert [("error" in r) for r in records] == [True, False]
+    assert len(records[1]["values"]) == 2
