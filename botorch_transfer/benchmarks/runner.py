@@ -446,10 +446,21 @@ def sweep(
     """
     pending = deque(runs)
     running: dict[Future, tuple[str, str, int]] = {}
+    renew = getattr(pool, "renew", None)
     while pending or running:
         while pending and len(running) < window:
-            run = pending.popleft()
-            running[pool.submit(safe_run_experiment, *run, *options)] = run
+            try:
+                future = pool.submit(safe_run_experiment, *pending[0], *options)
+            except BrokenProcessPool:
+                # broken since the last look: its runs in progress end below; with
+                # none in progress (a worker lost between runs), renew it now
+                if renew is None:
+                    raise
+                if not running:
+                    renew()
+                    continue
+                break
+            running[future] = pending.popleft()
         done, _ = wait(running, return_when=FIRST_COMPLETED)
         if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
             wait(running)  # a broken pool ends every run in progress at once
@@ -466,7 +477,6 @@ def sweep(
                 yield future.result()
         if not lost:
             continue
-        renew = getattr(pool, "renew", None)
         cause = renew() if renew is not None else "a worker process ended abruptly"
         for run in lost:
             others = [run_name(r) for r in lost if r != run]

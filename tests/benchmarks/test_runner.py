@@ -343,3 +343,35 @@ def test_a_failed_run_is_recorded_as_failed_and_rerun(
     records, _ = load_results(tmp_path / "results.jsonl")
     assert [("error" in r) for r in records] == [True, False]
     assert len(records[1]["values"]) == 2
+
+
+def test_a_sweep_renews_a_pool_that_broke_between_runs(monkeypatch):
+    # the pool refuses a run (a worker was lost while no run was in progress): it is
+    # renewed and every run is recorded once
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from botorch_transfer.benchmarks import runner
+
+    class Pool:
+        def __init__(self):
+            self.threads, self.renewed, self.refuse = ThreadPoolExecutor(1), 0, True
+
+        def submit(self, fn, *args):
+            if self.refuse:
+                self.refuse = False
+                raise BrokenProcessPool("broken")
+            return self.threads.submit(fn, *args)
+
+        def renew(self):
+            self.renewed += 1
+            return "a worker process ended abruptly"
+
+    def record(problem, method, seed, *options):
+        return {"problem": problem, "method": method, "seed": seed}
+
+    monkeypatch.setattr(runner, "safe_run_experiment", record)
+    pool = Pool()
+    runs = [("p", "m", 0), ("p", "m", 1)]
+    records = list(runner.sweep(pool, runs, (None, (), "cpu"), window=1))
+    assert sorted(r["seed"] for r in records) == [0, 1] and pool.renewed == 1
