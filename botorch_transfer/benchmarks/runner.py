@@ -229,7 +229,8 @@ def check_proposal(x: Any, problem: TransferProblem, method: str) -> Tensor:
             "infinite coordinates; a proposal must be a point of the domain."
         )
     lo, hi = problem.bounds.cpu()
-    tolerance = DOMAIN_TOLERANCE * (hi - lo)
+    width = torch.where(hi > lo, hi - lo, torch.ones_like(lo))  # a fixed input: 1
+    tolerance = DOMAIN_TOLERANCE * width
     outside = ((x < lo - tolerance) | (x > hi + tolerance)).squeeze(0)
     if outside.any():
         dims = outside.nonzero().squeeze(-1).tolist()
@@ -242,7 +243,7 @@ def check_proposal(x: Any, problem: TransferProblem, method: str) -> Tensor:
     grid = problem.grid
     if grid is not None:
         grid = grid.cpu()
-        gap, row = ((grid - x).abs() / (hi - lo)).amax(dim=-1).min(dim=0)
+        gap, row = ((grid - x).abs() / width).amax(dim=-1).min(dim=0)
         if gap > DOMAIN_TOLERANCE:
             raise ValueError(
                 f"Method {method!r} proposed {x.squeeze(0).tolist()}, which is not a "

@@ -312,6 +312,15 @@ def test_check_proposal_by_hand():
     assert torch.equal(check_proposal(inside, box, "m"), inside)
     with pytest.raises(ValueError, match=r"outside the domain .* dimension\(s\) \[1\]"):
         check_proposal(torch.tensor([[0.0, -5.1]]), box, "m")
+    # a fixed input (lower bound = upper bound) takes its value only
+    from dataclasses import replace
+
+    fixed = replace(box, bounds=torch.tensor([[-5.0, 1.0], [5.0, 1.0]]))
+    assert check_proposal(torch.tensor([[0.5, 1.0]]), fixed, "m").tolist() == [
+        [0.5, 1.0]
+    ]
+    with pytest.raises(ValueError, match=r"dimension\(s\) \[1\]"):
+        check_proposal(torch.tensor([[0.5, 1.1]]), fixed, "m")
 
 
 def test_a_non_finite_objective_value_fails_the_run():
