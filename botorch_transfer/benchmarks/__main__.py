@@ -228,9 +228,10 @@ def _writable_results(out: Path) -> Path:
             f"--out: cannot create the results directory {out}: {e.strerror or e}"
         ) from e
     if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
         raise UsageError(
-            f"--out: {path} is a directory, not a results file; choose another --out "
-            f"or move {path} away"
+            f"--out: {path} is {kind}, not a results file; choose another --out or "
+            f"move {path} away"
         )
     try:
         with open(path, "ab"):
