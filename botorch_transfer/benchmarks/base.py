@@ -53,6 +53,11 @@ class TransferProblem:
             regret is measured against the best value any run found.
         noisy_observations: Add Gaussian noise of the stated variances to the
             observations (synthetic problems); ``False`` observes the objective as is.
+        observe_source: ``observe_source(X, generator) -> n x 1`` draws one real
+            replicate of the source at each row of ``X`` (tabular problems with
+            replicate noise: the objectives are then the replicate means); ``None``:
+            Gaussian noise as ``noisy_observations`` says.
+        observe_target: The same for the target.
         description: One-line summary with the source of the settings.
     """
 
@@ -70,6 +75,8 @@ class TransferProblem:
     beta: float = 0.3
     optimum_known: bool = True
     noisy_observations: bool = True
+    observe_source: Callable[[Tensor, torch.Generator], Tensor] | None = None
+    observe_target: Callable[[Tensor, torch.Generator], Tensor] | None = None
     description: str = ""
     _grid: Tensor | None = field(default=None, repr=False)
 

@@ -21,6 +21,7 @@ from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo import breast_cancer
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS, hpo_pair
+from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS, real_pair
 
 __all__ = [
     "PROBLEMS",
@@ -234,6 +235,8 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     },
     # real HPO pairs: need the [yahpo] extra and the YAHPO data folder
     **{name: partial(hpo_pair, name) for name in HPO_PAIRS},
+    # real tuning tables with replicate noise (shipped with the package)
+    **{name: partial(real_pair, name) for name in REAL_PAIRS},
 }
 
 

@@ -114,10 +114,18 @@ def run_experiment(
                 f_x.shape, generator=generator, dtype=torch.float64
             )
 
+        def observe_target(x: Tensor, f_x: Tensor, generator: torch.Generator):
+            if problem.observe_target is not None:  # one real replicate
+                return problem.observe_target(x, generator)
+            return observe(f_x, problem.target_noise, generator)
+
         X_s = problem.sample(problem.n_source, gen)
-        Y_s = observe(problem.source(X_s), problem.source_noise, gen)
+        if problem.observe_source is not None:
+            Y_s = problem.observe_source(X_s, gen)
+        else:
+            Y_s = observe(problem.source(X_s), problem.source_noise, gen)
         X = problem.sample(problem.n_init, gen)
-        Y = observe(problem.target(X), problem.target_noise, gen)
+        Y = observe_target(X, problem.target(X), gen)
         source = TaskData(X_s, Y_s, torch.full_like(Y_s, problem.source_noise))
         data = TransferData(
             source.to(device), generator=torch.Generator().manual_seed(seed + 20_000)
@@ -141,7 +149,7 @@ def run_experiment(
             x = check_proposal(x, problem, method)
             f_x = _checked_value(problem.target(x), x, problem, "target")
             y = _checked_value(
-                observe(f_x, problem.target_noise, noise_gen), x, problem, "observation"
+                observe_target(x, f_x, noise_gen), x, problem, "observation"
             )
             X, Y = torch.cat([X, x]), torch.cat([Y, y])
             queries.append(x.squeeze(0).tolist())

@@ -44,6 +44,7 @@ from botorch_transfer import (
     DeltaBOModel,
     DiffGP,
     EnvGP,
+    RankWeightedTransferGP,
     TaskData,
     randomized_nn_thompson_candidate,
 )
@@ -207,6 +208,9 @@ class AcquisitionMethod(TransferMethod):
         model = self.model(state, X, Y)
         if self.fit and X.shape[0] > 0:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        weight = getattr(model, "transfer_weight", None)
+        if weight is not None:  # how much a weighted model's transfer part acted
+            state.diagnostics.setdefault("transfer_weight", []).append(float(weight))
         if self.guard:
             prequential = self.guard == "prequential"
             model = TransferGuard(
@@ -576,6 +580,22 @@ def source_kernel_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> Di
     return default_settings_model(builder, state, X, Y, state.source)
 
 
+def rank_weighted_model(
+    state: TransferState, X: Tensor, Y: Tensor, source_map: str = "affine"
+) -> RankWeightedTransferGP:
+    r"""``RankWeightedTransferGP`` as its docstring tells a user to build it:
+    inputs to the unit cube, its default outcome scaling, the source data as given
+    (its source GP is fitted at the first iteration and kept)."""
+    return RankWeightedTransferGP(
+        X,
+        Y,
+        train_Yvar=state.target_noise(Y),
+        source=state.source,
+        input_transform=_unit_cube(state.problem),
+        source_map=source_map,
+    )
+
+
 def with_task_column(Z: Tensor, task: int) -> Tensor:
     r"""``Z`` with a last column holding ``task`` (``MultiTaskGP``'s task feature)."""
     return torch.cat([Z, torch.full_like(Z[:, :1], task)], dim=-1)
@@ -875,6 +895,21 @@ register_method(
     AcquisitionMethod(fitted_diffgp_model, fit=True, guard=True),
     "diffgp-fitted inside a TransferGuard (leave-one-out against a target-only "
     "SingleTaskGP); UCB",
+)
+register_method(
+    "rank-weighted",
+    AcquisitionMethod(rank_weighted_model, fit=True),
+    "RankWeightedTransferGP with its defaults: a source-kernel transfer GP (f = a g "
+    "+ c + delta) mixed with a target-only GP by leave-one-out ranking evidence, "
+    "fitted every iteration; UCB",
+)
+register_method(
+    "rank-weighted-marginal",
+    AcquisitionMethod(
+        partial(rank_weighted_model, source_map="marginal-affine"), fit=True
+    ),
+    "rank-weighted with the source scale and offset integrated out "
+    "(source_map='marginal-affine'); UCB",
 )
 # the peers a BoTorch user would pick (default settings, fitted every iteration)
 register_method(

@@ -1,0 +1,177 @@
+r"""Transfer pairs of real tuning data with real replicate noise.
+
+A pair is two tasks of one family of :mod:`~botorch_transfer.benchmarks.real_tables`
+(the same hyperparameter grid tuned on two data sets, or on two classes of one data
+set). A query returns ONE replicate (one cross-validation fold, one training seed),
+drawn at random; regret is measured on the replicate mean, so a method is not
+rewarded for finding a lucky fold. The source data are ``n_source`` random grid
+points of the source task, one replicate each. The candidates are the grid.
+
+Negative controls are built from the pairs: ``*-permuted`` scrambles the source
+table over the grid with a new permutation per seed (same values, no relation to the
+target's inputs), and ``cross-*`` takes the source from another family on a grid of
+the same size (an unrelated tuning problem).
+
+The problems are split once, before any default was chosen on them, into a
+development half (``DEVELOPMENT``: defaults are chosen there) and a confirmation
+half (``CONFIRMATION``: claims are made there).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
+from botorch_transfer.benchmarks.hpo_pairs import rank_correlation
+from botorch_transfer.benchmarks.real_tables import FAMILIES, load_table
+
+#: ``name: (source family, source task, target family, target task, control)``;
+#: ``control`` is ``None`` (a related pair), ``"permuted"`` or ``"cross"``.
+_DEFINITIONS: dict[str, tuple[str, str, str, str, str | None]] = {}
+DEVELOPMENT: list[str] = []
+CONFIRMATION: list[str] = []
+
+
+def _define(
+    half: list[str],
+    family: str,
+    source: str,
+    target: str,
+    control: str | None = None,
+    source_family: str | None = None,
+) -> None:
+    source_family = family if source_family is None else source_family
+    if control == "cross":
+        name = f"cross-{source_family}-{source}-to-{family}-{target}"
+    else:
+        name = f"{family}-{source}-to-{target}"
+        if control is not None:
+            name += f"-{control}"
+    _DEFINITIONS[name] = (source_family, source, family, target, control)
+    half.append(name)
+
+
+# related pairs: each family's pairs alternate between the halves
+_define(DEVELOPMENT, "svm", "digit1", "digit7")
+_define(CONFIRMATION, "svm", "digit3", "digit8")
+_define(DEVELOPMENT, "svm", "digit5", "digit9")
+_define(CONFIRMATION, "svm", "digit4", "digit9")
+_define(DEVELOPMENT, "svm", "digit0", "digit6")
+_define(CONFIRMATION, "svm", "digit2", "digit3")
+_define(DEVELOPMENT, "forest", "breast_cancer", "wine")
+_define(CONFIRMATION, "forest", "digits_low", "digits_high")
+_define(DEVELOPMENT, "forest", "wine", "iris")
+_define(CONFIRMATION, "forest", "iris", "breast_cancer")
+_define(DEVELOPMENT, "mlp", "digits_low", "digits_high")
+_define(CONFIRMATION, "mlp", "breast_cancer", "wine")
+_define(DEVELOPMENT, "mlp", "wine", "digits_high")
+_define(CONFIRMATION, "mlp", "digits_high", "breast_cancer")
+# negative controls
+_define(DEVELOPMENT, "svm", "digit1", "digit7", "permuted")
+_define(CONFIRMATION, "svm", "digit3", "digit8", "permuted")
+_define(DEVELOPMENT, "forest", "breast_cancer", "wine", "permuted")
+_define(CONFIRMATION, "mlp", "breast_cancer", "wine", "permuted")
+_define(DEVELOPMENT, "forest", "digits_low", "digits_low", "cross", "mlp")
+_define(CONFIRMATION, "mlp", "wine", "wine", "cross", "forest")
+
+#: Every pair: ``name: (source family, source task, target family, target task,
+#: control)``.
+REAL_PAIRS = dict(_DEFINITIONS)
+#: The negative controls among them.
+REAL_CONTROLS = tuple(name for name, d in REAL_PAIRS.items() if d[-1] is not None)
+
+
+def _grid_rows(X: Tensor, grid_size: int) -> np.ndarray:
+    r"""Rows of the tables (row-major grid order) of unit-cube grid points ``X``."""
+    index = (X.detach().cpu().double() * (grid_size - 1)).round().long().numpy()
+    index = index.reshape(-1, X.shape[-1])
+    return np.ravel_multi_index(tuple(index.T), (grid_size,) * X.shape[-1])
+
+
+@lru_cache
+def _tables(name: str) -> tuple[np.ndarray, np.ndarray]:
+    source_family, source_task, family, target_task, _ = REAL_PAIRS[name]
+    return load_table(source_family, source_task), load_table(family, target_task)
+
+
+def pair_rank_correlation(name: str) -> float:
+    r"""Spearman rank correlation of the source and target replicate means over the
+    grid (before any permutation)."""
+    source, target = _tables(name)
+    return rank_correlation(
+        torch.from_numpy(source.mean(1)), torch.from_numpy(target.mean(1))
+    )
+
+
+def real_pair(name: str, seed: int = 0) -> TransferProblem:
+    r"""The real transfer pair ``name`` (a key of :data:`REAL_PAIRS`).
+
+    100 source observations, 3 initial target points, T = 30, UCB's ``beta`` = 2;
+    the known noise variances are the tables' mean replicate variances.
+
+    Args:
+        name: The pair.
+        seed: The replicate (a ``*-permuted`` control draws a new permutation per
+            seed; the others ignore it).
+    """
+    if name not in REAL_PAIRS:
+        raise ValueError(f"Unknown real pair {name!r}; choose from {list(REAL_PAIRS)}.")
+    source_family, source_task, family, target_task, control = REAL_PAIRS[name]
+    fam = FAMILIES[family]
+    g = fam.grid_size
+    source_table, target_table = _tables(name)
+    if source_table.shape != target_table.shape:
+        raise ValueError(f"{name}: the source and target grids differ.")
+    if control == "permuted":
+        rng = np.random.default_rng(seed)
+        source_table = source_table[rng.permutation(source_table.shape[0])]
+
+    def mean_of(table: np.ndarray):
+        means = table.mean(1)
+
+        def evaluate(X: Tensor) -> Tensor:
+            values = torch.from_numpy(means[_grid_rows(X, g)])
+            return values.to(X).reshape(*X.shape[:-1], 1)
+
+        return evaluate
+
+    def replicate_of(table: np.ndarray):
+        def draw(X: Tensor, generator: torch.Generator) -> Tensor:
+            rows = _grid_rows(X, g)
+            cols = torch.randint(table.shape[1], (len(rows),), generator=generator)
+            values = torch.from_numpy(table[rows, cols.numpy()])
+            return values.to(X).reshape(*X.shape[:-1], 1)
+
+        return draw
+
+    rho = pair_rank_correlation(name)
+    kernels = {
+        key: (lambda d: fixed_kernel("matern52", 0.3, 25.0, d))
+        for key in ("source", "target", "delta")
+    }
+    kind = {None: "pair", "permuted": "control (source permuted over the grid)"}
+    kind["cross"] = f"control (source from the {source_family} family)"
+    return TransferProblem(
+        name=name,
+        bounds=torch.stack([torch.zeros(fam.dim), torch.ones(fam.dim)]).double(),
+        target=mean_of(target_table),
+        source=mean_of(source_table),
+        n_source=100,
+        source_noise=float(source_table.var(1, ddof=1).mean()),
+        target_noise=float(target_table.var(1, ddof=1).mean()),
+        kernels=kernels,
+        grid_size=g,
+        n_init=3,
+        iterations=30,
+        beta=2.0,
+        noisy_observations=True,
+        observe_source=replicate_of(source_table),
+        observe_target=replicate_of(target_table),
+        description=f"real {kind[control]}: {fam.description}; source "
+        f"{source_family}/{source_task}, target {family}/{target_task}, rank "
+        f"correlation {rho:.2f}",
+    )

@@ -1,0 +1,446 @@
+r"""A transfer model and a target-only GP, mixed by how well each ranks the target.
+
+:class:`RankWeightedTransferGP` is built like a ``SingleTaskGP`` plus ``source=`` and
+fitted with ``fit_gpytorch_mll``. Inside are two GPs on the same target data:
+
+- the transfer model: ``f = a g + c + delta`` (a :class:`DeltaBOModel` with the exact
+  Gaussian conditional and a fitted source scale ``a`` and offset ``c``), where ``g``
+  is a GP fitted once on the source and frozen, and ``delta`` shares ``g``'s kernel
+  (its shape: lengthscales fitted on the source) with its own fitted amplitude. With
+  ``a`` and the amplitude fitted on the target this is an intrinsic coregionalization
+  model (``MultiTaskGP``'s) whose kernel was learned from the many source points, at
+  the cost of a target-only GP;
+- a target-only ``SingleTaskGP`` with BoTorch's defaults.
+
+The posterior is the two-component mixture ``w p_transfer + (1 - w) p_target``, as a
+Gaussian with the mixture's mean and covariance (so the models' disagreement widens
+it). The weight ``w`` is RGPE's ranking evidence (Feurer, Letham and Bakshy 2018)
+between the two: each model's leave-one-out posteriors at the target points are
+drawn ``num_samples`` times, each draw's ranking loss (misordered pairs of target
+observations) is counted, and ``w`` is the fraction of draws in which the transfer
+model ranks better (ties split at random); the transfer model gets weight 0 when its
+median loss is above the target-only GP's 95th percentile (RGPE's weight-dilution
+rule). The weight is recomputed from all target data at every fit: nothing a few
+noisy points decide is final, and nothing carries over from one iteration to the
+next.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.model import FantasizeMixin, Model
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform, Standardize
+from botorch.posteriors import GPyTorchPosterior
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import ScaleKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
+from gpytorch.models import GP
+from gpytorch.priors import GammaPrior
+from torch import Tensor
+
+from botorch_transfer.data import TaskData
+from botorch_transfer.models.delta import DeltaBOModel
+from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
+from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
+
+#: Fitted source GPs kept by value (a BO loop rebuilds the model every iteration
+#: with the same source data; the source GP is fitted once).
+_SOURCE_GPS: OrderedDict[str, SingleTaskGP] = OrderedDict()
+_SOURCE_GPS_KEPT = 8
+
+
+def _digest(*tensors: Tensor | None) -> str:
+    h = hashlib.sha1()
+    for t in tensors:
+        if t is None:
+            h.update(b"none")
+            continue
+        t = t.detach()
+        h.update(f"{t.dtype}{t.device}{tuple(t.shape)}".encode())
+        h.update(t.cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def fitted_source_gp(
+    source: TaskData, input_transform: InputTransform | None = None
+) -> SingleTaskGP:
+    r"""A ``SingleTaskGP`` with BoTorch's defaults fitted on ``source``, kept by value.
+
+    The same data (and input transform) give the same fitted model object, so that
+    a loop rebuilding its model every iteration fits the source once (and the
+    transfer model reuses the source posterior cached for that object). Above
+    1,000 points the hyperparameters are fitted on a fixed random subset of 1,000
+    and the GP conditions on all points.
+
+    Args:
+        source: The source observations (noise learned when ``Yvar`` is ``None``).
+        input_transform: The model's input transform (a copy is used).
+
+    Returns:
+        The fitted source GP (do not modify it: it is shared).
+    """
+    transform_state = None
+    if input_transform is not None:
+        transform_state = [
+            v for v in input_transform.state_dict().values() if torch.is_tensor(v)
+        ]
+    key = _digest(source.X, source.Y, source.Yvar, *(transform_state or []))
+    key += type(input_transform).__name__
+    if key in _SOURCE_GPS:
+        _SOURCE_GPS.move_to_end(key)
+        return _SOURCE_GPS[key]
+
+    def build(rows: Tensor | None) -> SingleTaskGP:
+        pick = slice(None) if rows is None else rows
+        Yvar = None if source.Yvar is None else source.Yvar[pick]
+        return SingleTaskGP(
+            source.X[pick],
+            source.Y[pick],
+            Yvar,
+            input_transform=copy.deepcopy(input_transform),
+        )
+
+    rows = fit_subset_rows(source.X.shape[-2], FIT_MAX_POINTS, source.X.device)
+    model = build(rows)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    if rows is not None:  # the fitted hyperparameters on all points
+        full = build(None)
+        parameters = dict(model.named_parameters())
+        state = {k: v for k, v in model.state_dict().items() if k in parameters}
+        full.load_state_dict(state, strict=False)
+        model = full
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    _SOURCE_GPS[key] = model
+    while len(_SOURCE_GPS) > _SOURCE_GPS_KEPT:
+        _SOURCE_GPS.popitem(last=False)
+    return model
+
+
+def exact_loo_posterior(model: Model) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Closed-form leave-one-out posteriors of an exact GP at its training inputs.
+
+    With ``K`` the training targets' marginal covariance (noise included), ``r`` the
+    targets minus the prior mean and ``alpha = K^{-1} r``, point ``i`` predicted from
+    the others has mean ``t_i - alpha_i / [K^{-1}]_ii`` and latent variance ``1 /
+    [K^{-1}]_ii - noise_i`` (Rasmussen and Williams, eq. 5.12). For a residual model
+    (targets ``t = y - m(x)`` with ``m`` fixed by the source) the same shift applies
+    to ``y``, so the predictions of the observations are ``y_i - alpha_i /
+    [K^{-1}]_ii``.
+
+    Args:
+        model: A non-batched exact GP (``train_inputs``, ``train_targets``, a
+            Gaussian likelihood) with its current hyperparameters.
+
+    Returns:
+        ``(shift, variance, noise)``, each ``n``: the LOO prediction of observation
+        ``i`` is the observation (in the model's units) minus ``shift_i``.
+    """
+    was_training = model.training
+    model.train()
+    try:
+        with torch.no_grad():
+            inputs = model.train_inputs
+            prior = model(*inputs)
+            marginal = model.likelihood(prior, *inputs)
+            K = marginal.covariance_matrix
+            noise = K.diagonal() - prior.covariance_matrix.diagonal()
+            K_inv = torch.cholesky_inverse(torch.linalg.cholesky(K))
+            alpha = K_inv @ (model.train_targets - marginal.mean)
+            precision = K_inv.diagonal()
+    finally:
+        model.train(was_training)
+    variance = (precision.reciprocal() - noise).clamp_min(1e-12)
+    return alpha / precision, variance, noise
+
+
+class RankWeightedTransferGP(Model, GP, FantasizeMixin):
+    r"""A source-kernel transfer GP mixed with a target-only GP by ranking evidence.
+
+    See the module docstring for the model. Build it every BO iteration as you build a
+    ``SingleTaskGP`` and fit it with ``fit_gpytorch_mll``: the fit fits both GPs and
+    recomputes the weight; the source GP is fitted once per source (kept by value).
+
+    Args:
+        train_X: ``n x d`` target inputs (``n >= 1``).
+        train_Y: ``n x 1`` target observations.
+        train_Yvar: Optional ``n x 1`` known target noise variances; else learned.
+        outcome_transform: The outcome transform of both GPs (default
+            ``Standardize(m=1)``, which BoTorch's default priors assume; for the
+            transfer model it is fitted on the source and target outcomes together).
+            ``None`` keeps the outcomes as they are.
+        input_transform: Input transform of both GPs and of the source GP (e.g.
+            ``Normalize(d, bounds=bounds)``: the kernels' default priors assume the
+            unit cube).
+        source: The source task (keyword): a ``TaskData`` (a ``SingleTaskGP`` is
+            fitted on it once and kept for the same data) or a fitted single-output
+            ``SingleTaskGP`` (its kernel's shape is shared with the difference).
+        source_map: How the source enters the transfer model (see
+            :class:`DeltaBOModel`): ``"affine"`` (default: ``a`` and ``c`` fitted)
+            or ``"marginal-affine"`` (integrated out).
+        num_samples: Draws of the leave-one-out ranking losses.
+        seed: Seed of the draws (the weight is a deterministic function of the data
+            and the hyperparameters).
+
+    Example:
+        >>> model = RankWeightedTransferGP(
+        ...     train_X, train_Y, source=TaskData(X_src, Y_src),
+        ...     input_transform=Normalize(d, bounds=bounds),
+        ... )
+        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> model.transfer_weight  # how much the transfer model acts, in [0, 1]
+        >>> acqf = LogExpectedImprovement(model, best_f=train_Y.max())
+    """
+
+    _default_outcome_transform = object()
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        outcome_transform: OutcomeTransform | None | Any = _default_outcome_transform,
+        input_transform: InputTransform | None = None,
+        *,
+        source: TaskData | SingleTaskGP,
+        source_map: str = "affine",
+        num_samples: int = 256,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool):
+            raise TypeError(f"`num_samples` must be an int, got {num_samples!r}.")
+        if num_samples < 1:
+            raise ValueError(f"`num_samples` must be positive, got {num_samples}.")
+        if torch.is_tensor(train_X) and train_X.dim() != 2:
+            raise ValueError(
+                "`train_X` must have shape n x d (batched training data are not "
+                f"supported), got {tuple(train_X.shape)}."
+            )
+        if torch.is_tensor(train_X) and train_X.shape[-2] == 0:
+            raise ValueError(
+                "`train_X` must hold at least one target point (the target-only GP "
+                "and the outcome scaling need one); before the first observation, "
+                "query the source GP's optimum or an initial design."
+            )
+        if outcome_transform is self._default_outcome_transform:
+            outcome_transform = Standardize(m=1)
+        if outcome_transform is not None and not isinstance(
+            outcome_transform, Standardize
+        ):
+            raise TypeError(
+                "`outcome_transform` must be None or Standardize(m=1), got "
+                f"{type(outcome_transform).__name__}."
+            )
+        self.num_samples, self.seed = num_samples, seed
+        source_gp = self._source_gp(source, train_X, input_transform)
+        # the difference shares the source kernel's shape, with its own amplitude
+        shape = copy.deepcopy(source_gp.covar_module)
+        for p in shape.parameters():
+            p.requires_grad_(False)
+        self.transfer_model = DeltaBOModel(
+            train_X,
+            train_Y,
+            train_Yvar,
+            outcome_transform=copy.deepcopy(outcome_transform),
+            input_transform=copy.deepcopy(input_transform),
+            source=source_gp,
+            delta_covar_module=ScaleKernel(
+                shape, outputscale_prior=GammaPrior(2.0, 4.0)
+            ).to(train_X),
+            source_map=source_map,
+            progress=False,
+        )
+        self.target_model = SingleTaskGP(
+            train_X,
+            train_Y,
+            train_Yvar,
+            outcome_transform=copy.deepcopy(outcome_transform),
+            input_transform=copy.deepcopy(input_transform),
+        )
+        self._weight: float | None = None
+
+    @staticmethod
+    def _source_gp(
+        source: Any, train_X: Tensor, input_transform: InputTransform | None
+    ) -> SingleTaskGP:
+        if isinstance(source, (list, tuple)):
+            raise TypeError(
+                "`source` must be one TaskData or fitted SingleTaskGP; for several "
+                "sources use RGPE, or pool sources on one scale into one TaskData."
+            )
+        if isinstance(source, TaskData):
+            if torch.is_tensor(train_X) and source.X.shape[-1] != train_X.shape[-1]:
+                raise ValueError(
+                    f"`source` has {source.X.shape[-1]} input dimensions, `train_X` "
+                    f"has {train_X.shape[-1]}."
+                )
+            if torch.is_tensor(train_X) and source.X.dtype != train_X.dtype:
+                raise ValueError(
+                    f"`source` is {source.X.dtype}, `train_X` is {train_X.dtype}: "
+                    "give both in one dtype."
+                )
+            return fitted_source_gp(source, input_transform)
+        if isinstance(source, SingleTaskGP):
+            if source.num_outputs != 1 or len(source.batch_shape) > 0:
+                raise ValueError(
+                    "`source` must be a single-output, non-batched SingleTaskGP."
+                )
+            return source
+        raise TypeError(
+            "`source` must be a TaskData or a fitted SingleTaskGP, got "
+            f"{type(source).__name__}."
+        )
+
+    # ----------------------------------------------------------------- fitting
+    @property
+    def likelihood(self):
+        r"""The target-only GP's likelihood (what ``ExactMarginalLogLikelihood``
+        is built with; :meth:`custom_fit` fits both GPs)."""
+        return self.target_model.likelihood
+
+    def custom_fit(
+        self, mll: MarginalLogLikelihood, **kwargs: Any
+    ) -> MarginalLogLikelihood:
+        r"""Called by ``fit_gpytorch_mll``: fits the transfer model and the
+        target-only GP (each by its exact marginal likelihood, with
+        ``fit_gpytorch_mll``'s keyword arguments), then recomputes the weight."""
+        kwargs.pop("closure", None)  # a closure of the outer mll fits neither GP
+        for model in (self.transfer_model, self.target_model):
+            fit_gpytorch_mll(
+                ExactMarginalLogLikelihood(model.likelihood, model), **kwargs
+            )
+        self.update_weight()
+        return mll.eval()
+
+    def load_state_dict(self, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
+        r"""Loads both GPs' hyperparameters; the weight is recomputed on use."""
+        result = super().load_state_dict(state_dict, *args, **kwargs)
+        self._weight = None
+        return result
+
+    # ------------------------------------------------------------------ weight
+    @property
+    def transfer_weight(self) -> float:
+        r"""The transfer model's weight ``w`` in ``[0, 1]`` (the target-only GP has
+        ``1 - w``); computed from the current hyperparameters if not yet fitted."""
+        if self._weight is None:
+            self.update_weight()
+        return self._weight
+
+    def ranking_losses(self) -> Tensor:
+        r"""``2 x num_samples`` ranking losses of leave-one-out draws of the
+        transfer model (first) and the target-only GP (second)."""
+        generator = torch.Generator().manual_seed(self.seed)
+        losses = []
+        for model, y in (
+            (self.transfer_model, self.transfer_model._target_Y),
+            (self.target_model, self.target_model.train_targets),
+        ):
+            shift, variance, _ = exact_loo_posterior(model)
+            # drawn on the CPU (the generator's device), so a seed gives the same
+            # weight on every device
+            z = torch.randn(
+                self.num_samples, y.shape[-1], generator=generator, dtype=y.dtype
+            )
+            draws = (y - shift) + variance.sqrt() * z.to(y.device)
+            losses.append(ranking_loss(draws, y))
+        return torch.stack(losses)
+
+    def update_weight(self) -> float:
+        r"""Recompute :attr:`transfer_weight` from the target data (0.5 with fewer
+        than 2 target points: no pair to rank)."""
+        if self.target_model.train_targets.shape[-1] < 2:
+            self._weight = 0.5
+            return self._weight
+        losses = self.ranking_losses()
+        generator = torch.Generator().manual_seed(self.seed + 1)
+        self._weight = float(ranking_weights(losses, generator)[0])
+        return self._weight
+
+    # --------------------------------------------------------------- posterior
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.target_model.batch_shape
+
+    @property
+    def target_X(self) -> Tensor:
+        r"""The target inputs, raw (``X_baseline`` of noisy acquisition functions)."""
+        return self.transfer_model.target_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""The target observations in the user's units (``best_f``'s source)."""
+        return self.transfer_model.target_Y
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> GPyTorchPosterior:
+        r"""The mixture's Gaussian: mean ``w mu_1 + (1 - w) mu_2`` and covariance
+        ``w (S_1 + mu_1 mu_1^T) + (1 - w)(S_2 + mu_2 mu_2^T) - mu mu^T`` over the
+        ``q`` points of ``X`` (``batch x q x d``), in the user's units."""
+        if output_indices is not None and list(output_indices) != [0]:
+            raise ValueError(
+                f"`output_indices` must be None or [0] (one output), got "
+                f"{output_indices!r}."
+            )
+        w = self.transfer_weight
+        parts = [
+            model.posterior(X, observation_noise=observation_noise)
+            for model in (self.transfer_model, self.target_model)
+        ]
+        means = [p.mean.squeeze(-1) for p in parts]
+        mean = w * means[0] + (1.0 - w) * means[1]
+        covariance = 0.0
+        for weight, part, mu in zip((w, 1.0 - w), parts, means, strict=True):
+            if weight == 0.0:
+                continue
+            second = part.distribution.covariance_matrix + mu.unsqueeze(
+                -1
+            ) * mu.unsqueeze(-2)
+            covariance = covariance + weight * second
+        covariance = covariance - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+        # the two-moment form cancels in floating point: keep it symmetric
+        covariance = 0.5 * (covariance + covariance.transpose(-1, -2))
+        posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
+        if posterior_transform is not None:
+            return posterior_transform(posterior)
+        return posterior
+
+    def condition_on_observations(
+        self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
+    ) -> RankWeightedTransferGP:
+        r"""Both GPs conditioned on ``(X, Y)`` (raw inputs, user units), the weight
+        kept (as a fantasy model keeps its hyperparameters)."""
+        transfer = self.transfer_model.condition_on_observations(X, Y, noise=noise)
+        target_kwargs = {} if noise is None else {"noise": noise}
+        if self.target_model.prediction_strategy is None:
+            self.target_model.posterior(X)  # GPyTorch conditions on its caches
+        target = self.target_model.condition_on_observations(
+            self.target_model.transform_inputs(X), Y, **target_kwargs
+        )
+        new = copy.copy(self)
+        new._modules = dict(self._modules)
+        new._modules["transfer_model"] = transfer
+        new._modules["target_model"] = target
+        new._weight = self.transfer_weight
+        return new

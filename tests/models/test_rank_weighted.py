@@ -1,0 +1,314 @@
+import copy
+import itertools
+
+import pytest
+import torch
+from botorch.acquisition import (
+    LogExpectedImprovement,
+    UpperConfidenceBound,
+    qLogNoisyExpectedImprovement,
+)
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize
+from botorch.optim import optimize_acqf
+from botorch.posteriors import GPyTorchPosterior
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.kernels import MaternKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_transfer import RankWeightedTransferGP, TaskData
+from botorch_transfer.models.rank_weighted import (
+    exact_loo_posterior,
+    fitted_source_gp,
+)
+from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
+
+BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+
+
+def objective(X):
+    return torch.sin(6 * X[..., :1]) + X[..., 1:] ** 2
+
+
+def make_data(n=8, n_source=40, seed=0, scale=3.0, offset=1.0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    Xs = torch.rand(n_source, 2, generator=gen, dtype=dtype)
+    Ys = objective(Xs) + 0.05 * torch.randn(n_source, 1, generator=gen, dtype=dtype)
+    X = torch.rand(n, 2, generator=gen, dtype=dtype)
+    Y = scale * objective(X) + offset
+    Y = Y + 0.05 * torch.randn(n, 1, generator=gen, dtype=dtype)
+    return TaskData(Xs, Ys), X, Y
+
+
+def fitted(model):
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
+def plain_source_gp(source, lengthscale=(0.3, 0.5), noise=1e-3):
+    r"""A source GP with known hyperparameters in the user's units (no transforms)."""
+    gp = SingleTaskGP(
+        source.X,
+        source.Y,
+        torch.full_like(source.Y, noise),
+        covar_module=MaternKernel(nu=2.5, ard_num_dims=2),
+        outcome_transform=None,
+    ).to(source.X)
+    gp.covar_module.lengthscale = torch.tensor(lengthscale).to(source.X)
+    gp.mean_module.constant.data.fill_(0.2)
+    gp.eval()
+    return gp
+
+
+def test_transfer_part_is_the_exact_joint_conditional_of_the_coregionalized_model():
+    # f_target = a g + c + delta, g ~ GP(m0, k), delta ~ GP(0, s2 k), both observed
+    # with known noise: the posterior at test points, written as one Gaussian
+    # conditional on the source and target data together
+    source, X, Y = make_data()
+    gp = plain_source_gp(source)
+    Yvar = torch.full_like(Y, 0.01)
+    model = RankWeightedTransferGP(X, Y, Yvar, outcome_transform=None, source=gp)
+    transfer = model.transfer_model
+    with torch.no_grad():
+        transfer.source_scale.fill_(1.7)
+        transfer.source_offset.fill_(0.4)
+        transfer.delta_covar_module.outputscale = torch.tensor(0.3).to(X)
+    a, c, s2, m0 = 1.7, 0.4, 0.3, 0.2
+    k = lambda A, B: gp.covar_module(A, B).to_dense().detach()  # noqa: E731
+    Xs, ys = source.X, source.Y.squeeze(-1)
+    Xt = torch.rand(5, 2, generator=torch.Generator().manual_seed(9)).to(X)
+    K = torch.cat(
+        [
+            torch.cat([k(Xs, Xs) + 1e-3 * torch.eye(len(Xs)), a * k(Xs, X)], 1),
+            torch.cat(
+                [a * k(X, Xs), (a * a + s2) * k(X, X) + 0.01 * torch.eye(len(X))], 1
+            ),
+        ]
+    ).to(X)
+    data = torch.cat([ys - m0, Y.squeeze(-1) - (a * m0 + c)])
+    cross = torch.cat([a * k(Xt, Xs), (a * a + s2) * k(Xt, X)], 1)
+    mean = a * m0 + c + cross @ torch.linalg.solve(K, data)
+    covariance = (a * a + s2) * k(Xt, Xt) - cross @ torch.linalg.solve(K, cross.T)
+    posterior = transfer.posterior(Xt)
+    torch.testing.assert_close(posterior.mean.squeeze(-1), mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        posterior.distribution.covariance_matrix, covariance, rtol=1e-5, atol=1e-6
+    )
+
+
+def test_loo_posterior_equals_refitting_without_each_point():
+    source, X, Y = make_data(n=6)
+    gp = plain_source_gp(source)
+    model = RankWeightedTransferGP(X, Y, torch.full_like(Y, 0.01), source=gp)
+    target = model.target_model
+    shift, variance, noise = exact_loo_posterior(target)
+    stdv = target.outcome_transform.stdvs.squeeze()
+    torch.testing.assert_close(noise, torch.full_like(noise, 0.01) / stdv**2)
+    y = target.train_targets
+    for i in range(6):
+        keep = torch.arange(6) != i
+        # the target GP in model units: the same kernel, mean and noise
+        Ks = target.covar_module(X[keep]).to_dense() + torch.diag(noise[keep])
+        kx = target.covar_module(X[i : i + 1], X[keep]).to_dense()
+        m = target.mean_module(X).detach()
+        mean = m[i] + (kx @ torch.linalg.solve(Ks, (y[keep] - m[keep]).unsqueeze(-1)))
+        var = target.covar_module(X[i : i + 1]).to_dense() - kx @ torch.linalg.solve(
+            Ks, kx.T
+        )
+        torch.testing.assert_close(y[i] - shift[i], mean.squeeze().detach())
+        torch.testing.assert_close(variance[i], var.squeeze().detach())
+
+
+def test_transfer_loo_equals_the_model_rebuilt_without_each_point():
+    source, X, Y = make_data(n=6)
+    model = RankWeightedTransferGP(
+        X, Y, torch.full_like(Y, 0.01), source=plain_source_gp(source)
+    )
+    transfer = model.transfer_model
+    shift, variance, _ = exact_loo_posterior(transfer)
+    tX, tY, tYvar = transfer._target_X, transfer._target_Y, transfer._target_Yvar
+    try:
+        for i in range(6):
+            keep = torch.arange(6) != i
+            transfer._set_target_data(tX[keep], tY[keep], tYvar[keep])
+            transfer.eval()
+            with torch.no_grad():
+                post = transfer.posterior(X[i : i + 1])
+            scale = transfer.output_scale
+            mean = (post.mean.squeeze() - transfer.output_offset) / scale
+            torch.testing.assert_close(tY[i] - shift[i], mean)
+            torch.testing.assert_close(variance[i], post.variance.squeeze() / scale**2)
+    finally:
+        transfer._set_target_data(tX, tY, tYvar)
+
+
+def test_posterior_is_the_two_component_mixture():
+    source, X, Y = make_data()
+    model = fitted(RankWeightedTransferGP(X, Y, source=source))
+    w = model.transfer_weight
+    assert 0.0 <= w <= 1.0
+    Xt = torch.rand(3, 4, 2, dtype=torch.float64)
+    post = model.posterior(Xt)
+    assert isinstance(post, GPyTorchPosterior)
+    assert post.mean.shape == (3, 4, 1)
+    p1, p2 = model.transfer_model.posterior(Xt), model.target_model.posterior(Xt)
+    m1, m2 = p1.mean.squeeze(-1), p2.mean.squeeze(-1)
+    S1 = p1.distribution.covariance_matrix
+    S2 = p2.distribution.covariance_matrix
+    mean = w * m1 + (1 - w) * m2
+    outer = lambda m: m.unsqueeze(-1) * m.unsqueeze(-2)  # noqa: E731
+    cov = w * (S1 + outer(m1)) + (1 - w) * (S2 + outer(m2)) - outer(mean)
+    torch.testing.assert_close(post.mean.squeeze(-1), mean)
+    torch.testing.assert_close(post.distribution.covariance_matrix, cov)
+    # observation noise: each part's own
+    noisy = model.posterior(Xt, observation_noise=True)
+    assert (noisy.variance > post.variance).all()
+
+
+def test_weight_is_the_ranking_evidence_of_the_loo_draws():
+    source, X, Y = make_data(n=10)
+    model = fitted(RankWeightedTransferGP(X, Y, source=source, num_samples=64))
+    losses = model.ranking_losses()
+    assert losses.shape == (2, 64)
+    # recomputed by hand from the closed-form LOO posteriors and the same draws
+    generator = torch.Generator().manual_seed(model.seed)
+    expected = []
+    for part, y in (
+        (model.transfer_model, model.transfer_model._target_Y),
+        (model.target_model, model.target_model.train_targets),
+    ):
+        shift, variance, _ = exact_loo_posterior(part)
+        z = torch.randn(64, 10, generator=generator, dtype=y.dtype)
+        expected.append(ranking_loss((y - shift) + variance.sqrt() * z, y))
+    torch.testing.assert_close(losses, torch.stack(expected))
+    w = ranking_weights(losses, torch.Generator().manual_seed(model.seed + 1))[0]
+    assert model.transfer_weight == pytest.approx(float(w))
+
+
+def test_related_source_gets_weight_and_a_scrambled_one_loses_it():
+    source, X, Y = make_data(n=12, n_source=60)
+    related = fitted(RankWeightedTransferGP(X, Y, source=source))
+    perm = torch.randperm(60, generator=torch.Generator().manual_seed(1))
+    scrambled = TaskData(source.X, source.Y[perm])
+    unrelated = fitted(RankWeightedTransferGP(X, Y, source=scrambled))
+    assert related.transfer_weight > 0.6
+    assert unrelated.transfer_weight < related.transfer_weight
+
+
+def test_too_few_points_to_rank_split_evenly():
+    source, X, Y = make_data(n=1)
+    model = fitted(RankWeightedTransferGP(X, Y, source=source))
+    assert model.transfer_weight == 0.5
+    assert model.posterior(X).mean.shape == (1, 1)
+    with pytest.raises(ValueError, match="at least one target point"):
+        RankWeightedTransferGP(X[:0], Y[:0], source=source)
+
+
+def test_source_gp_is_fitted_once_per_source_data():
+    source, X, Y = make_data()
+    transform = Normalize(2, bounds=BOUNDS)
+    first = fitted_source_gp(source, transform)
+    again = fitted_source_gp(TaskData(source.X.clone(), source.Y.clone()), transform)
+    assert again is first
+    other = fitted_source_gp(TaskData(source.X, source.Y + 1.0), transform)
+    assert other is not first
+    assert not any(p.requires_grad for p in first.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_condition_on_observations_and_fantasize(dtype):
+    source, X, Y = make_data(dtype=dtype)
+    # no outcome scaling: a rebuild would refit it on the new data
+    options = dict(
+        source=source,
+        outcome_transform=None,
+        input_transform=Normalize(2, bounds=BOUNDS.to(dtype)),
+    )
+    model = fitted(RankWeightedTransferGP(X, Y, **options))
+    Xn = torch.rand(2, 2, dtype=dtype)
+    Yn = objective(Xn)
+    conditioned = model.condition_on_observations(Xn, Yn)
+    assert conditioned.transfer_weight == model.transfer_weight
+    assert conditioned.target_X.shape[-2] == X.shape[-2] + 2
+    # the same as both GPs rebuilt on all data with the same hyperparameters
+    rebuilt = RankWeightedTransferGP(torch.cat([X, Xn]), torch.cat([Y, Yn]), **options)
+    rebuilt.load_state_dict(model.state_dict())
+    rebuilt._weight = model.transfer_weight
+    Xt = torch.rand(4, 2, dtype=dtype)
+    tol = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else {}
+    torch.testing.assert_close(
+        conditioned.posterior(Xt).mean, rebuilt.posterior(Xt).mean, **tol
+    )
+    sampler = SobolQMCNormalSampler(torch.Size([3]))
+    fantasy = model.fantasize(torch.rand(1, 2, dtype=dtype), sampler)
+    assert fantasy.posterior(Xt).mean.shape == (3, 4, 1)
+
+
+def test_state_dict_round_trip_recomputes_the_weight():
+    source, X, Y = make_data()
+    model = fitted(RankWeightedTransferGP(X, Y, source=source))
+    fresh = RankWeightedTransferGP(X, Y, source=source)
+    fresh.load_state_dict(model.state_dict())
+    assert fresh.transfer_weight == pytest.approx(model.transfer_weight)
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    torch.testing.assert_close(fresh.posterior(Xt).mean, model.posterior(Xt).mean)
+
+
+def test_bad_input_names_the_argument():
+    source, X, Y = make_data()
+    with pytest.raises(ValueError, match="`train_X`"):
+        RankWeightedTransferGP(X.unsqueeze(0), Y.unsqueeze(0), source=source)
+    with pytest.raises(TypeError, match="`source`"):
+        RankWeightedTransferGP(X, Y, source=[source, source])
+    with pytest.raises(TypeError, match="`source`"):
+        RankWeightedTransferGP(X, Y, source=source.X)
+    with pytest.raises(ValueError, match="`source`"):
+        RankWeightedTransferGP(X[:, :1], Y, source=source)
+    with pytest.raises(ValueError, match="`num_samples`"):
+        RankWeightedTransferGP(X, Y, source=source, num_samples=0)
+    with pytest.raises(TypeError, match="`outcome_transform`"):
+        RankWeightedTransferGP(X, Y, source=source, outcome_transform=Normalize(1))
+    model = RankWeightedTransferGP(X, Y, source=source)
+    with pytest.raises(ValueError, match="`output_indices`"):
+        model.posterior(X, output_indices=[1])
+
+
+def test_end_to_end_bo_loop():
+    source, X, Y = make_data(n=3, scale=1.0, offset=0.0)
+    weights = []
+    for _ in range(4):
+        model = fitted(
+            RankWeightedTransferGP(
+                X, Y, source=source, input_transform=Normalize(2, bounds=BOUNDS)
+            )
+        )
+        weights.append(model.transfer_weight)
+        acqf = (
+            UpperConfidenceBound(model, beta=2.0)
+            if len(weights) % 2
+            else LogExpectedImprovement(model, best_f=model.target_Y.max())
+        )
+        candidate, _ = optimize_acqf(
+            acqf, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=32
+        )
+        X = torch.cat([X, candidate])
+        Y = torch.cat([Y, objective(candidate)])
+    acqf = qLogNoisyExpectedImprovement(model, X_baseline=model.target_X)
+    candidates, _ = optimize_acqf(
+        acqf, bounds=BOUNDS, q=2, num_restarts=2, raw_samples=32
+    )
+    assert candidates.shape == (2, 2)
+    assert all(0.0 <= w <= 1.0 for w in weights)
+    assert X.shape == (7, 2)
+
+
+def test_copy_is_independent():
+    source, X, Y = make_data()
+    model = fitted(RankWeightedTransferGP(X, Y, source=source))
+    twin = copy.deepcopy(model)
+    assert twin.transfer_weight == model.transfer_weight
+    for (_, a), (_, b) in itertools.product(
+        twin.named_parameters(), model.named_parameters()
+    ):
+        assert a is not b
