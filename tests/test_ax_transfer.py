@@ -15,6 +15,9 @@ from ax.api.client import Client  # noqa: E402
 from ax.api.configs import RangeParameterConfig  # noqa: E402
 from ax.core.auxiliary import AuxiliaryExperimentPurpose  # noqa: E402
 from ax.core.auxiliary_source import AuxiliarySource  # noqa: E402
+from ax.generation_strategy.best_model_selector import (  # noqa: E402
+    SingleDiagnosticBestModelSelector,
+)
 from botorch.fit import fit_gpytorch_mll  # noqa: E402
 from botorch.models.transforms import Normalize, Standardize  # noqa: E402
 from botorch.models.transforms.input import (  # noqa: E402
@@ -26,6 +29,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
 
 from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TaskData  # noqa: E402
 from botorch_transfer.ax import (  # noqa: E402
+    TransferModelUnusedError,
+    TransferModelUnusedWarning,
     task_data_from_dataframe,
     task_data_from_experiment,
     transfer_generation_strategy,
@@ -69,6 +74,7 @@ def run_target(
     init=2,
     use_model_selection=False,
     model_options=None,
+    on_transfer_failure="warn",
 ):
     client = Client(random_seed=0)
     client.configure_experiment(name="target", parameters=parameters())
@@ -82,6 +88,7 @@ def run_target(
             use_model_selection=use_model_selection,
             model_options=model_options,
             seed=0,
+            on_transfer_failure=on_transfer_failure,
         )
     )
     for _ in range(trials):
@@ -178,6 +185,118 @@ def test_cross_validation_model_selection_runs_on_the_transfer_model():
         assert spec.cv_results is not None and len(spec.cv_results) == 5
         assert "Rank correlation" in spec.diagnostics
     assert node.generator_spec_to_gen_from in (botl, plain)
+
+
+def source_lacking_x1():
+    client = Client(random_seed=1)
+    client.configure_experiment(name="source_x0", parameters=parameters()[:1])
+    client.configure_optimization(objective="y")
+    for index, p in client.get_next_trials(max_trials=6).items():
+        client.complete_trial(index, raw_data={"y": f({"x1": 0.5, **p}, shift=0.5)})
+    return client._experiment
+
+
+def source_without_data():
+    client = Client(random_seed=1)
+    client.configure_experiment(name="source_empty", parameters=parameters())
+    client.configure_optimization(objective="y")
+    client.get_next_trials(max_trials=2)
+    return client._experiment
+
+
+def model_trials(client):
+    r"""The generator runs of the trials after the Sobol ones."""
+    runs = [t.generator_runs[0] for t in client._experiment.trials.values()]
+    return [gr for gr in runs if gr._generation_node_name != "Sobol"]
+
+
+@pytest.mark.parametrize(
+    "sources, cause",
+    [
+        ("none", "auxiliary sources"),
+        ("lacking", r"lacks the target's parameter\(s\) \['x1'\]"),
+        ("empty", "needs `source=`"),
+    ],
+)
+def test_model_selection_says_when_the_transfer_model_cannot_be_built(sources, cause):
+    make = {"none": list, "lacking": source_lacking_x1, "empty": source_without_data}
+    sources = make[sources]()
+    sources = sources if isinstance(sources, list) else [sources]
+    with pytest.warns(TransferModelUnusedWarning, match=cause) as record:
+        client = run_target(
+            DeltaBOModel, sources, trials=4, init=3, use_model_selection=True
+        )
+    # the warning names the generator the trial really came from
+    messages = [str(w.message) for w in record]
+    assert any("`BoTorch` (Ax's GP on the target trials alone" in m for m in messages)
+    (run,) = model_trials(client)
+    assert run._generator_key == "BoTorch"
+    assert run.gen_metadata["transfer_model_used"] is False
+    assert "could not be built" in run.gen_metadata["transfer_model_unused_reason"]
+
+
+def test_the_strategy_can_fail_when_the_transfer_model_cannot_be_built():
+    with pytest.raises(TransferModelUnusedError, match="lacks the target's parameter"):
+        run_target(
+            DeltaBOModel,
+            [source_lacking_x1()],
+            trials=4,
+            init=3,
+            use_model_selection=True,
+            on_transfer_failure="raise",
+        )
+    with pytest.raises(ValueError, match="on_transfer_failure"):
+        transfer_learning_generation_strategy(DeltaBOModel, on_transfer_failure="no")
+
+
+def test_a_trial_from_the_transfer_model_is_recorded_as_such():
+    import warnings
+
+    sources = [source_experiment("source_a", shift=0.5)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TransferModelUnusedWarning)
+        client = run_target(DeltaBOModel, sources, trials=4, init=3)
+    (run,) = model_trials(client)
+    assert run._generator_key == "BOTL"
+    assert run.gen_metadata["transfer_model_used"] is True
+
+
+class _PreferTheLast(SingleDiagnosticBestModelSelector):
+    r"""Picks the last spec after cross-validating all (the target-only GP)."""
+
+    def best_model(self, generator_specs):
+        super().best_model(generator_specs)
+        return generator_specs[-1]
+
+
+def test_model_selection_choosing_the_target_only_gp_is_said_not_raised():
+    sources = [source_experiment("source_a", shift=0.5)]
+    client = Client(random_seed=0)
+    client.configure_experiment(name="target", parameters=parameters())
+    client.configure_optimization(objective="y")
+    client._experiment.add_auxiliary_experiment(TL, AuxiliarySource(sources[0]))
+    strategy = transfer_learning_generation_strategy(
+        DeltaBOModel, initialization_trials=3, seed=0, on_transfer_failure="raise"
+    )
+    node = strategy._nodes[-1]
+    selector = node.best_model_selector
+    node.best_model_selector = _PreferTheLast(
+        diagnostic=selector.diagnostic,
+        metric_aggregation=selector.metric_aggregation,
+        criterion=selector.criterion,
+        cv_kwargs=selector.cv_kwargs,
+    )
+    client.set_generation_strategy(strategy)
+    for _ in range(3):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data={"y": f(p)})
+    with pytest.warns(
+        TransferModelUnusedWarning, match="model selection preferred `BoTorch`"
+    ):
+        client.get_next_trials(max_trials=1)
+    (run,) = model_trials(client)
+    assert run.gen_metadata["transfer_model_used"] is False
+    assert "Rank correlation" in run.gen_metadata["transfer_model_unused_reason"]
 
 
 def test_transfer_learning_strategy_needs_an_initial_target_trial():
