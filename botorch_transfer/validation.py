@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from botorch.models.model import Model
-from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.input import AffineInputTransform, InputTransform
 from gpytorch.module import Module as GPyTorchModule
 from torch import Tensor
 
@@ -22,6 +22,52 @@ from botorch_transfer.data import TaskData
 class UntrainedSourceWarning(UserWarning):
     r"""A source model passed to a transfer model looks untrained: all its
     hyperparameters are still at their initial values."""
+
+
+class OutcomeScaleWarning(UserWarning):
+    r"""Outcomes on a scale the model cannot represent as given: a spread below
+    ``Standardize``'s floor, or target outcomes in other units than a meta prior's
+    data."""
+
+
+def warn_if_below_standardize_floor(
+    outcome_transform: Any, Y: Tensor, name: str = "`train_Y`", stacklevel: int = 3
+) -> None:
+    r"""Warn when ``Standardize`` leaves outcomes unscaled because their spread is
+    below its floor.
+
+    ``Standardize`` replaces a standard deviation below its ``min_stdv`` (1e-8 by
+    default) by 1, so outcomes at 1e-9 scale stay at 1e-9 in model units, where
+    the GP's priors expect O(1): posterior variances come out many orders of
+    magnitude too large.
+
+    Args:
+        outcome_transform: The model's outcome transform (only a ``Standardize``
+            is checked).
+        Y: ``... x n x 1`` outcomes it was fitted on.
+        name: The outcomes' name in messages (e.g. ``"`train_Y`"``).
+        stacklevel: Passed to ``warnings.warn``.
+    """
+    # imported here: botorch's transforms import this package's models lazily
+    from botorch.models.transforms.outcome import Standardize
+
+    if not isinstance(outcome_transform, Standardize) or Y.shape[-2] < 2:
+        return
+    floor = outcome_transform._min_stdv
+    std = Y.detach().std(dim=-2)
+    below = (std > 0) & (std < floor)
+    if below.any():
+        spread = std[below].max().item()
+        warnings.warn(
+            f"{name} have a standard deviation of {spread:.3g}, below "
+            f"Standardize's floor min_stdv={floor:.3g}: Standardize does not scale "
+            "outcomes this small (it divides by 1), so the model sees them at this "
+            "scale and its posterior variances come out far too large. Rescale the "
+            f"outcomes (e.g. multiply them by {1 / spread:.3g}) or pass "
+            f"Standardize(m=1, min_stdv={spread / 10:.1g}).",
+            OutcomeScaleWarning,
+            stacklevel=stacklevel,
+        )
 
 
 def validate_training_data(
@@ -301,6 +347,15 @@ def looks_untrained(model: torch.nn.Module) -> bool:
     return found
 
 
+def learns_from_data(input_transform: InputTransform) -> bool:
+    r"""Whether ``input_transform`` (or one in a chain) learns its coefficients from
+    the training inputs, e.g. ``Normalize(d)`` without ``bounds``."""
+    return any(
+        isinstance(t, AffineInputTransform) and t.learn_coefficients
+        for t in input_transform.modules()
+    )
+
+
 def check_invertible_input_transform(
     input_transform: InputTransform, train_X: Tensor, reason: str
 ) -> None:
@@ -311,6 +366,8 @@ def check_invertible_input_transform(
         train_X: Raw inputs to check on.
         reason: Why the model needs an invertible transform (for the message).
     """
+    if train_X.shape[-2] == 0:
+        return  # nothing to check on (and nothing a learned transform could learn)
     with torch.no_grad():
         transformed = input_transform.transform(train_X)
         try:

@@ -148,6 +148,15 @@ def build_cluster_prior(
         bounds = torch.stack([torch.zeros(d, **opts), torch.ones(d, **opts)])
     bounds = check_bounds(bounds, d, tasks[0].X)
     if index_points is None:
+        if (
+            isinstance(n_index_points, bool)
+            or not isinstance(n_index_points, int)
+            or n_index_points < 1
+        ):
+            raise ValueError(
+                "`n_index_points` must be a positive integer (the number of shared "
+                f"index points V), got {n_index_points!r}."
+            )
         sobol = (
             torch.quasirandom.SobolEngine(d, scramble=True, seed=seed)
             .draw(n_index_points, dtype=torch.float64)

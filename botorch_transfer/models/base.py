@@ -100,7 +100,9 @@ from botorch_transfer.validation import (
     as_source_list,
     check_invertible_input_transform,
     check_query_inputs,
+    learns_from_data,
     validate_training_data,
+    warn_if_below_standardize_floor,
 )
 
 
@@ -128,11 +130,58 @@ def fit_shared_outcome_affine(
             "`outcome_transform` cannot be fitted: there are no target observations "
             "and no source TaskData outcomes."
         )
+    name = "`train_Y` and the sources' outcomes" if len(pooled) > 1 else "`train_Y`"
+    warn_if_below_standardize_floor(outcome_transform, pooled, name, stacklevel=5)
     outcome_transform.train()
     outcome_transform(pooled)
     outcome_transform.eval()
     scale, offset = outcome_affine(outcome_transform)
     return scale.to(train_Y), offset.to(train_Y)
+
+
+def transfer_fingerprint(transfer: Any) -> list[tuple[tuple[int, ...], float, float]]:
+    r"""A summary of the data behind a transfer input, to tell whether two models
+    transfer from the same sources or prior.
+
+    Each tensor of the input (a ``TaskData``'s ``X``, ``Y``, ``Yvar``; a model's or
+    prior's state and training data) gives its shape, sum and sum of squares.
+
+    Args:
+        transfer: A model's ``source`` (one or a list) or ``prior`` argument.
+
+    Returns:
+        One ``(shape, sum, sum of squares)`` per tensor.
+    """
+    items = transfer if isinstance(transfer, (list, tuple)) else [transfer]
+    tensors: list[Tensor] = []
+    for item in items:
+        if isinstance(item, TaskData):
+            tensors += [t for t in (item.X, item.Y, item.Yvar) if t is not None]
+        elif isinstance(item, Module):
+            tensors += [t for t in item.state_dict().values() if isinstance(t, Tensor)]
+            data = [*(getattr(item, "train_inputs", None) or ())]
+            data.append(getattr(item, "train_targets", None))
+            tensors += [t for t in data if isinstance(t, Tensor)]
+    with torch.no_grad():
+        return [
+            (tuple(t.shape), t.double().sum().item(), t.double().pow(2).sum().item())
+            for t in tensors
+            if t.is_floating_point()
+        ]
+
+
+def same_fingerprint(a: list[tuple], b: list[tuple], rtol: float = 1e-5) -> bool:
+    r"""Whether two :func:`transfer_fingerprint` summaries are of the same data (up
+    to a change of dtype)."""
+    if len(a) != len(b):
+        return False
+    for (shape_a, *values_a), (shape_b, *values_b) in zip(a, b, strict=True):
+        if shape_a != shape_b:
+            return False
+        for x, y in zip(values_a, values_b, strict=True):
+            if not math.isclose(x, y, rel_tol=rtol, abs_tol=rtol):
+                return False
+    return True
 
 
 def default_transfer_kernel(
@@ -381,6 +430,8 @@ class SourceConditionedGP(
         if task_feature is not None and input_transform is not None:
             columns = [i for i in range(width) if i != task_feature % width][:d]
             input_transform = _on_target_inputs(input_transform, columns, width)
+        # what the model transfers from, to tell models on other sources apart
+        self._transfer_fingerprint = transfer_fingerprint(transfer)
         transfer = self._prepare_transfer(transfer, train_X)
         if input_transform is not None and self.needs_invertible_input_transform:
             check_invertible_input_transform(
@@ -432,6 +483,13 @@ class SourceConditionedGP(
             # call, so unfitted and state_dict-loaded models use the fitted transform
             with torch.no_grad():
                 self.transform_inputs(self.train_inputs[0])
+        elif input_transform is not None and learns_from_data(input_transform):
+            raise ValueError(
+                f"`input_transform` ({type(input_transform).__name__}) learns its "
+                f"bounds from the training inputs, and {type(self).__name__} has none "
+                "here (0 target points): pass the bounds, e.g. "
+                "`Normalize(d, bounds=bounds)`."
+            )
 
     # ------------------------------------------------------------------ hooks
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> Any:

@@ -54,6 +54,7 @@ from botorch_transfer.models.base import (
     SingleOutputTargetMixin,
     SourceConditionedGP,
     normal_log_density,
+    same_fingerprint,
 )
 
 
@@ -329,6 +330,12 @@ class TransferGuard(SingleOutputTargetMixin, Model):
                 "`model` must be a source-conditioned model of this package, got "
                 f"{type(model).__name__}."
             )
+        if len(model.batch_shape) > 0:
+            raise ValueError(
+                "`model` must not be batched (the guard compares one model's "
+                f"predictions of one target's data), got batch_shape "
+                f"{tuple(model.batch_shape)}; guard each batch member's model."
+            )
         if not (isinstance(margin, (int, float)) and math.isfinite(margin)):
             raise ValueError(f"`margin` must be a finite float, got {margin!r}.")
         if min_points is None:
@@ -402,9 +409,25 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             return {"transfer": 0.0, "target": 0.0, "gain": 0.0}
         X, Y = self.transfer_model.target_X, self.transfer_model.target_Y
         m = previous.target_X.shape[-2]
+        if previous.target_X.shape[-1] != X.shape[-1]:
+            raise ValueError(
+                f"`previous` is a guard on d={previous.target_X.shape[-1]} inputs but "
+                f"`model` has d={X.shape[-1]}; `previous` must be the previous BO "
+                "iteration's guard of this run."
+            )
+        model, before = self.transfer_model, previous.transfer_model
+        if type(before) is not type(model) or not same_fingerprint(
+            before._transfer_fingerprint, model._transfer_fingerprint
+        ):
+            # its evidence is about other sources (or another model)
+            raise ValueError(
+                f"`previous` guards a {type(before).__name__} on other sources (or "
+                f"another prior) than this {type(model).__name__}; `previous` must "
+                "be the previous BO iteration's guard of this run, on the same "
+                "source data."
+            )
         if (
             previous.target_X.shape[-2] > X.shape[-2]
-            or previous.target_X.shape[-1] != X.shape[-1]
             or not _same_data(previous.target_X, X[:m])
             or not _same_data(previous.target_Y, Y[:m])
         ):

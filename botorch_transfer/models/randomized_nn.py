@@ -66,7 +66,11 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.models.base import SingleOutputTargetMixin
-from botorch_transfer.validation import check_query_inputs, validate_training_data
+from botorch_transfer.validation import (
+    check_query_inputs,
+    validate_training_data,
+    warn_if_below_standardize_floor,
+)
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
@@ -78,8 +82,15 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "sin": torch.sin,
 }
 LOSSES = ("squared", "cross_entropy")
+#: The largest magnitude of the network's training inputs without a warning: the
+#: weight scales are set for inputs of order 1 (e.g. ``Normalize``'s unit cube).
+MAX_INPUT_MAGNITUDE = 10.0
 REGULARIZERS = ("parameter", "function")
 OPTIMIZERS = ("adam", "lbfgs")
+
+
+class InputScaleWarning(UserWarning):
+    r"""The network's training inputs are far from order 1 (no ``Normalize``)."""
 
 
 class LogPowerSchedule:
@@ -387,6 +398,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
                     "`outcome_transform` cannot be fitted without observations (n = 0)."
                 )
             outcome_transform = outcome_transform.to(train_X)
+            warn_if_below_standardize_floor(outcome_transform, train_Y)
             outcome_transform.train()
             train_Y_model, _ = outcome_transform(train_Y, X=train_X)
             outcome_transform.eval()
@@ -398,6 +410,19 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             self.input_transform.eval()
         with torch.no_grad():
             X_model = self.transform_inputs(train_X)
+            largest = self._features(X_model).abs().max() if n > 0 else 0.0
+        if largest > MAX_INPUT_MAGNITUDE:
+            # the weight scales are set for inputs of order 1: at |x| in the
+            # hundreds the first layer saturates and the members cannot fit the data
+            warnings.warn(
+                f"The network's inputs reach |x| = {float(largest):.3g} (`train_X` "
+                "after `input_transform` and `feature_map`); the members are set for "
+                f"inputs of order 1 (`input_scale`={input_scale} is an inverse "
+                "lengthscale in these units) and fit poorly at inputs this large. "
+                "Pass `input_transform=Normalize(d, bounds=bounds)`.",
+                InputScaleWarning,
+                stacklevel=2,
+            )
         # the transformed training inputs are kept in `train_X_model` (below)
         self._has_transformed_inputs = True
         # the input transform is fitted; anchors and predictions use it as is
@@ -713,6 +738,15 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         (``scalarize_posterior`` needs a Gaussian).
         """
         self._check_X(X)
+        if kwargs.get("observation_noise") is True:
+            # BoTorch's EnsembleModel ignores it (so that a ModelList can pass it on)
+            warnings.warn(
+                "RandomizedNNEnsemble has no observation noise model (eq. 10 has no "
+                "noise term): `observation_noise=True` adds no noise; the posterior "
+                "is the members' spread over f.",
+                UserWarning,
+                stacklevel=2,
+            )
         if isinstance(posterior_transform, ScalarizedPosteriorTransform):
             values = super().posterior(X, output_indices, **kwargs).values
             values = posterior_transform.evaluate(values).unsqueeze(-1)

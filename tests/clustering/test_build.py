@@ -72,3 +72,10 @@ def test_bad_inputs(meta, prior):
             build_cluster_prior(tasks[:2], bounds=torch.tensor(bounds, dtype=F64))
     with pytest.raises(ValueError, match="posteriors"):
         build_cluster_prior(tasks[:2], posteriors=prior.posteriors)
+
+
+@pytest.mark.parametrize("n_index_points", [0, -3, 2.5, True])
+def test_n_index_points_must_be_a_positive_integer(n_index_points):
+    task = TaskData(torch.rand(4, 2, dtype=F64), torch.rand(4, 1, dtype=F64))
+    with pytest.raises(ValueError, match="`n_index_points` must be a positive integer"):
+        build_cluster_prior([task, task], n_index_points=n_index_points)

@@ -3,6 +3,7 @@ reference; BoTorch's argument order; the posterior-combination hook (a weighted
 posterior); laziness; errors that name the argument."""
 
 import inspect
+import warnings
 
 import pytest
 import torch
@@ -30,6 +31,7 @@ from botorch_transfer.models.base import (
     TrainingData,
     default_transfer_kernel,
 )
+from botorch_transfer.validation import OutcomeScaleWarning
 from tests.models.reference import gp_posterior, rbf
 from tests.models.test_delta import (
     ATOL,
@@ -438,3 +440,29 @@ def test_a_state_fitted_on_other_data_loads_with_this_models_data(name):
     a, b = fold.posterior(X_test), reference.posterior(X_test)
     torch.testing.assert_close(a.mean, b.mean, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(a.variance, b.variance, rtol=1e-10, atol=1e-10)
+
+
+def test_outcomes_below_the_standardize_floor_warn():
+    source = make_source()
+    X, Y = make_target()
+    tiny = TaskData(source.X, 1e-9 * source.Y)
+    with pytest.warns(OutcomeScaleWarning, match=r"below Standardize's floor"):
+        DeltaBOModel(X, 1e-9 * Y, source=tiny, outcome_transform=Standardize(m=1))
+    # ordinary scales, and a floor set below the spread, do not warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutcomeScaleWarning)
+        DeltaBOModel(X, Y, source=source, outcome_transform=Standardize(m=1))
+        DeltaBOModel(
+            X, 1e-9 * Y, source=tiny, outcome_transform=Standardize(m=1, min_stdv=1e-12)
+        )
+
+
+def test_a_learned_normalize_without_training_inputs_is_a_clear_error():
+    source = make_source()
+    X, Y = torch.empty(0, 2, dtype=F64), torch.empty(0, 1, dtype=F64)
+    with pytest.raises(ValueError, match=r"`input_transform` \(Normalize\) learns"):
+        DeltaBOModel(X, Y, source=source, input_transform=Normalize(2))
+    # with bounds it works, and a pooled model learns them from the source inputs
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
+    DeltaBOModel(X, Y, source=source, input_transform=Normalize(2, bounds=bounds))
+    EnvGP(X, Y, source=source, input_transform=Normalize(2))

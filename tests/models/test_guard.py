@@ -640,3 +640,39 @@ def test_a_prequential_guards_hand_over_is_final_by_default(rough_source_run):
     assert not default.uses_transfer
     # the other criteria have no hand-over to make
     assert TransferGuard(first.transfer_model).hand_back is None
+
+
+def test_a_batched_model_is_refused_by_name():
+    X, Y = make_target(n=6, batch=(2,))
+    model = DeltaBOModel(X, Y, source=make_source())
+    with pytest.raises(ValueError, match=r"`model` must not be batched.*\(2,\)"):
+        TransferGuard(model)
+
+
+def test_previous_from_a_guard_on_other_sources_is_refused():
+    X, Y = make_target(n=6)
+    first = TransferGuard(
+        DeltaBOModel(X[:5], Y[:5], source=make_source(seed=1)), criterion="prequential"
+    )
+    other_source = DeltaBOModel(X, Y, source=make_source(seed=3))
+    with pytest.raises(ValueError, match="`previous` guards a DeltaBOModel on other"):
+        TransferGuard(other_source, criterion="prequential", previous=first)
+    other_class = EnvGP(X, Y, source=make_source(seed=1))
+    with pytest.raises(ValueError, match="`previous` guards a DeltaBOModel on other"):
+        TransferGuard(other_class, criterion="prequential", previous=first)
+    # the same source, another copy of it: accepted
+    same = DeltaBOModel(X, Y, source=make_source(seed=1))
+    TransferGuard(same, criterion="prequential", previous=first)
+
+
+def test_previous_on_other_inputs_is_refused_for_its_dimension():
+    X, Y = make_target(n=6)
+    first = TransferGuard(
+        DeltaBOModel(X[:5], Y[:5], source=make_source()), criterion="prequential"
+    )
+    X3 = torch.cat([X, X[:, :1]], dim=-1)
+    source3 = make_source()
+    source3 = TaskData(torch.cat([source3.X, source3.X[:, :1]], -1), source3.Y)
+    wider = DeltaBOModel(X3, Y, source=source3)
+    with pytest.raises(ValueError, match=r"d=2 inputs but `model` has d=3"):
+        TransferGuard(wider, criterion="prequential", previous=first)

@@ -2,6 +2,7 @@ r"""RandomizedNNEnsemble (Oliveira 2026, Sec. 4.1, eq. 10): trained members agai
 closed-form minimizers of eq. 10, exploration, the BoTorch contract, BO loops."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -20,6 +21,8 @@ from botorch_transfer import (
     RandomizedNNEnsemble,
     randomized_nn_thompson_candidate,
 )
+from botorch_transfer.models.randomized_nn import InputScaleWarning
+from botorch_transfer.validation import OutcomeScaleWarning
 
 F64 = torch.float64
 NUM_FEATURES = 12
@@ -794,3 +797,42 @@ def test_construct_inputs_from_a_dataset():
     with pytest.warns(UserWarning, match="does not use the dataset's observation"):
         inputs = RandomizedNNEnsemble.construct_inputs(noisy)
     assert "train_Yvar" not in inputs
+
+
+def small_ensemble(X, Y, **kwargs):
+    return RandomizedNNEnsemble(
+        X, Y, num_members=2, hidden=(8,), num_steps=20, seed=0, **kwargs
+    )
+
+
+def test_unnormalized_inputs_in_the_hundreds_warn():
+    X, Y = data(n=6)
+    with pytest.warns(InputScaleWarning, match=r"\|x\| = \d{3}.*Normalize"):
+        small_ensemble(1000 * X, Y)
+    # the same inputs through Normalize, and inputs of order 1, do not warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputScaleWarning)
+        small_ensemble(1000 * X, Y, input_transform=Normalize(2))
+        small_ensemble(X, Y)
+
+
+def test_posterior_with_observation_noise_says_it_adds_none():
+    X, Y = data(n=6)
+    model = small_ensemble(X, Y)
+    with pytest.warns(UserWarning, match="adds no noise"):
+        noisy = model.posterior(X, observation_noise=True)
+    torch.testing.assert_close(noisy.values, model.posterior(X).values)
+
+
+def test_outcomes_below_the_standardize_floor_warn():
+    X, Y = data(n=6)
+    with pytest.warns(OutcomeScaleWarning, match="min_stdv"):
+        small_ensemble(X, 1e-9 * Y)
+
+
+def test_the_model_keeps_copies_of_its_training_data():
+    X, Y = data(n=6)
+    model = small_ensemble(X, Y)
+    before = model.posterior(X).mean
+    X.add_(1.0), Y.mul_(10.0)
+    torch.testing.assert_close(model.posterior(X - 1.0).mean, before)
