@@ -11,7 +11,7 @@ from botorch_transfer.pretraining.objectives import (
     matching_input_groups,
     nll_objective,
 )
-from botorch_transfer.pretraining.pretrain import pretrain_prior
+from botorch_transfer.pretraining.pretrain import ThinMetaDataWarning, pretrain_prior
 from botorch_transfer.pretraining.prior import PretrainedPrior
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "MatchingInputGroup",
     "PretrainedPrior",
     "PretrainedPriorMixture",
+    "ThinMetaDataWarning",
     "ekl_objective",
     "matching_input_groups",
     "nll_objective",

@@ -57,6 +57,21 @@ MIN_EMPIRICAL_NOISE = 1e-4
 SHRINKAGE_GRID = tuple(i / 20 for i in range(21))
 
 
+def floor_prior_variance(prior: PretrainedPrior) -> None:
+    r"""Raise the base kernel's outputscale so that the prior variance with noise is
+    at least 1, the variance of the pooled outcomes in the prior's standardized units.
+
+    For meta-data too thin to estimate the spread between tasks (the prior is then
+    the base GP): a marginal likelihood fit to one or two tasks can explain their
+    points with a small signal variance, and the prior would be narrower than the
+    data it came from.
+    """
+    with torch.no_grad():
+        kernel = prior.empirical.base_kernel
+        floor = (1 - prior.noise_relative).clamp_min(MIN_EMPIRICAL_NOISE)
+        kernel.outputscale = torch.maximum(kernel.outputscale, floor)
+
+
 def shared_inputs(tasks: Sequence[TaskData]) -> MatchingInputGroup:
     r"""The inputs observed by every task, with each task's values there.
 
@@ -95,7 +110,10 @@ def gaussian_log_likelihood(y: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
 
 
 def fit_empirical_prior(
-    prior: PretrainedPrior, group: MatchingInputGroup, max_iter: int = 200
+    prior: PretrainedPrior,
+    group: MatchingInputGroup,
+    max_iter: int = 200,
+    estimate_spread: bool = True,
 ) -> list[dict[str, float]]:
     r"""Set the empirical prior's base kernel, noise, mean and covariance from the
     meta-tasks' values on their shared inputs (module docstring).
@@ -106,6 +124,10 @@ def fit_empirical_prior(
             outcome offset/scale define the standardized units the fit works in.
         group: The shared inputs and values, from :func:`shared_inputs`.
         max_iter: L-BFGS iterations of the base-kernel fit.
+        estimate_spread: Whether the meta-data can estimate the spread between tasks
+            (``False`` for thin meta-data: ``lam = 1``, as with two tasks, and the
+            prior variance at least the pooled outcomes', see
+            :func:`floor_prior_variance`).
 
     Returns:
         The selection's history: ``{"shrinkage", "loo_nll"}`` per grid value (the
@@ -175,7 +197,7 @@ def fit_empirical_prior(
         # and its covariance K + P (S - K_noisy) P^T, with P = K (K + s^2 I)^{-1}
         P = torch.cholesky_solve(K, L).transpose(-1, -2)
         # --- shrinkage by leave-one-task-out likelihood (needs >= 2 tasks left) ---
-        if N >= 3:
+        if N >= 3 and estimate_spread:
             others = (~torch.eye(N, dtype=torch.bool, device=device)).float().to(Y)
             mean_loo = (others @ Y) / (N - 1)  # N x M
             centered = Y.unsqueeze(0) - mean_loo.unsqueeze(1)  # N(left out) x N x M
@@ -194,6 +216,7 @@ def fit_empirical_prior(
             lam = SHRINKAGE_GRID[best]
         else:  # one task left out of two leaves no covariance to estimate
             lam = 1.0
+            floor_prior_variance(prior)
         mean_hat = Y.mean(0)
         cov_hat = (Y - mean_hat).transpose(0, 1) @ (Y - mean_hat) / max(N - 1, 1)
         # the statistics are kept, the evaluation parts derived from them (in the

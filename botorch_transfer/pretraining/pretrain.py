@@ -6,6 +6,7 @@ import copy
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -21,11 +22,28 @@ from botorch_transfer.pretraining.objectives import (
     matching_input_groups,
     nll_objective,
 )
+from botorch_transfer.pretraining.posterior_empirical import (
+    choose_index_points,
+    fit_posterior_empirical_prior,
+)
 from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.progress import progress_bar
 from botorch_transfer.validation import check_bounds
 
-OBJECTIVES = ("nll", "ekl", "nll+ekl", "empirical")
+OBJECTIVES = ("nll", "ekl", "nll+ekl", "empirical", "empirical-posterior")
+#: Inputs closer than this fraction of the pooled input range (in every coordinate)
+#: count as the same input when deciding whether the tasks share one design.
+SHARED_INPUT_RTOL = 1e-6
+#: Fewest meta-tasks from which the spread between tasks is estimated (the
+#: leave-one-task-out covariance then has at least two degrees of freedom).
+MIN_TASKS = 4
+#: Fewest points per meta-task below which the meta-data are called thin.
+MIN_TASK_POINTS = 5
+
+
+class ThinMetaDataWarning(UserWarning):
+    r"""The meta-data are thin (few tasks, or tasks of few points): the prior says
+    little more than the pooled data's range, and ``pretrain_prior`` says why."""
 
 
 def pretrain_prior(
@@ -56,7 +74,17 @@ def pretrain_prior(
       takes seconds, and the left-out tasks calibrate its uncertainty. ``mean``,
       ``kernel``, ``hidden``, ``num_steps``, ``lr``, ``batch_size``,
       ``validation_fraction``, ``eval_every`` and ``patience`` do not apply.
-    - ``"nll"`` (H-NLL; the default when the tasks' inputs differ): eq. 13, the
+    - ``"empirical-posterior"`` (the default when the tasks' inputs differ): the
+      same prior from meta-tasks at their own inputs: a base GP fitted to all tasks
+      at once, every task's posterior under it on index points drawn from the
+      pooled inputs, their mean and total covariance there, and the shrinkage chosen
+      by the left-out tasks' own observations
+      (:mod:`botorch_transfer.pretraining.posterior_empirical`). Seconds for dozens
+      of tasks of hundreds of points; the same options do not apply.
+    - ``"nll"`` (H-NLL; the default when the tasks' inputs differ and an option
+      that only it takes is given: ``mean``, ``kernel``, ``hidden``, ``num_steps``,
+      ``lr``, ``batch_size``, ``validation_fraction``, ``eval_every`` or
+      ``patience``): eq. 13, the
       task-averaged negative log marginal likelihood, minimized with Adam (``lr``,
       ``num_steps`` steps, default 50,000 as in the paper) on minibatches of
       ``batch_size`` points per task and step.
@@ -75,9 +103,10 @@ def pretrain_prior(
     Args:
         tasks: Related tasks (a list, or a dict name -> TaskData), each with at
             least one observation; all with the same input dimension.
-        objective: ``"empirical"``, ``"nll"``, ``"ekl"`` or ``"nll+ekl"``; default
-            ``None``: ``"empirical"`` when every task observed the same inputs,
-            ``"nll"`` (the paper's H-NLL) otherwise.
+        objective: ``"empirical"``, ``"empirical-posterior"``, ``"nll"``,
+            ``"ekl"`` or ``"nll+ekl"``; default ``None``: ``"empirical"`` when every
+            task observed the same inputs, otherwise ``"nll"`` (the paper's H-NLL)
+            when an option of the network is given, else ``"empirical-posterior"``.
         mean: ``"mlp"`` (paper; the default), ``"constant"`` or ``"zero"``.
         kernel: ``"matern52_on_features"`` (paper; the default) or ``"matern52"``.
         hidden: MLP hidden widths (paper: (32, 32)).
@@ -127,8 +156,26 @@ def pretrain_prior(
         )
         for t in tasks
     ]
+    shared = _shared_design(tasks)
     if objective is None:
-        objective = "empirical" if _all_inputs_shared(tasks) else "nll"
+        if shared is not None:
+            objective = "empirical"
+        elif _network_options_given(
+            mean=mean,
+            kernel=kernel,
+            hidden=hidden,
+            num_steps=num_steps,
+            lr=lr,
+            batch_size=batch_size,
+            validation_fraction=validation_fraction,
+            eval_every=eval_every,
+            patience=patience,
+        ):
+            objective = "nll"  # options that only the network takes ask for it
+        else:
+            objective = "empirical-posterior"
+    if shared is not None and objective in ("empirical", "ekl", "nll+ekl"):
+        tasks = shared  # near-identical inputs are one input of the shared design
     if objective not in OBJECTIVES:
         raise ValueError(f"`objective` must be one of {OBJECTIVES}, got {objective!r}.")
     if not 0 <= validation_fraction < 1:
@@ -143,15 +190,18 @@ def pretrain_prior(
     d = X0.shape[-1]
     if bounds is not None:
         bounds = check_bounds(bounds, d, X0)
+    thin = _warn_if_thin(tasks, names, objective, validation_fraction)
 
-    if objective == "empirical":
+    if objective.startswith("empirical"):
         for name, value in (("mean", mean), ("kernel", kernel)):
             if value not in (None, "empirical"):
                 raise ValueError(
-                    f"objective='empirical' builds its own mean and kernel; got "
+                    f"objective={objective!r} builds its own mean and kernel; got "
                     f"`{name}`={value!r} (leave it None)."
                 )
-        return _empirical_prior(tasks, bounds, seed)
+        if objective == "empirical":
+            return _empirical_prior(tasks, bounds, seed, thin)
+        return _posterior_empirical_prior(tasks, bounds, seed, thin)
     mean = "mlp" if mean is None else mean
     kernel = "matern52_on_features" if kernel is None else kernel
     if "empirical" in (mean, kernel):
@@ -270,15 +320,114 @@ def pretrain_prior(
     return prior.eval()
 
 
-def _all_inputs_shared(tasks: Sequence[TaskData]) -> bool:
-    r"""Whether every task observed the same set of (at least two) inputs: HyperBO's
-    matching-input data (Sec. 5.2.4)."""
-    if len(tasks) < 2:
-        return False
-    first = torch.unique(tasks[0].X, dim=0)
-    return first.shape[0] >= 2 and all(
-        torch.equal(torch.unique(t.X, dim=0), first) for t in tasks[1:]
+#: ``pretrain_prior``'s defaults of the options that only the NLL network takes.
+_NETWORK_DEFAULTS = {
+    "mean": None,
+    "kernel": None,
+    "hidden": (32, 32),
+    "num_steps": None,
+    "lr": 1e-3,
+    "batch_size": 50,
+    "validation_fraction": 0.1,
+    "eval_every": 100,
+    "patience": 20,
+}
+
+
+def _network_options_given(**options: Any) -> bool:
+    r"""Whether any option that only the NLL network takes differs from its
+    default."""
+    return any(
+        tuple(v) != _NETWORK_DEFAULTS[k] if k == "hidden" else v != _NETWORK_DEFAULTS[k]
+        for k, v in options.items()
     )
+
+
+def _shared_design(tasks: Sequence[TaskData]) -> list[TaskData] | None:
+    r"""The tasks on one shared design, or ``None`` if they do not share one.
+
+    Tasks share a design (HyperBO's matching-input data, Sec. 5.2.4) when there are
+    at least two of them and every task observed the same set of at least two
+    inputs, up to ``SHARED_INPUT_RTOL`` of the pooled input range in every
+    coordinate (inputs that differ by round-off are one input). Each task's inputs
+    are then replaced by the first task's inputs they match, so that the exact
+    matching of the empirical prior finds them.
+    """
+    if len(tasks) < 2:
+        return None
+    first = torch.unique(tasks[0].X, dim=0)
+    if first.shape[0] < 2:
+        return None
+    X_all = torch.cat([t.X for t in tasks])
+    span = X_all.max(0).values - X_all.min(0).values
+    span = torch.where(span > 0, span, torch.ones_like(span))
+    tol = SHARED_INPUT_RTOL
+    snapped = [tasks[0]]
+    for t in tasks[1:]:
+        if torch.equal(torch.unique(t.X, dim=0), first):
+            snapped.append(t)
+            continue
+        gap = ((t.X.unsqueeze(-2) - first) / span).abs().amax(-1)  # n x M
+        nearest_gap, nearest = gap.min(-1)
+        if not bool((nearest_gap <= tol).all()):
+            return None
+        if torch.unique(nearest).numel() != first.shape[0]:
+            return None
+        snapped.append(TaskData(first[nearest], t.Y, t.Yvar, t.name))
+    return snapped
+
+
+def _warn_if_thin(
+    tasks: Sequence[TaskData],
+    names: list | None,
+    objective: str,
+    validation_fraction: float,
+) -> bool:
+    r"""Warn (:class:`ThinMetaDataWarning`) about what is thin in the meta-data.
+
+    Returns:
+        Whether the meta-data are too thin to estimate the spread between tasks:
+        fewer than ``MIN_TASKS`` tasks, or at least half of them with fewer than
+        ``MIN_TASK_POINTS`` points.
+    """
+    reasons = []
+    if len(tasks) < MIN_TASKS:
+        reasons.append(
+            f"only {len(tasks)} meta-task{'s' if len(tasks) > 1 else ''}: the spread "
+            "between tasks cannot be estimated"
+        )
+    small = [i for i, t in enumerate(tasks) if t.n < MIN_TASK_POINTS]
+    if small:
+        labels = [names[i] if names else i for i in small]
+        shown = ", ".join(repr(label) for label in labels[:5])
+        more = f" and {len(small) - 5} more" if len(small) > 5 else ""
+        reasons.append(
+            f"{len(small)} of {len(tasks)} meta-tasks have fewer than "
+            f"{MIN_TASK_POINTS} points ({shown}{more}; smallest: "
+            f"{min(tasks[i].n for i in small)})"
+        )
+    if objective in ("nll", "nll+ekl") and validation_fraction > 0 and len(tasks) < 5:
+        reasons.append(
+            f"objective={objective!r} holds out no task for early stopping with "
+            "fewer than 5 tasks (it trains for all `num_steps` and can overfit)"
+        )
+    thin = len(tasks) < MIN_TASKS or 2 * len(small) >= len(tasks)
+    if not reasons:
+        return thin
+    if objective.startswith("empirical") and thin:
+        effect = (
+            "the prior's mean follows the tasks, but its covariance is one kernel "
+            "fitted to the pooled data, with a variance no smaller than the data's"
+        )
+    else:
+        effect = "the prior says little more than the range of the data"
+    warnings.warn(
+        f"Thin meta-data for pretrain_prior: {'; '.join(reasons)}. So {effect}; "
+        "more meta-tasks, or more points per task, make it informative.",
+        ThinMetaDataWarning,
+        stacklevel=3,
+    )
+    return thin
 
 
 def _prior_maps(
@@ -299,7 +448,7 @@ def _prior_maps(
 
 
 def _empirical_prior(
-    tasks: list[TaskData], bounds: Tensor | None, seed: int
+    tasks: list[TaskData], bounds: Tensor | None, seed: int, thin: bool = False
 ) -> PretrainedPrior:
     r"""``objective="empirical"``: see :mod:`botorch_transfer.pretraining.empirical`."""
     group = shared_inputs(tasks)
@@ -315,8 +464,35 @@ def _empirical_prior(
     ).to(group.X)
     with torch.random.fork_rng(devices=[group.X.device] if group.X.is_cuda else []):
         torch.manual_seed(seed)
-        history = fit_empirical_prior(prior, group)
+        history = fit_empirical_prior(prior, group, estimate_spread=not thin)
     prior.training_history = history
     prior.config["objective"] = "empirical"
+    prior.config["validation_tasks"] = []
+    return prior.eval()
+
+
+def _posterior_empirical_prior(
+    tasks: list[TaskData], bounds: Tensor | None, seed: int, thin: bool = False
+) -> PretrainedPrior:
+    r"""``objective="empirical-posterior"``: see
+    :mod:`botorch_transfer.pretraining.posterior_empirical`."""
+    V = choose_index_points(tasks, seed=seed)
+    lower, upper, offset, scale = _prior_maps(tasks, bounds)
+    prior = PretrainedPrior(
+        lower,
+        upper,
+        offset,
+        scale,
+        mean="empirical",
+        kernel="empirical",
+        num_index_points=V.shape[0],
+    ).to(V)
+    with torch.random.fork_rng(devices=[V.device] if V.is_cuda else []):
+        torch.manual_seed(seed)
+        history = fit_posterior_empirical_prior(
+            prior, tasks, V, seed=seed, estimate_spread=not thin
+        )
+    prior.training_history = history
+    prior.config["objective"] = "empirical-posterior"
     prior.config["validation_tasks"] = []
     return prior.eval()
