@@ -94,6 +94,12 @@ class TaskData:
             raise ValueError(
                 f"{label}: `Yvar` must be non-negative (it is a variance)."
             )
+        # copies: the caller's tensors changed in place later must not change (and
+        # bypass the checks on) the task's data
+        for field in ("X", "Y", "Yvar"):
+            value = getattr(self, field)
+            if value is not None:
+                object.__setattr__(self, field, value.clone())
 
     @property
     def n(self) -> int:

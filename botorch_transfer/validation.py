@@ -7,6 +7,8 @@ wrong answer.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import warnings
 from typing import Any
 
@@ -68,6 +70,76 @@ def warn_if_below_standardize_floor(
             OutcomeScaleWarning,
             stacklevel=stacklevel,
         )
+
+
+#: A meta prior warns when the target outcomes lie further than this many prior
+#: standard deviations from its mean on average (root mean square).
+PRIOR_SCALE_MAX_SD = 100.0
+#: ... or when they vary less than this fraction of what the prior expects.
+PRIOR_SCALE_MIN_SPREAD = 1e-3
+
+
+def warn_if_off_prior_scale(
+    Y: Tensor,
+    mean: Tensor,
+    covariance: Any,
+    prior: str,
+    advice: str,
+    stacklevel: int = 3,
+) -> None:
+    r"""Warn when target outcomes look like other units than a meta prior's.
+
+    A prior learned on O(1) outcomes given a target at 1e6 (or at 1e-6) conditions
+    on it without complaint and predicts variances in its own units at unobserved
+    points, far off the target's. Two checks, per batch member:
+
+    - the root mean square of ``(y - mean) / sd`` (``sd`` the prior's marginal
+      standard deviation, noise included) above ``PRIOR_SCALE_MAX_SD``;
+    - with at least 2 points, the outcomes' spread around their average below
+      ``PRIOR_SCALE_MIN_SPREAD`` times the spread the prior expects there (its
+      mean's and covariance's).
+
+    Args:
+        Y: ``batch x n`` target outcomes (the prior's units).
+        mean: ``batch x n`` prior mean at the target inputs.
+        covariance: ``batch x n x n`` prior covariance with noise (tensor or
+            ``LinearOperator``).
+        prior: The prior, in words (for the message).
+        advice: What to do about it (ends the message).
+        stacklevel: Passed to ``warnings.warn``.
+    """
+    n = Y.shape[-1]
+    if n == 0:
+        return
+    with torch.no_grad():
+        C = covariance if isinstance(covariance, Tensor) else covariance.to_dense()
+        variance = C.diagonal(dim1=-2, dim2=-1)
+        rms = ((Y - mean).pow(2) / variance).mean(-1).sqrt().max().item()
+        spread = math.inf
+        if n >= 2:
+            observed = (Y - Y.mean(-1, keepdim=True)).pow(2).sum(-1)
+            expected = (
+                (mean - mean.mean(-1, keepdim=True)).pow(2).sum(-1)
+                + variance.sum(-1)
+                - C.sum((-2, -1)) / n
+            )
+            spread = (observed / expected).sqrt().min().item()
+    if rms > PRIOR_SCALE_MAX_SD:
+        found = (
+            f"they lie {rms:.3g} prior standard deviations from the prior's mean "
+            "(root mean square)"
+        )
+    elif spread < PRIOR_SCALE_MIN_SPREAD:
+        found = f"they vary {1 / spread:.3g} times less than the prior expects"
+    else:
+        return
+    warnings.warn(
+        f"`train_Y` looks like other units than {prior}: {found}, so the prior's "
+        "variances at unobserved points are not in the target's units. "
+        f"{advice}",
+        OutcomeScaleWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def validate_training_data(
@@ -196,7 +268,7 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
             ``SourcePosterior`` (otherwise only ``TaskData`` are accepted).
 
     Returns:
-        The list of sources.
+        The list of sources (``TaskData`` copied, see :func:`own_copy`).
     """
     # imported here: the meta-prior packages use this module and are imported by
     # botorch_transfer.models
@@ -230,7 +302,13 @@ def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> l
                 "DeltaBOModel."
             )
         check_source(s, train_X, f"source[{i}]")
-    return sources
+    return [own_copy(s) for s in sources]
+
+
+def own_copy(source: Any) -> Any:
+    r"""A ``TaskData`` with its own tensors (its data changed in place later stay
+    out of a model built on it); other sources as they are."""
+    return dataclasses.replace(source) if isinstance(source, TaskData) else source
 
 
 def check_source(source: Any, train_X: Tensor, name: str = "source") -> None:

@@ -74,3 +74,11 @@ def test_validate_task_set():
         validate_task_set([a, TaskData(torch.rand(3, 3), torch.rand(3, 1))])
     with pytest.raises(TypeError, match=r"`tasks\[1\]` must be a TaskData"):
         validate_task_set([a, (a.X, a.Y)])
+
+
+def test_task_data_keeps_copies_of_its_tensors():
+    X, Y, Yvar = torch.rand(4, 2), torch.rand(4, 1), torch.rand(4, 1)
+    task = TaskData(X, Y, Yvar)
+    X[0, 0], Y[0, 0], Yvar[0, 0] = float("nan"), float("inf"), -1.0
+    for value in (task.X, task.Y, task.Yvar):
+        assert torch.isfinite(value).all() and (value >= 0).all()

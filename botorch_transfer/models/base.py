@@ -103,6 +103,7 @@ from botorch_transfer.validation import (
     learns_from_data,
     validate_training_data,
     warn_if_below_standardize_floor,
+    warn_if_off_prior_scale,
 )
 
 
@@ -416,6 +417,10 @@ class SourceConditionedGP(
         source_only_features: int = 0,
     ) -> None:
         validate_training_data(train_X, train_Y, train_Yvar)
+        # copies: the caller's tensors changed in place later must not change (and
+        # bypass the checks on) the model's data
+        train_X, train_Y = train_X.clone(), train_Y.clone()
+        train_Yvar = None if train_Yvar is None else train_Yvar.clone()
         d = train_X.shape[-1]
         width = d + source_only_features + 1
         if source_only_features and task_feature not in (-1, width - 1):
@@ -599,6 +604,30 @@ class SourceConditionedGP(
         return MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
     # ---------------------------------------------------------------- helpers
+    def _warn_if_off_prior_scale(self, prior: str, advice: str) -> None:
+        r"""Warn when the target outcomes look like other units than the model's
+        prior (see :func:`~botorch_transfer.validation.warn_if_off_prior_scale`):
+        for the meta priors, which are not fitted to the target."""
+        if self.num_train == 0:
+            return
+        with torch.no_grad():
+            was_training = self.training
+            self.train()  # the prior at the training inputs, transformed as in a fit
+            marginal = self.likelihood(
+                self.forward(self.train_inputs[0]), *self.train_inputs
+            )
+            self.train(was_training)
+            # the GP's targets may have a part of the prior mean taken out
+            mean = marginal.mean + (self._target_Y - self.train_targets)
+        warn_if_off_prior_scale(
+            self._target_Y,
+            mean,
+            marginal.lazy_covariance_matrix,
+            prior,
+            advice,
+            stacklevel=4,
+        )
+
     def _to_model_units(self, Y: Tensor) -> Tensor:
         return (Y - self.output_offset) / self.output_scale
 

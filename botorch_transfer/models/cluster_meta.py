@@ -127,6 +127,11 @@ class ClusterMetaPriorGP(SourceConditionedGP):
             input_transform=input_transform,
             outcome_transform=outcome_transform,
         )
+        self._warn_if_off_prior_scale(
+            "the meta-tasks the prior was built from",
+            "Give `train_Y` in the meta-tasks' units (an `outcome_transform` maps "
+            "prior and target by the same affine map, so it cannot reconcile them).",
+        )
 
     def _prepare_transfer(
         self, transfer: Any, train_X: Tensor

@@ -259,6 +259,26 @@ class DeltaBOModel(SourceConditionedGP):
                 "`source_scale_sd` under 'marginal-affine'), got "
                 f"`source_map={source_map!r}`."
             )
+        if (
+            isinstance(source_max_rank, bool)
+            or not isinstance(source_max_rank, int)
+            or source_max_rank < 1
+        ):
+            raise ValueError(
+                "`source_max_rank` must be a positive integer, got "
+                f"{source_max_rank!r}."
+            )
+        if not (
+            isinstance(source_tolerance, (int, float))
+            and not isinstance(source_tolerance, bool)
+            and 0 <= source_tolerance < 1
+        ):
+            # (also refuses NaN) a relative residual variance
+            raise ValueError(
+                "`source_tolerance` must be a number in [0, 1) (the relative residual "
+                f"variance at which the source's factor stops), got "
+                f"{source_tolerance!r}."
+            )
         if covar_module is not None and delta_covar_module is not None:
             raise ValueError(
                 "Give the difference kernel once: `covar_module` (BoTorch's name) or "

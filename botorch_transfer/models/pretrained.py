@@ -5,6 +5,7 @@ r"""``PretrainedPriorGP``: BO with a GP prior pre-trained on related tasks
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import torch
@@ -170,6 +171,17 @@ class PretrainedPriorGP(SourceConditionedGP):
             self._set_cluster_weights()
         if prior_scale_dof is not None and self.num_train > 0:
             self._set_prior_scale()
+        self._warn_if_off_prior_scale(
+            "the pre-trained prior's data",
+            "Give `train_Y` in the units of the pre-training data (the same metric "
+            "and transformation)"
+            + (
+                "."
+                if prior_scale_dof is not None
+                else ", or pass `prior_scale_dof` (e.g. 2.0) to let the target "
+                "data rescale the prior."
+            ),
+        )
 
     @property
     def is_mixture(self) -> bool:
@@ -396,6 +408,10 @@ def hyperbo_probability_of_improvement(
             )
         best_f = targets.max(dim=-1).values
     best_f = torch.as_tensor(best_f)
+    if not torch.isfinite(best_f).all():
+        raise ValueError(f"`best_f` must be finite, got {best_f.tolist()}.")
+    if not math.isfinite(margin):
+        raise ValueError(f"`margin` must be finite, got {margin!r}.")
     if scale_margin:
         margin = margin * _outcome_scale(model).to(best_f)
     return ProbabilityOfImprovement(model, best_f=best_f + margin)

@@ -28,6 +28,7 @@ every model of the package.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +57,23 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     frozen_source_posterior,
 )
-from botorch_transfer.validation import check_source
+from botorch_transfer.validation import check_source, own_copy
+
+#: Fewest observations of a source ``TaskData`` (or source model) that RGPE
+#: weighs: with fewer, its ranking of the target's points is its prior's.
+MIN_SOURCE_POINTS = 2
+
+
+def _source_size(source: SourceLike) -> int | None:
+    r"""How many observations a source holds, or ``None`` where it does not say."""
+    if isinstance(source, TaskData):
+        return source.n
+    inputs = getattr(source, "train_inputs", None)
+    if isinstance(inputs, (tuple, list)) and inputs and isinstance(inputs[0], Tensor):
+        inputs = inputs[0]
+    return (
+        inputs.shape[-2] if isinstance(inputs, Tensor) and inputs.dim() >= 2 else None
+    )
 
 
 def ranking_loss(samples: Tensor, y: Tensor) -> Tensor:
@@ -74,23 +91,32 @@ def ranking_loss(samples: Tensor, y: Tensor) -> Tensor:
     return (f_less ^ y_less).sum(dim=(-1, -2))
 
 
-def ranking_weights(losses: Tensor, generator: torch.Generator | None = None) -> Tensor:
+def ranking_weights(
+    losses: Tensor,
+    generator: torch.Generator | None = None,
+    excluded: Tensor | None = None,
+) -> Tensor:
     r"""RGPE weights from loss samples, with weight dilution prevention.
 
     Args:
         losses: ``... x M x S`` losses of ``M`` models (the target model last) in
             ``S`` draws.
         generator: Breaks ties at random.
+        excluded: Optional ``M`` booleans: base models given weight 0 whatever
+            their losses (e.g. sources too small to rank anything).
 
     Returns:
         ``... x M`` weights: the fraction of draws in which each model has the
         smallest loss, among the models not discarded (a base model is discarded
-        when its median loss exceeds the target model's 95th percentile).
+        when its median loss exceeds the target model's 95th percentile, or when
+        ``excluded``).
     """
     losses = losses.to(torch.float64)  # exact for integer counts
     target_q95 = torch.quantile(losses[..., -1, :], 0.95, dim=-1, keepdim=True)
     median = torch.quantile(losses, 0.5, dim=-1)
     discarded = median > target_q95
+    if excluded is not None:
+        discarded = discarded | excluded.to(discarded.device)
     discarded[..., -1] = False  # the target model is never discarded
     # losses are integers: a uniform offset below 1 breaks ties uniformly at random
     jitter = torch.rand(losses.shape, generator=generator, dtype=losses.dtype)
@@ -180,6 +206,7 @@ class RGPE(SourceConditionedGP):
         self.num_samples = num_samples
         self.seed = seed
         self._progress = progress
+        self._num_target = train_X.shape[-2] if isinstance(train_X, Tensor) else 0
         super().__init__(
             train_X,
             train_Y,
@@ -207,7 +234,31 @@ class RGPE(SourceConditionedGP):
                 )
             # the shared checks (d, dtype, device, data, an untrained model)
             check_source(s, train_X, f"source[{i}]")
+        sources = [own_copy(s) for s in sources]
+        sizes = [_source_size(s) for s in sources]
+        # one point cannot rank two: its GP's draws at the target inputs are its
+        # prior's, and would win ranking draws at random against a target model
+        # that itself ranks poorly
+        self._too_small = [n is not None and n < MIN_SOURCE_POINTS for n in sizes]
+        for i, n in enumerate(sizes):
+            if self._too_small[i]:
+                warnings.warn(
+                    f"`source[{i}]` has {n} observation(s), too few to rank the "
+                    f"target's points (RGPE needs at least {MIN_SOURCE_POINTS}): it "
+                    "gets weight 0. Give it more observations or leave it out.",
+                    UserWarning,
+                    stacklevel=4,
+                )
         return sources
+
+    def _outcome_reference(self, transfer: list[SourceLike]) -> list[TaskData]:
+        r"""The target's outcomes alone once they have a spread (``n >= 2``): the
+        target GP is then standardized, and fitted, as a target-only GP would be
+        (the base models are mapped by the same affine map, so the ensemble does
+        not depend on it); with fewer, the source outcomes too."""
+        if self._num_target >= 2:
+            return []
+        return super()._outcome_reference(transfer)
 
     def _build_modules(
         self,
@@ -308,14 +359,16 @@ class RGPE(SourceConditionedGP):
             The weights (also stored; see :attr:`weights`).
         """
         generator = torch.Generator().manual_seed(self.seed)
-        M = len(self.base_posteriors) + 1
+        excluded = torch.tensor([*self._too_small, False])
         with torch.no_grad():
             if self.num_train < 2:  # no pairs to rank: every draw is a tie
                 batch = self._target_Y.shape[:-1]
-                weights = torch.full((*batch, M), 1.0 / M).to(self._target_Y)
+                weights = (~excluded).to(self._target_Y) / (~excluded).sum()
+                weights = weights.expand(*batch, -1).clone()
             else:
                 losses = self.ranking_losses(generator)
-                weights = ranking_weights(losses, generator).to(self._target_Y)
+                weights = ranking_weights(losses, generator, excluded)
+                weights = weights.to(self._target_Y)
         self._weights = weights
         self._weights_stale = False
         self._weights_hyperparameters = self._hyperparameters()

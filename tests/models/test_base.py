@@ -466,3 +466,23 @@ def test_a_learned_normalize_without_training_inputs_is_a_clear_error():
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
     DeltaBOModel(X, Y, source=source, input_transform=Normalize(2, bounds=bounds))
     EnvGP(X, Y, source=source, input_transform=Normalize(2))
+
+
+def test_inputs_changed_in_place_after_construction_do_not_reach_the_model():
+    source = make_source()
+    X, Y = make_target()
+    Yvar = torch.full_like(Y, TARGET_NOISE)
+    model = DeltaBOModel(X, Y, Yvar, source=source)
+    X_test = torch.rand(3, 2, dtype=F64)
+    before = model.posterior(X_test)
+    expected = (X.clone(), Y.clone(), Yvar.clone())
+    X.fill_(float("nan")), Y.mul_(100.0), Yvar.fill_(-1.0)
+    source.X.add_(1.0)
+    for got, want in zip(
+        (model.target_X, model.target_Y, model.target_Yvar), expected, strict=True
+    ):
+        torch.testing.assert_close(got, want)
+    model.prediction_strategy = None  # nothing cached: recomputed from its own data
+    after = model.posterior(X_test)
+    torch.testing.assert_close(after.mean, before.mean)
+    torch.testing.assert_close(after.variance, before.variance)

@@ -3,6 +3,7 @@ Algorithm 1 line 15, Theorem 3.1 and eqs. 1-2 (``tests/clustering/reference.py``
 The prior itself (stages 1-2) is tested in ``tests/clustering``."""
 
 import pickle
+import warnings
 
 import pytest
 import torch
@@ -26,6 +27,7 @@ from botorch_transfer.clustering import (
     cluster_weights_from_distances,
     wasserstein_distance,
 )
+from botorch_transfer.validation import OutcomeScaleWarning
 from tests.clustering.reference import (
     F64,
     NOISE,
@@ -692,3 +694,16 @@ def test_fantasy_based_acquisitions(prior):
         )
         assert candidate.shape == (1, D) and torch.isfinite(value).all()
         assert ((candidate >= 0) & (candidate <= 1)).all()
+
+
+@pytest.mark.parametrize("scale", [1e6, 1e-6])
+def test_a_target_in_other_units_than_the_prior_warns(prior, scale):
+    X, Y = target_data()
+    with pytest.warns(OutcomeScaleWarning, match="other units than the meta-tasks"):
+        ClusterMetaPriorGP(X, scale * Y, prior=prior)
+    with pytest.warns(OutcomeScaleWarning, match="cannot reconcile"):
+        ClusterMetaPriorGP(X, scale * Y, prior=prior, outcome_transform=Standardize(1))
+    # the target in the meta-tasks' units does not warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutcomeScaleWarning)
+        ClusterMetaPriorGP(X, Y, prior=prior)

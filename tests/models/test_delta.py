@@ -1026,3 +1026,19 @@ def test_marginal_affine_leaves_a_source_optimum_the_target_contradicts():
             requeried[source_map] += abs(float(grid[ucb.argmax()]) - 0.3) < 0.1
     assert requeried["marginal-affine"] == 0
     assert requeried["affine"] >= 1  # the failure it fixes (3 of 8 here)
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("source_tolerance", -1.0),
+        ("source_tolerance", float("nan")),
+        ("source_tolerance", 1.5),
+        ("source_max_rank", 0),
+        ("source_max_rank", 2.5),
+    ],
+)
+def test_source_factor_options_are_checked(option, value):
+    X, Y = make_target()
+    with pytest.raises(ValueError, match=f"`{option}` must be"):
+        DeltaBOModel(X, Y, source=make_source(), **{option: value})

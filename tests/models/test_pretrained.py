@@ -2,6 +2,7 @@ r"""PretrainedPriorGP: posterior against eqs. 17-18, the BoTorch contract, a BO 
 
 import itertools
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from botorch_transfer import (
 )
 from botorch_transfer.data import TaskData
 from botorch_transfer.pretraining import pretrain_prior
+from botorch_transfer.validation import OutcomeScaleWarning
 from tests.models.test_delta import make_source, make_target
 from tests.pretraining import reference as ref
 from tests.pretraining.test_empirical import rbv2_rpart_split
@@ -626,3 +628,27 @@ def test_prior_scale_leaves_a_given_likelihood_alone_and_keeps_the_noise_bound()
     floor = PretrainedPriorGP(X, Y, prior=prior, prior_scale_dof=2.0)
     assert floor.prior_scale.item() < 0.5
     assert torch.all(floor.likelihood.noise >= 2 * bound)
+
+
+@pytest.mark.parametrize("scale", [1e6, 1e-6])
+def test_a_target_in_other_units_than_the_prior_warns(scale):
+    prior = make_prior("mlp", "matern52_on_features")
+    X, Y = data()
+    with pytest.warns(OutcomeScaleWarning, match="pre-trained prior's data.*dof"):
+        PretrainedPriorGP(X, scale * Y, prior=prior)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutcomeScaleWarning)
+        PretrainedPriorGP(X, Y, prior=prior)
+        if scale > 1:  # the target data rescale the prior: nothing to warn about
+            PretrainedPriorGP(X, scale * Y, prior=prior, prior_scale_dof=2.0)
+    if scale < 1:  # a rescaled prior still has its mean far off the target's
+        with pytest.warns(OutcomeScaleWarning, match="vary"):
+            PretrainedPriorGP(X, scale * Y, prior=prior, prior_scale_dof=2.0)
+
+
+def test_best_f_and_margin_must_be_finite():
+    model = PretrainedPriorGP(*data(), prior=make_prior("mlp", "matern52_on_features"))
+    with pytest.raises(ValueError, match="`best_f` must be finite"):
+        hyperbo_probability_of_improvement(model, best_f=float("nan"))
+    with pytest.raises(ValueError, match="`margin` must be finite"):
+        hyperbo_probability_of_improvement(model, margin=float("inf"))

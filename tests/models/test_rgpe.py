@@ -9,10 +9,12 @@ from botorch.acquisition import UpperConfidenceBound, qLogNoisyExpectedImproveme
 from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
+from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf
 from botorch.sampling.pathwise import draw_matheron_paths
 from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.models import ExactGP
 
 from botorch_transfer import TaskData
 from botorch_transfer.models.rgpe import RGPE, ranking_loss, ranking_weights
@@ -226,3 +228,41 @@ def test_pathwise_sampling_is_refused_not_silently_wrong():
     model = RGPE(X, Y, source=make_source())
     with pytest.raises(UnsupportedError, match="omit the weighted base models"):
         draw_matheron_paths(model, sample_shape=torch.Size([2]))
+
+
+def target_gp_mean(model, X):
+    r"""The ensemble's target GP alone at ``X``, in the user's units."""
+    with torch.no_grad():
+        model.eval()
+        mvn = ExactGP.__call__(model, model.transform_inputs(X))
+        return mvn.mean * model.output_scale + model.output_offset
+
+
+def test_the_target_gp_is_fitted_as_without_the_sources():
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(6, 2, generator=gen, dtype=F64)
+    Y = torch.sin(6 * X).sum(-1, keepdim=True)
+    X_test = torch.rand(5, 2, generator=gen, dtype=F64)
+    means = []
+    for shift in (0.0, 30.0):  # sources in other places and scales
+        Xs = torch.rand(8, 2, generator=gen, dtype=F64)
+        source = TaskData(Xs, shift + (1 + shift) * torch.sin(6 * Xs).sum(-1, True))
+        model = RGPE(X, Y, source=source, outcome_transform=Standardize(m=1))
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        means.append(target_gp_mean(model, X_test))
+    torch.testing.assert_close(means[0], means[1], rtol=1e-6, atol=1e-6)
+
+
+def test_a_source_of_one_point_warns_and_gets_no_weight():
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(3, 2, generator=gen, dtype=F64)
+    Y = torch.sin(6 * X).sum(-1, keepdim=True)
+    tiny = TaskData(torch.rand(1, 2, generator=gen, dtype=F64), Y[:1] + 5.0)
+    with pytest.warns(UserWarning, match=r"`source\[1\]` has 1 observation"):
+        model = RGPE(X, Y, source=[make_source(), tiny])
+    assert model.weights[1] == 0.0
+    torch.testing.assert_close(model.weights.sum(), torch.tensor(1.0, dtype=F64))
+    # also before the target can be ranked (uniform over the other models)
+    with pytest.warns(UserWarning, match="too few to rank"):
+        model = RGPE(X[:1], Y[:1], source=[make_source(), tiny])
+    torch.testing.assert_close(model.weights, torch.tensor([0.5, 0.0, 0.5], dtype=F64))
