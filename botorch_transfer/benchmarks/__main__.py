@@ -1,13 +1,16 @@
 r"""Command line: ``python -m botorch_transfer.benchmarks {run,summarize,plot,list}``.
 
-``run`` with no further arguments (``--track quick``) compares DeltaBO, Env-GP and
-Diff-GP with the peers (BoTorch's ``MultiTaskGP``, RGPE), GP-UCB and random search on
-two embedded problems (about 7 minutes on 2 cores), appends one JSON line per
+``run`` with no further arguments (``--track quick``) compares the recommended model
+(``RankWeightedTransferGP``) with the peers a BoTorch user would pick (``MultiTaskGP``,
+RGPE), the no-transfer GP and random search on three real tuning pairs with replicate
+noise and one negative control (a few minutes on 2 cores), appends one JSON line per
 finished run to ``OUT/results.jsonl`` (a rerun skips finished runs), prints the
-summary table and writes ``OUT/regret.png``. ``--track papers``, ``--track
-default`` and ``--track meta`` run the papers', the default-settings and the
-meta-learning comparisons; ``export FILE`` writes a sweep's records without their
-query traces (small enough to commit; unpack to ``DIR/results.jsonl`` to go on).
+summary and the ratio tables and writes ``OUT/regret.png``. ``--track
+real-development`` and ``--track real-confirmation`` run the two halves of the real
+track; ``--track papers``, ``--track default`` and ``--track meta`` run the papers',
+the default-settings and the meta-learning comparisons; ``export FILE`` writes a
+sweep's records without their query traces (small enough to commit; unpack to
+``DIR/results.jsonl`` to go on).
 
 A run is identified by its problem, method, seed and ``--iterations``: a rerun
 with another T runs again instead of reusing the finished runs. ``--device cuda``
@@ -44,7 +47,19 @@ from botorch_transfer.benchmarks.methods import (
     describe_method,
 )
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.report import plot_regret, summary_table, with_regret
+from botorch_transfer.benchmarks.real_pairs import (
+    CONFIRMATION,
+    DEVELOPMENT,
+    REAL_CONTROLS,
+    pair_rank_correlation,
+)
+from botorch_transfer.benchmarks.report import (
+    RECOMMENDED,
+    plot_regret,
+    real_track_table,
+    summary_table,
+    with_regret,
+)
 from botorch_transfer.benchmarks.runner import (
     ResultsWriter,
     WorkerPool,
@@ -367,7 +382,24 @@ def _selected(args: argparse.Namespace) -> list[dict]:
 
 
 def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -> None:
-    print(summary_table(_selected(args) if records is None else records))
+    records = _selected(args) if records is None else records
+    print(summary_table(records))
+    # the real track's pairs: the recommended model's ratios and how much it
+    # transferred, one table per half
+    for half, problems in (
+        ("development", DEVELOPMENT),
+        ("confirmation", CONFIRMATION),
+    ):
+        present = [p for p in problems if any(r["problem"] == p for r in records)]
+        table = real_track_table(
+            records,
+            present,
+            RECOMMENDED,
+            controls=REAL_CONTROLS,
+            rank_correlations={p: pair_rank_correlation(p) for p in present},
+        )
+        if table:
+            print(f"\nReal track, {half} half:\n{table}")
 
 
 def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> None:
@@ -489,7 +521,8 @@ def main(argv: list[str] | None = None) -> None:
         choices=sorted(TRACKS),
         default="quick",
         help="the methods and problems run when --methods/--problems are not given "
-        "(quick: the main job; papers: the papers' settings; default: every model "
+        "(quick: the main job; real-development / real-confirmation: the real "
+        "track's halves; papers: the papers' settings; default: every model "
         "with its defaults against MultiTaskGP and RGPE, with controls; meta: the "
         "meta-learned priors against the no-meta GP and the peers)",
     )

@@ -28,8 +28,6 @@ enumerates.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +36,8 @@ from itertools import product
 from pathlib import Path
 
 import numpy as np
+
+from botorch_transfer._io import atomic_write
 
 DATA_DIR = Path(__file__).parent / "data"
 N_REPLICATES = 5
@@ -226,16 +226,8 @@ def write_tables(family: str, path: Path | None = None) -> Path:
     path = DATA_DIR / f"{family}.npz" if path is None else Path(path)
     tables = {task: build_table(family, task) for task in FAMILIES[family].tasks}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **tables)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as fh:
+        np.savez_compressed(fh, **tables)
     return path
 
 

@@ -1,7 +1,14 @@
 r"""Named sets of methods and problems for ``run --track``.
 
-- ``"quick"``: the main job (``run`` with no arguments): our models with the papers'
-  settings beside the peers a BoTorch user would pick, on two embedded problems.
+- ``"quick"``: the main job (``run`` with no arguments): the recommended model
+  (``rank-weighted``) against the peers a BoTorch user would pick (``MultiTaskGP``,
+  ``RGPE``), the no-transfer GP and random search on three real tuning pairs with
+  replicate noise and one negative control (the source scrambled), 3 seeds.
+- ``"real-development"`` and ``"real-confirmation"``: the two halves of the real
+  track (:mod:`~botorch_transfer.benchmarks.real_pairs`), 20 seeds: defaults are
+  chosen on the development half, claims are made on the confirmation half.
+- ``"quick-papers"``: the papers' models with their hand-set kernels beside the
+  peers on two synthetic problems (the main job's earlier form).
 - ``"papers"``: the papers' track: fixed kernels and noise levels as the papers
   state them (reproducing DeltaBO Fig. 1 and Shilton et al. Fig. 2).
 - ``"default"``: the default-settings track: every model built as its docstring
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
 from botorch_transfer.benchmarks.problems import CONTROLLED, SHILTON_SHIFTS
+from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
 
 PAPER_SETTINGS = (
     "breast-cancer-gboost",
@@ -56,13 +64,46 @@ class Track:
     iterations: int | None = None
 
 
+#: The methods of the real track: the recommended model, the peers, the no-transfer
+#: GP, the guarded DeltaBO loop and random search.
+REAL_METHODS = (
+    "rank-weighted",
+    "mtgp",
+    "rgpe",
+    "gp-ucb-fitted",
+    "deltabo-marginal-final-guarded",
+    "random",
+)
+
 TRACKS: dict[str, Track] = {
     "quick": Track(
+        methods=("rank-weighted", "mtgp", "rgpe", "gp-ucb-fitted", "random"),
+        problems=(
+            "mlp-breast_cancer-to-wine",
+            "forest-digits_low-to-digits_high",
+            "svm-digit3-to-digit8",
+            "mlp-breast_cancer-to-wine-permuted",
+        ),
+        description="the main job: the recommended model against MultiTaskGP, RGPE "
+        "and the no-transfer GP on real noisy tuning pairs and a control",
+        seeds=3,
+    ),
+    "real-development": Track(
+        methods=REAL_METHODS,
+        problems=tuple(DEVELOPMENT),
+        description="the real track's development half (defaults are chosen here)",
+        seeds=20,
+    ),
+    "real-confirmation": Track(
+        methods=REAL_METHODS,
+        problems=tuple(CONFIRMATION),
+        description="the real track's confirmation half (claims are made here)",
+        seeds=20,
+    ),
+    "quick-papers": Track(
         methods=("deltabo", "envgp", "diffgp", "mtgp", "rgpe", "gp-ucb", "random"),
         problems=("bohachevsky", "gaussian-bumps"),
-        description="the main job: our models (papers' settings) beside the peers",
-        # about 7 minutes on 2 cores (5 seeds took 12: MultiTaskGP on 400 source
-        # points is refitted every iteration)
+        description="the papers' models with hand-set kernels beside the peers",
         seeds=3,
     ),
     "papers": Track(
