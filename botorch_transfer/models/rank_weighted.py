@@ -1,4 +1,4 @@
-r"""A transfer model and a target-only GP, mixed by how well each ranks the target.
+r"""A transfer model and a target-only GP, weighted by how well each ranks the target.
 
 :class:`RankWeightedTransferGP` is built like a ``SingleTaskGP`` plus ``source=`` and
 fitted with ``fit_gpytorch_mll``. Inside are two GPs on the same target data:
@@ -12,11 +12,12 @@ fitted with ``fit_gpytorch_mll``. Inside are two GPs on the same target data:
   the cost of a target-only GP;
 - a target-only ``SingleTaskGP`` with BoTorch's defaults.
 
-The posterior is the two-component mixture ``w p_transfer + (1 - w) p_target``, as a
-Gaussian with the mixture's mean and covariance (so the models' disagreement widens
-it). The weight ``w`` is RGPE's ranking evidence (Feurer, Letham and Bakshy 2018)
-between the two: each model's leave-one-out posteriors at the target points are
-drawn ``num_samples`` times, each draw's ranking loss (misordered pairs of target
+The posterior combines the two as RGPE combines its models (Feurer, Letham and
+Bakshy 2018), as if ``f = w f_transfer + (1 - w) f_target`` with the two independent:
+mean ``w mu_transfer + (1 - w) mu_target``, covariance ``w^2 Sigma_transfer + (1 -
+w)^2 Sigma_target``. The weight ``w`` is RGPE's ranking evidence between the two:
+each model's leave-one-out posteriors at the target points are drawn
+``num_samples`` times, each draw's ranking loss (misordered pairs of target
 observations) is counted, and ``w`` is the fraction of draws in which the transfer
 model ranks better (ties split at random); the transfer model gets weight 0 when its
 median loss is above the target-only GP's 95th percentile (RGPE's weight-dilution
@@ -165,7 +166,7 @@ def exact_loo_posterior(model: Model) -> tuple[Tensor, Tensor, Tensor]:
 
 
 class RankWeightedTransferGP(Model, GP, FantasizeMixin):
-    r"""A source-kernel transfer GP mixed with a target-only GP by ranking evidence.
+    r"""A source-kernel transfer GP and a target-only GP, weighted by ranking evidence.
 
     See the module docstring for the model. Build it every BO iteration as you build a
     ``SingleTaskGP`` and fit it with ``fit_gpytorch_mll``: the fit fits both GPs and
@@ -395,9 +396,9 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         posterior_transform: PosteriorTransform | None = None,
         **kwargs: Any,
     ) -> GPyTorchPosterior:
-        r"""The mixture's Gaussian: mean ``w mu_1 + (1 - w) mu_2`` and covariance
-        ``w (S_1 + mu_1 mu_1^T) + (1 - w)(S_2 + mu_2 mu_2^T) - mu mu^T`` over the
-        ``q`` points of ``X`` (``batch x q x d``), in the user's units."""
+        r"""RGPE's combination of the two GPs over the ``q`` points of ``X``
+        (``batch x q x d``), in the user's units: mean ``w mu_1 + (1 - w) mu_2``,
+        covariance ``w^2 S_1 + (1 - w)^2 S_2``."""
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError(
                 f"`output_indices` must be None or [0] (one output), got "
@@ -408,19 +409,12 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             model.posterior(X, observation_noise=observation_noise)
             for model in (self.transfer_model, self.target_model)
         ]
-        means = [p.mean.squeeze(-1) for p in parts]
-        mean = w * means[0] + (1.0 - w) * means[1]
-        covariance = 0.0
-        for weight, part, mu in zip((w, 1.0 - w), parts, means, strict=True):
-            if weight == 0.0:
+        mean, covariance = 0.0, 0.0
+        for weight, part in zip((w, 1.0 - w), parts, strict=True):
+            if weight == 0.0:  # a model without weight adds nothing (not even NaN)
                 continue
-            second = part.distribution.covariance_matrix + mu.unsqueeze(
-                -1
-            ) * mu.unsqueeze(-2)
-            covariance = covariance + weight * second
-        covariance = covariance - mean.unsqueeze(-1) * mean.unsqueeze(-2)
-        # the two-moment form cancels in floating point: keep it symmetric
-        covariance = 0.5 * (covariance + covariance.transpose(-1, -2))
+            mean = mean + weight * part.mean.squeeze(-1)
+            covariance = covariance + weight**2 * part.distribution.covariance_matrix
         posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
         if posterior_transform is not None:
             return posterior_transform(posterior)

@@ -143,27 +143,30 @@ def test_transfer_loo_equals_the_model_rebuilt_without_each_point():
         transfer._set_target_data(tX, tY, tYvar)
 
 
-def test_posterior_is_the_two_component_mixture():
+def test_posterior_is_rgpes_weighted_combination():
     source, X, Y = make_data()
     model = fitted(RankWeightedTransferGP(X, Y, source=source))
     w = model.transfer_weight
-    assert 0.0 <= w <= 1.0
+    assert 0.0 < w < 1.0
     Xt = torch.rand(3, 4, 2, dtype=torch.float64)
     post = model.posterior(Xt)
     assert isinstance(post, GPyTorchPosterior)
     assert post.mean.shape == (3, 4, 1)
     p1, p2 = model.transfer_model.posterior(Xt), model.target_model.posterior(Xt)
-    m1, m2 = p1.mean.squeeze(-1), p2.mean.squeeze(-1)
-    S1 = p1.distribution.covariance_matrix
-    S2 = p2.distribution.covariance_matrix
-    mean = w * m1 + (1 - w) * m2
-    outer = lambda m: m.unsqueeze(-1) * m.unsqueeze(-2)  # noqa: E731
-    cov = w * (S1 + outer(m1)) + (1 - w) * (S2 + outer(m2)) - outer(mean)
-    torch.testing.assert_close(post.mean.squeeze(-1), mean)
+    mean = w * p1.mean + (1 - w) * p2.mean
+    cov = (
+        w**2 * p1.distribution.covariance_matrix
+        + (1 - w) ** 2 * p2.distribution.covariance_matrix
+    )
+    torch.testing.assert_close(post.mean, mean)
     torch.testing.assert_close(post.distribution.covariance_matrix, cov)
     # observation noise: each part's own
     noisy = model.posterior(Xt, observation_noise=True)
     assert (noisy.variance > post.variance).all()
+    # no weight: the target-only GP's posterior exactly
+    model._weight = 0.0
+    torch.testing.assert_close(model.posterior(Xt).mean, p2.mean)
+    torch.testing.assert_close(model.posterior(Xt).variance, p2.variance)
 
 
 def test_weight_is_the_ranking_evidence_of_the_loo_draws():
