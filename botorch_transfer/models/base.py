@@ -160,7 +160,9 @@ def transfer_fingerprint(transfer: Any) -> list[tuple[tuple[int, ...], float, fl
             tensors += [t for t in (item.X, item.Y, item.Yvar) if t is not None]
         elif isinstance(item, Module):
             tensors += [t for t in item.state_dict().values() if isinstance(t, Tensor)]
-            data = [*(getattr(item, "train_inputs", None) or ())]
+            # an exact GP holds a tuple of inputs; a source posterior a tensor
+            inputs = getattr(item, "train_inputs", None)
+            data = [inputs] if isinstance(inputs, Tensor) else [*(inputs or ())]
             data.append(getattr(item, "train_targets", None))
             tensors += [t for t in data if isinstance(t, Tensor)]
     with torch.no_grad():
