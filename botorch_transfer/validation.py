@@ -97,7 +97,7 @@ def warn_if_off_prior_scale(
       standard deviation, noise included) above ``PRIOR_SCALE_MAX_SD``;
     - with at least 2 points, the outcomes' spread around their average below
       ``PRIOR_SCALE_MIN_SPREAD`` times the spread the prior expects there (its
-      mean's and covariance's).
+      mean's and covariance's), unless they are constant.
 
     Args:
         Y: ``batch x n`` target outcomes (the prior's units).
@@ -123,7 +123,9 @@ def warn_if_off_prior_scale(
                 + variance.sum(-1)
                 - C.sum((-2, -1)) / n
             )
-            spread = (observed / expected).sqrt().min().item()
+            ratio = (observed / expected).sqrt()
+            # constant outcomes say nothing about their units
+            spread = ratio[observed > 0].min().item() if (observed > 0).any() else 1.0
     if rms > PRIOR_SCALE_MAX_SD:
         found = (
             f"they lie {rms:.3g} prior standard deviations from the prior's mean "

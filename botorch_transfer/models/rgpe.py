@@ -23,7 +23,9 @@ when the model returns to eval mode with new hyperparameters (after
 ``fit_gpytorch_mll``); discarded base models are excluded before the argmin; the
 joint covariance over ``q`` points is ``sum_i w_i^2 Sigma_i`` (the paper states the
 marginal variance); source and target outcomes share one affine outcome map, as in
-every model of the package.
+every model of the package, fitted on the target's outcomes (the sources do not
+change the target GP's fit); a source of fewer than ``MIN_SOURCE_POINTS`` points
+gets weight 0 (its draws are its prior's), with a warning.
 """
 
 from __future__ import annotations
@@ -149,8 +151,11 @@ class RGPE(SourceConditionedGP):
         covar_module: Kernel of the target GP (default: a scaled RBF kernel with
             BoTorch's priors).
         mean_module: Prior mean of the target GP (default ``ConstantMean``).
-        outcome_transform: ``None`` or ``Standardize(m=1)``, fitted on the source
-            ``TaskData`` and target outcomes together and applied to all.
+        outcome_transform: ``None`` or ``Standardize(m=1)``, applied to source and
+            target outcomes alike; fitted on the target outcomes (so that the
+            target GP is fitted as a target-only GP would be, whatever the
+            sources), or, below 2 target points, on them and the source
+            ``TaskData`` outcomes together.
         input_transform: Input transform, applied as ``SingleTaskGP`` applies it; a
             copy is given to base GPs built from ``TaskData``.
         source: The base models (keyword), one per source task: a list of
