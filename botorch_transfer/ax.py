@@ -157,36 +157,35 @@ class _TransferGenerationNode(GenerationNode):
         metadata = dict(generator_run.gen_metadata or {})
         metadata["transfer_model_used"] = used == transfer.generator_key
         if used != transfer.generator_key:
-            cause = self._why_not_transfer(used)
+            cause, failed = self._why_not_transfer(used)
             metadata["transfer_model_unused_reason"] = cause
             message = (
                 f"Node {self.name!r} generated this trial with `{used}` "
                 f"({_describe_generator(used)}), not with the transfer model: "
                 f"{cause}."
             )
-            # a fallback is a failure; model selection's choice is a decision
-            if self.on_transfer_failure == "raise" and not cause.startswith(
-                "model selection"
-            ):
+            # a failure can raise; model selection's choice is a decision
+            if failed and self.on_transfer_failure == "raise":
                 raise TransferModelUnusedError(message)
             warnings.warn(message, TransferModelUnusedWarning, stacklevel=2)
         generator_run._gen_metadata = metadata
         return generator_run
 
-    def _why_not_transfer(self, used: str) -> str:
-        r"""Why the trial comes from ``used`` and not the transfer model."""
+    def _why_not_transfer(self, used: str) -> tuple[str, bool]:
+        r"""Why the trial comes from ``used`` and not the transfer model, and
+        whether that is a failure (not model selection's choice)."""
         transfer = self._transfer_spec
         if transfer.fit_error is not None:
             error = transfer.fit_error
             return (
                 f"the transfer model could not be built ({type(error).__name__}: "
                 f"{error})"
-            )
+            ), True
         if used.startswith("Fallback"):
             return (
                 "generating with the transfer model failed (e.g. it proposed only "
                 "points already tried) and Ax fell back to another generator"
-            )
+            ), True
         selector = self.best_model_selector
         diagnostic = getattr(selector, "diagnostic", "cross-validation")
         scores = []
@@ -202,7 +201,7 @@ class _TransferGenerationNode(GenerationNode):
         return (
             f"model selection preferred `{used}` by cross-validation{detail}; pass "
             "`use_model_selection=False` to always use the transfer model"
-        )
+        ), False
 
 
 def _describe_generator(key: str) -> str:
@@ -324,6 +323,7 @@ def transfer_generation_strategy(
     seed: int | None = None,
     name: str | None = None,
     torch_device: torch.device | None = None,
+    on_transfer_failure: Literal["warn", "raise"] = "warn",
 ) -> GenerationStrategy:
     r"""Sobol initialization, then BO with a transfer model, for Ax's ``Client``.
 
@@ -336,10 +336,16 @@ def transfer_generation_strategy(
         name: Name of the strategy.
         torch_device: Where Ax fits the model and optimizes the acquisition
             (Ax's ``torch_device``; default: the CPU).
+        on_transfer_failure: When Ax falls back from the transfer model to
+            another generator (e.g. Sobol, when the model proposes only points
+            already tried): ``"warn"`` (``TransferModelUnusedWarning``, with the
+            cause) or ``"raise"`` (``TransferModelUnusedError``). A model that
+            cannot be built raises in either case.
 
     Returns:
         A ``GenerationStrategy``; pass it to ``Client.set_generation_strategy``.
     """
+    _check_on_transfer_failure(on_transfer_failure)
     if not isinstance(initialization_trials, int) or initialization_trials < 1:
         # with no data Ax's MapKeyToFloat transform fails ("requires non-empty data")
         raise ValueError(
@@ -347,7 +353,7 @@ def transfer_generation_strategy(
             f"observed trial), got {initialization_trials!r}."
         )
     config = transfer_model_config(botorch_model_class, model_options)
-    transfer_node = GenerationNode(
+    transfer_node = _TransferGenerationNode(
         name=config.name,
         generator_specs=[
             GeneratorSpec(
@@ -362,10 +368,19 @@ def transfer_generation_strategy(
             )
         ],
         should_deduplicate=True,
+        on_transfer_failure=on_transfer_failure,
     )
     return _with_sobol(
         transfer_node, initialization_trials, seed, name or f"Sobol+{config.name}"
     )
+
+
+def _check_on_transfer_failure(on_transfer_failure: Any) -> None:
+    if on_transfer_failure not in ("warn", "raise"):
+        raise ValueError(
+            "`on_transfer_failure` must be 'warn' or 'raise', got "
+            f"{on_transfer_failure!r}."
+        )
 
 
 def _device_kwargs(torch_device: torch.device | None) -> dict[str, Any]:
@@ -460,11 +475,7 @@ def transfer_learning_generation_strategy(
         ...     transfer_learning_generation_strategy(DeltaBOModel)
         ... )
     """
-    if on_transfer_failure not in ("warn", "raise"):
-        raise ValueError(
-            "`on_transfer_failure` must be 'warn' or 'raise', got "
-            f"{on_transfer_failure!r}."
-        )
+    _check_on_transfer_failure(on_transfer_failure)
     if initialization_trials < 1:
         raise ValueError(
             "`initialization_trials` must be at least 1 (Ax's transfer-learning "

@@ -285,3 +285,42 @@ def test_a_guarded_model_class_on_the_model_options_route(criterion):
     a, b = model.posterior(X_test + BOUNDS[0]), by_hand.posterior(X_test + BOUNDS[0])
     torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("on_transfer_failure", ["warn", "raise"])
+def test_a_fallback_from_the_transfer_model_is_said(monkeypatch, on_transfer_failure):
+    from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
+    from ax.generation_strategy.generation_node import GenerationNode
+
+    from botorch_transfer.ax import TransferModelUnusedError, TransferModelUnusedWarning
+
+    gen = torch.Generator().manual_seed(0)
+    X_src = torch.rand(10, 2, generator=gen, dtype=F64) * (BOUNDS[1] - BOUNDS[0])
+    source = TaskData(X_src + BOUNDS[0], g(X_src + BOUNDS[0]))
+    strategy = transfer_generation_strategy(
+        DeltaBOModel,
+        {"source": source},
+        initialization_trials=2,
+        seed=0,
+        on_transfer_failure=on_transfer_failure,
+    )
+    original = GenerationNode._gen_maybe_deduplicate
+
+    def repeats_on_the_transfer_node(self, *args, **kwargs):
+        # the transfer model proposes only points already tried: Ax falls back
+        if self.name == "DeltaBOModel":
+            raise GenerationStrategyRepeatedPoints("only repeated points")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(
+        GenerationNode, "_gen_maybe_deduplicate", repeats_on_the_transfer_node
+    )
+    if on_transfer_failure == "raise":
+        with pytest.raises(TransferModelUnusedError, match="fell back"):
+            run_client(DeltaBOModel, None, trials=3, strategy=strategy)
+        return
+    with pytest.warns(TransferModelUnusedWarning, match=r"`Fallback_Sobol`.*fell"):
+        client = run_client(DeltaBOModel, None, trials=3, strategy=strategy)
+    run = client._experiment.trials[2].generator_runs[0]
+    assert run._generation_node_name == "DeltaBOModel"
+    assert run.gen_metadata["transfer_model_used"] is False
