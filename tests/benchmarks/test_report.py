@@ -680,3 +680,59 @@ def test_guard_table_by_hand():
     assert row.split()[-4:] == ["2", "40%", "+1.00", "(sum)"]
     assert "TransferGuard" in summary_table(runs + unguarded)
     assert guard_table(unguarded) == ""
+
+
+def _real_record(problem, method, seed, total, weights=None):
+    record = {
+        "problem": problem,
+        "method": method,
+        "seed": seed,
+        "iterations": 2,
+        "values": [0.0, 0.0],
+        "regret": [total / 2, total / 2],
+        "cumulative_regret": [total / 2, total],
+        "optimum": 1.0,
+        "optimum_is_exact": True,
+        "iteration_s": [0.1, 0.1],
+    }
+    if weights is not None:
+        record["diagnostics"] = {"transfer_weight": weights}
+    return record
+
+
+def test_real_track_table_ratios_targets_and_transfer_weights():
+    from botorch_transfer.benchmarks.report import real_track_table
+
+    records = []
+    for seed in range(2):
+        # related pair: ours 2, GP 10, peers 4 and 3 -> 0.20 and 0.67
+        records += [
+            _real_record("a", "ours", seed, 2.0, [0.9, 0.2]),
+            _real_record("a", "gp", seed, 10.0),
+            _real_record("a", "mtgp", seed, 4.0),
+            _real_record("a", "rgpe", seed, 3.0 + seed),  # mean 3.5
+            # control: ours 12 against the GP's 10 -> 1.20, missed
+            _real_record("c", "ours", seed, 12.0, [0.1, 0.1]),
+            _real_record("c", "gp", seed, 10.0),
+        ]
+    table = real_track_table(
+        records,
+        ["a", "c"],
+        "ours",
+        reference="gp",
+        peers=("mtgp", "rgpe"),
+        controls=("c",),
+        rank_correlations={"a": 0.5},
+    )
+    lines = table.splitlines()
+    row_a = next(line for line in lines if line.startswith("a "))
+    assert row_a.split()[1:6] == ["0.50", "2", "0.20", "0.57", "yes"]
+    assert "0.55 / 50%" in row_a  # mean weight, share of iterations above 0.5
+    row_c = next(line for line in lines if line.startswith("c (control)"))
+    assert "1.20" in row_c and "0.10 / 0%" in row_c
+    assert "on 1/1 related problems (100%; goal >= 75%: met)" in table
+    assert "geometric-mean ratio to it 0.57 (goal <= 0.9: met)" in table
+    assert "to gp on the related problems 0.20 (goal <= 0.6: met)" in table
+    assert "1 controls at most 1.1x gp: MISSED on c (1.20x)" in table
+    # nothing to report: no runs of the method and the reference
+    assert real_track_table(records, ["b"], "ours", reference="gp") == ""

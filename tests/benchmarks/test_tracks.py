@@ -58,3 +58,24 @@ def test_explicit_methods_and_problems_override_the_track(tmp_path):
     assert [(r["problem"], r["method"]) for r in records] == [
         ("gaussian-bumps-unrelated", "random")
     ]
+
+
+def test_main_job_runs_the_recommended_model_on_real_pairs_and_a_control():
+    from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS, REAL_PAIRS
+    from botorch_transfer.benchmarks.report import RECOMMENDED
+
+    track = TRACKS["quick"]
+    assert {RECOMMENDED, "mtgp", "rgpe", "gp-ucb-fitted", "random"} <= set(
+        track.methods
+    )
+    assert set(track.problems) <= set(REAL_PAIRS)
+    assert any(p in REAL_CONTROLS for p in track.problems)
+    assert sum(p not in REAL_CONTROLS for p in track.problems) >= 2
+
+
+def test_real_track_halves_are_the_split():
+    from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
+
+    assert TRACKS["real-development"].problems == tuple(DEVELOPMENT)
+    assert TRACKS["real-confirmation"].problems == tuple(CONFIRMATION)
+    assert TRACKS["real-confirmation"].seeds == 20
