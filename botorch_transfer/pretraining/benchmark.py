@@ -100,7 +100,7 @@ def compare(
     test_fraction: float = 0.2,
     objectives: Sequence[str | None] = ("empirical-posterior", "nll"),
     seed: int = 0,
-    **options: Any,
+    objective_options: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     r"""Pre-train on a random ``1 - test_fraction`` of the tasks with each objective
     and score the left-out tasks.
@@ -110,7 +110,8 @@ def compare(
         test_fraction: Fraction of tasks left out.
         objectives: ``pretrain_prior`` objectives (``None``: its default).
         seed: Seed of the split and of the pre-training.
-        options: Passed to ``pretrain_prior``.
+        objective_options: Options of ``pretrain_prior`` per objective (e.g.
+            ``{"nll": {"num_steps": 3000}}``).
 
     Returns:
         One row per objective: ``objective``, ``seconds`` (wall), ``cpu_seconds``
@@ -125,6 +126,7 @@ def compare(
     rows = []
     for objective in objectives:
         start, cpu = time.perf_counter(), time.process_time()
+        options = (objective_options or {}).get(str(objective), {})
         prior = pretrain_prior(
             train, objective=objective, seed=seed, progress=False, **options
         )
@@ -168,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--skip-nll", action="store_true")
     parser.add_argument("--problem", default=None, help="only problems starting so")
+    parser.add_argument("--nll-steps", type=int, default=None, help="default: 50,000")
+    parser.add_argument("--nll-lr", type=float, default=1e-3)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     objectives: tuple[str, ...] = ("empirical-posterior",)
@@ -187,7 +191,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{name:28s} all 34 tasks: empirical-posterior {wall:.2f} s "
                     f"wall, {cpu:.2f} s cpu"
                 )
-            for row in compare(tasks, objectives=objectives, seed=seed):
+            nll = {"lr": args.nll_lr, "num_steps": args.nll_steps}
+            rows = compare(
+                tasks, objectives=objectives, seed=seed, objective_options={"nll": nll}
+            )
+            for row in rows:
                 print(
                     f"{name:28s} {seed:4d} {row['objective']:20s} "
                     f"{row['seconds']:7.2f} {row['cpu_seconds']:7.2f} "

@@ -329,8 +329,9 @@ def pretrain_clustered_prior(
 
     Clustering needs tasks that share their inputs (as the empirical prior does);
     tasks observed at different inputs are not clustered: the result is one
-    component, ``pretrain_prior(tasks)`` (its NLL default there), so this function
-    serves as the default for any meta-data. Each task is the vector of its outcomes
+    component, ``pretrain_prior(tasks)`` (its default there, the posterior
+    empirical prior), so this function serves as the default for any meta-data.
+    Each task is the vector of its outcomes
     on the shared inputs, standardized over all tasks; k-means on these
     vectors (:func:`~botorch_transfer.clustering.select_n_clusters` with point
     masses: the 2-Wasserstein distance is then the Euclidean one) picks ``C`` by the
