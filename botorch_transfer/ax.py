@@ -55,12 +55,15 @@ from dataclasses import fields, replace
 from typing import Any, Literal
 
 import torch
+from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
+from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
+from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
 
 try:
     import pandas as pd
@@ -225,6 +228,19 @@ def _fit_with_the_models_own_fit(
     eq. 10, a guard (``TransferGuard.of(DeltaBOModel)``) fits its two GPs by
     marginal likelihood and chooses (their ``fit``)."""
     model.fit()
+
+
+@fit_botorch_model.register(RankWeightedTransferGP)
+def _fit_rank_weighted(
+    model: RankWeightedTransferGP,
+    mll_class: type | None = None,
+    mll_options: dict[str, Any] | None = None,
+) -> None:
+    r"""How Ax's surrogate fits a ``RankWeightedTransferGP`` (two GPs, not one
+    GPyTorch model; ``mll_class`` is not used): ``fit_gpytorch_mll`` calls its
+    ``custom_fit``, which fits the transfer model and the target-only GP by their
+    exact marginal likelihoods and recomputes the weight."""
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
 
 
 def check_model_options(
@@ -416,7 +432,7 @@ def _with_sobol(
 
 
 def transfer_learning_generation_strategy(
-    botorch_model_class: type[Model],
+    botorch_model_class: type[Model] = RankWeightedTransferGP,
     initialization_trials: int = 3,
     use_model_selection: bool = True,
     model_options: dict[str, Any] | None = None,
@@ -438,8 +454,12 @@ def transfer_learning_generation_strategy(
     ``Standardize``, fitted on source and target outcomes together, scales them.
 
     Args:
-        botorch_model_class: A source-conditioned model: ``DeltaBOModel``,
-            ``EnvGP``, ``DiffGP`` or ``RGPE`` (Ax's default is ``MultiTaskGP``).
+        botorch_model_class: A source-conditioned model. Default
+            ``RankWeightedTransferGP``, the package's recommended model, which
+            transfers from one source experiment (with several attached it cannot
+            be built: see ``on_transfer_failure``); ``RGPE`` weights several
+            sources; also ``DeltaBOModel``, ``EnvGP`` or ``DiffGP`` (Ax's default
+            is ``MultiTaskGP``).
         initialization_trials: Sobol trials before the model takes over (at
             least 1: Ax's transfer-learning adapter cannot generate without target
             data, for ``MultiTaskGP`` neither; for a start from the source data
@@ -472,7 +492,7 @@ def transfer_learning_generation_strategy(
         ...     AuxiliarySource(experiment=last_months_experiment),
         ... )
         >>> client.set_generation_strategy(
-        ...     transfer_learning_generation_strategy(DeltaBOModel)
+        ...     transfer_learning_generation_strategy()  # RankWeightedTransferGP
         ... )
     """
     _check_on_transfer_failure(on_transfer_failure)

@@ -655,3 +655,180 @@ def test_both_strategies_put_the_model_on_the_requested_device(device):
     default = transfer_learning_generation_strategy(DeltaBOModel)
     specs = default.nodes_by_name["TL-DeltaBOModel"].generator_specs
     assert all(s.generator_kwargs.get("torch_device") is None for s in specs)
+
+
+def one_source_dataset(extra=False):
+    r"""The target and one source task (``a_y``); with ``extra``, the source has
+    a parameter ``z`` the target lacks (Ax's layout: x0, x1, z, task)."""
+    data = heterogeneous_dataset() if extra else multitask_dataset()
+    return MultiTaskDataset(
+        datasets=[data.datasets["y"], data.datasets["a_y"]],
+        target_outcome_name="y",
+        task_feature_index=-1,
+    )
+
+
+def test_rank_weighted_construct_inputs_from_a_multitask_dataset():
+    from botorch_transfer import RankWeightedTransferGP
+
+    data = one_source_dataset()
+    inputs = RankWeightedTransferGP.construct_inputs(data, num_samples=32)
+    assert inputs["train_X"].shape == (3, 2) and inputs["train_Y"].shape == (3, 1)
+    source = inputs["source"]
+    assert isinstance(source, TaskData) and source.name == "a_y"
+    torch.testing.assert_close(source.X, data.datasets["a_y"].X[:, :2])
+    torch.testing.assert_close(source.Y, data.datasets["a_y"].Y)
+    assert inputs["task_feature"] == 2 and inputs["target_task_value"] == 0.0
+    assert inputs["num_samples"] == 32
+    # Ax's Normalize over its layout (the task column left out) acts on x0, x1
+    transform = Normalize(
+        d=3, indices=[0, 1], bounds=torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 2.0]])
+    )
+    model = RankWeightedTransferGP(**inputs, input_transform=transform)
+    for part in (model.transfer_model, model.target_model):
+        torch.testing.assert_close(part.input_transform.bounds.to(F64), BOUNDS)
+    X = torch.rand(4, 2, dtype=F64)
+    expected = model.posterior(X)
+    got = model.posterior(with_task_column(X))
+    torch.testing.assert_close(got.mean, expected.mean)
+    torch.testing.assert_close(got.variance, expected.variance)
+    with pytest.raises(ValueError, match="predicts the target task"):
+        model.posterior(with_task_column(X, 1.0))
+    # conditioning on Ax's layout conditions both GPs on the d inputs
+    Y_new = X[:2].sum(-1, keepdim=True)
+    a = model.condition_on_observations(with_task_column(X[:2]), Y_new)
+    b = model.condition_on_observations(X[:2], Y_new)
+    torch.testing.assert_close(
+        a.posterior(with_task_column(X)).mean, b.posterior(X).mean
+    )
+
+
+def test_rank_weighted_construct_inputs_refuses_several_or_no_sources():
+    from botorch_transfer import RankWeightedTransferGP
+
+    with pytest.raises(
+        ValueError, match=r"one source task.*holds 2 \(\['a_y', 'b_y'\]\)"
+    ):
+        RankWeightedTransferGP.construct_inputs(multitask_dataset())
+    data = multitask_dataset()
+    target_only = MultiTaskDataset(
+        datasets=[data.datasets["y"]], target_outcome_name="y", task_feature_index=-1
+    )
+    with pytest.raises(ValueError, match="RankWeightedTransferGP needs `source=`"):
+        RankWeightedTransferGP.construct_inputs(target_only)
+    extra = TaskData(torch.rand(3, 2, dtype=F64), torch.rand(3, 1, dtype=F64))
+    with pytest.raises(ValueError, match="source tasks twice"):
+        RankWeightedTransferGP.construct_inputs(one_source_dataset(), source=extra)
+    # a source in the model options with a target-only dataset is used as given
+    inputs = RankWeightedTransferGP.construct_inputs(target_only, source=extra)
+    assert inputs["source"] is extra and inputs["task_feature"] == 2
+    # and the SupervisedDataset route
+    target = data.get_dataset_without_task_feature("y")
+    inputs = RankWeightedTransferGP.construct_inputs(target, source=extra)
+    assert inputs["source"] is extra and "task_feature" not in inputs
+    with pytest.raises(ValueError, match="needs `source=`"):
+        RankWeightedTransferGP.construct_inputs(target)
+
+
+def test_rank_weighted_with_a_source_only_parameter():
+    from botorch_transfer import RankWeightedTransferGP
+
+    data = one_source_dataset(extra=True)
+    with pytest.warns(UserWarning, match=r"\['z'\].*averaging"):
+        inputs = RankWeightedTransferGP.construct_inputs(data)
+    assert inputs["source_only_features"] == 1 and inputs["task_feature"] == -1
+    torch.testing.assert_close(inputs["source"].X, data.datasets["a_y"].X[:, [2, 1]])
+    layout_bounds = torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 1.0]], dtype=F64)
+    transform = ChainedInputTransform(
+        tf0=Normalize(d=4, indices=[0, 1, 2], bounds=layout_bounds),
+        tf1=LearnedFeatureImputation(
+            feature_indices={0: [0, 1], 1: [0, 1, 2]}, d=3, target_task=0
+        ),
+    )
+    model = RankWeightedTransferGP(**inputs, input_transform=transform)
+    assert isinstance(model.target_model.input_transform, Normalize)
+    torch.testing.assert_close(model.target_model.input_transform.bounds, BOUNDS)
+    X = torch.rand(4, 2, dtype=F64)
+    expected = model.posterior(X).mean
+    z = torch.rand(4, 1, dtype=F64)
+    for query in (with_task_column(X), with_task_column(torch.cat([X, z], -1))):
+        torch.testing.assert_close(model.posterior(query).mean, expected)
+
+
+def test_rank_weighted_is_fitted_by_axs_fit_botorch_model():
+    from ax.generators.torch.botorch_modular.utils import fit_botorch_model
+
+    from botorch_transfer import RankWeightedTransferGP
+
+    model = RankWeightedTransferGP(
+        **RankWeightedTransferGP.construct_inputs(one_source_dataset(), num_samples=32)
+    )
+    before = model.target_model.covar_module.lengthscale.clone()
+    fit_botorch_model(model, mll_class=ExactMarginalLogLikelihood, mll_options={})
+    assert not torch.equal(before, model.target_model.covar_module.lengthscale)
+    assert 0.0 <= model.transfer_weight <= 1.0
+
+
+def test_rank_weighted_is_the_default_transfer_learning_model():
+    from botorch_transfer import RankWeightedTransferGP
+
+    strategy = transfer_learning_generation_strategy(initialization_trials=2)
+    node = strategy.nodes_by_name["TL-RankWeightedTransferGP"]
+    (config,) = node.generator_specs[0].generator_kwargs["surrogate_spec"].model_configs
+    assert config.botorch_model_class is RankWeightedTransferGP
+    assert config.outcome_transform_classes == [Standardize]
+
+
+def test_rank_weighted_through_the_transfer_learning_adapter():
+    import warnings
+
+    from botorch_transfer import RankWeightedTransferGP
+
+    source = source_experiment("source_a", shift=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TransferModelUnusedWarning)
+        client = run_target(RankWeightedTransferGP, [source], trials=4, init=2)
+    runs = model_trials(client)
+    assert len(runs) == 2
+    for run in runs:
+        assert run._generation_node_name == "TL-RankWeightedTransferGP"
+        assert run._generator_key == "BOTL"
+        assert run.gen_metadata["transfer_model_used"] is True
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    assert type(model) is RankWeightedTransferGP
+    # Ax's model equals one built and fitted by hand on the same data
+    n = model.target_X.shape[-2]
+    X, Y = target_data(client, n)
+    torch.testing.assert_close(model.target_X, X)
+    by_hand = RankWeightedTransferGP(
+        X,
+        Y,
+        source=task_data_from_experiment(source, "y"),
+        input_transform=Normalize(2, bounds=BOUNDS),
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(by_hand.likelihood, by_hand))
+    assert model.transfer_weight == pytest.approx(by_hand.transfer_weight)
+    X_test = torch.rand(6, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
+    X_test = BOUNDS[0] + (BOUNDS[1] - BOUNDS[0]) * X_test
+    a, b = model.posterior(with_task_column(X_test)), by_hand.posterior(X_test)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-5, atol=1e-5)
+    point = {"x0": float(X_test[0, 0]), "x1": float(X_test[0, 1])}
+    prediction = client.predict([point])[0]["y"]
+    assert prediction[0] == pytest.approx(b.mean[0, 0].item(), rel=1e-5, abs=1e-5)
+
+
+def test_ax_cross_validation_runs_on_rank_weighted():
+    from botorch_transfer import RankWeightedTransferGP
+
+    source = source_experiment("source_a", shift=0.5)
+    client = run_target(
+        RankWeightedTransferGP, [source], trials=4, init=3, use_model_selection=True
+    )
+    node = client._generation_strategy._curr
+    botl, plain = node.generator_specs
+    assert type(botl.fitted_adapter.generator.surrogate.model) is RankWeightedTransferGP
+    for spec in (botl, plain):
+        # leave-one-out over the 3 target trials, compared by rank correlation
+        assert spec.cv_results is not None and len(spec.cv_results) == 3
+        assert "Rank correlation" in spec.diagnostics

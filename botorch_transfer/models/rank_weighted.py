@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections import OrderedDict
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
@@ -41,6 +41,7 @@ from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.posteriors import GPyTorchPosterior
+from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
@@ -49,6 +50,7 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.models.base import SourceConditionedGP, _on_target_inputs
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
@@ -192,6 +194,17 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         num_samples: Draws of the leave-one-out ranking losses.
         seed: Seed of the draws (the weight is a deterministic function of the data
             and the hyperparameters).
+        task_feature: Optional index of a task column that query inputs may carry
+            (Ax's transfer-learning path appends one to the ``d`` inputs); it is
+            dropped from every ``X`` given to :meth:`posterior` and
+            :meth:`condition_on_observations`, and an input transform built over
+            that layout (Ax's ``Normalize``) is restricted to the ``d`` inputs.
+            ``train_X`` has the ``d`` inputs only (see :meth:`construct_inputs`).
+        target_task_value: The value of the task column for the target task; if
+            given, queries with another task value raise.
+        source_only_features: How many parameters only the source experiment has
+            (Ax puts them after the target's, before the task column, which is
+            then last: ``task_feature=-1``); their columns are dropped as well.
 
     Example:
         >>> model = RankWeightedTransferGP(
@@ -204,6 +217,9 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     """
 
     _default_outcome_transform = object()
+    #: The transfer input's argument (what Ax's ``model_options`` must give when
+    #: the training data hold no source task).
+    transfer_argument: ClassVar[str] = "source"
 
     def __init__(
         self,
@@ -217,6 +233,9 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         source_map: str = "affine",
         num_samples: int = 256,
         seed: int = 0,
+        task_feature: int | None = None,
+        target_task_value: float | None = None,
+        source_only_features: int = 0,
     ) -> None:
         super().__init__()
         if not isinstance(num_samples, int) or isinstance(num_samples, bool):
@@ -244,6 +263,13 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
                 f"{type(outcome_transform).__name__}."
             )
         self.num_samples, self.seed = num_samples, seed
+        if task_feature is not None and input_transform is not None:
+            # a transform over Ax's query layout acts on the d inputs here, in all
+            # three GPs (as in the transfer model, which also checks the layout)
+            d = train_X.shape[-1]
+            width = d + source_only_features + 1
+            columns = [i for i in range(width) if i != task_feature % width][:d]
+            input_transform = _on_target_inputs(input_transform, columns, width)
         source_gp = self._source_gp(source, train_X, input_transform)
         # the difference shares the source kernel's shape, with its own amplitude
         shape = copy.deepcopy(source_gp.covar_module)
@@ -261,6 +287,9 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             ).to(train_X),
             source_map=source_map,
             progress=False,
+            task_feature=task_feature,
+            target_task_value=target_task_value,
+            source_only_features=source_only_features,
         )
         self.target_model = SingleTaskGP(
             train_X,
@@ -302,6 +331,66 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             "`source` must be a TaskData or a fitted SingleTaskGP, got "
             f"{type(source).__name__}."
         )
+
+    @classmethod
+    def construct_inputs(
+        cls, training_data: SupervisedDataset | MultiTaskDataset, **kwargs: Any
+    ) -> dict[str, Any]:
+        r"""Constructor arguments from the training data plus the model's options.
+
+        As ``SourceConditionedGP.construct_inputs`` (whose dataset splitting this
+        uses), with one source task:
+
+        - a ``SupervisedDataset`` of the target task, with ``source=`` in
+          ``kwargs`` (e.g. from Ax's ``model_options``);
+        - a ``MultiTaskDataset`` as Ax's ``TransferLearningAdapter`` builds it from
+          the experiment attached as ``TRANSFERABLE_EXPERIMENT``: the task column
+          is dropped from all inputs, the source becomes one ``TaskData``
+          (``source=``), and ``task_feature``/``target_task_value`` (and
+          ``source_only_features``) let the model accept Ax's queries.
+
+        Args:
+            training_data: The target data, or the target and source data.
+            kwargs: ``source`` (unless ``training_data`` holds it) and further
+                constructor options.
+
+        Returns:
+            Keyword arguments for ``cls(**inputs)``.
+
+        Raises:
+            ValueError: If no source is given, or ``training_data`` holds several
+                source tasks (this model transfers from one; ``RGPE`` weights
+                several).
+
+        Example:
+            >>> inputs = RankWeightedTransferGP.construct_inputs(mt_dataset)
+            >>> model = RankWeightedTransferGP(**inputs)
+        """
+        if isinstance(training_data, MultiTaskDataset):
+            # the source-conditioned models' split (target, sources as TaskData,
+            # task column, source-only parameters), for this class
+            split = SourceConditionedGP._construct_inputs_multitask.__func__
+            inputs = split(cls, training_data, **kwargs)
+            if kwargs.get(cls.transfer_argument) is None:  # from `training_data`
+                sources = inputs["source"]
+                if len(sources) > 1:
+                    names = [s.name for s in sources]
+                    raise ValueError(
+                        f"{cls.__name__} transfers from one source task; "
+                        f"`training_data` holds {len(sources)} ({names}), e.g. "
+                        "several experiments attached as TRANSFERABLE_EXPERIMENT. "
+                        "Attach one source experiment, or use RGPE, which weights "
+                        "several sources."
+                    )
+                inputs["source"] = sources[0]
+            return inputs
+        if kwargs.get(cls.transfer_argument) is None:
+            raise ValueError(
+                f"{cls.__name__} needs `{cls.transfer_argument}=` (e.g. in Ax's "
+                "`model_options`)."
+            )
+        inputs = super().construct_inputs(training_data=training_data)
+        return {**inputs, **kwargs}
 
     # ----------------------------------------------------------------- fitting
     @property
@@ -397,8 +486,10 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         **kwargs: Any,
     ) -> GPyTorchPosterior:
         r"""RGPE's combination of the two GPs over the ``q`` points of ``X``
-        (``batch x q x d``), in the user's units: mean ``w mu_1 + (1 - w) mu_2``,
+        (``batch x q x d``, or Ax's layout with the task column, see
+        ``task_feature``), in the user's units: mean ``w mu_1 + (1 - w) mu_2``,
         covariance ``w^2 S_1 + (1 - w)^2 S_2``."""
+        X = self.transfer_model._strip_task_feature(X)
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError(
                 f"`output_indices` must be None or [0] (one output), got "
@@ -423,8 +514,10 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
     ) -> RankWeightedTransferGP:
-        r"""Both GPs conditioned on ``(X, Y)`` (raw inputs, user units), the weight
-        kept (as a fantasy model keeps its hyperparameters)."""
+        r"""Both GPs conditioned on ``(X, Y)`` (raw inputs, with or without Ax's
+        task column; user units), the weight kept (as a fantasy model keeps its
+        hyperparameters)."""
+        X = self.transfer_model._strip_task_feature(X)
         transfer = self.transfer_model.condition_on_observations(X, Y, noise=noise)
         target_kwargs = {} if noise is None else {"noise": noise}
         if self.target_model.prediction_strategy is None:
