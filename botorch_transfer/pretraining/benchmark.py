@@ -2,8 +2,9 @@ r"""A small benchmark of ``pretrain_prior`` on meta-tasks observed at their own 
 pre-training time, held-out log likelihood and 90% interval coverage of left-out
 tasks, per objective, side by side.
 
-Run ``python -m botorch_transfer.pretraining.benchmark`` (about two minutes on two
-cores: the NLL network's pre-training dominates).
+Run ``python -m botorch_transfer.pretraining.benchmark`` (``--help`` for options).
+The NLL network's pre-training dominates its time (minutes per problem and seed;
+``--skip-nll`` leaves it out).
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def pretrain_prior(
     d = X0.shape[-1]
     if bounds is not None:
         bounds = check_bounds(bounds, d, X0)
-    thin = _warn_if_thin(tasks, names, objective, validation_fraction)
+    thin = _warn_if_thin(tasks, names, objective, validation_fraction, num_steps)
 
     if objective.startswith("empirical"):
         for name, value in (("mean", mean), ("kernel", kernel)):
@@ -382,8 +382,12 @@ def _warn_if_thin(
     names: list | None,
     objective: str,
     validation_fraction: float,
+    num_steps: int | None,
 ) -> bool:
     r"""Warn (:class:`ThinMetaDataWarning`) about what is thin in the meta-data.
+
+    The network objectives warn on their default schedule (``num_steps=None``:
+    50,000 Adam steps), not on a budget the caller chose.
 
     Returns:
         Whether the meta-data are too thin to estimate the spread between tasks:
@@ -412,7 +416,7 @@ def _warn_if_thin(
             "fewer than 5 tasks (it trains for all `num_steps` and can overfit)"
         )
     thin = len(tasks) < MIN_TASKS or 2 * len(small) >= len(tasks)
-    if not reasons:
+    if not reasons or (not objective.startswith("empirical") and num_steps is not None):
         return thin
     if objective.startswith("empirical") and thin:
         effect = (
