@@ -100,6 +100,15 @@ def pretrain_prior(
     after ``patience`` evaluations without improvement. Training is deterministic
     given ``seed`` (task split, initial weights, minibatches).
 
+    Tasks share a design when every task observed the same inputs up to a millionth
+    of the pooled input range (``SHARED_INPUT_RTOL``): round-off does not make
+    designs differ. Thin meta-data (fewer than ``MIN_TASKS`` tasks, or tasks of
+    fewer than ``MIN_TASK_POINTS`` points) give a :class:`ThinMetaDataWarning` that
+    says what is thin (the network objectives: on their default ``num_steps``).
+    With fewer than ``MIN_TASKS`` tasks, or mostly such small ones, the empirical
+    priors do not estimate the spread between tasks: their covariance is the base
+    kernel's, with a variance no smaller than the pooled outcomes'.
+
     Args:
         tasks: Related tasks (a list, or a dict name -> TaskData), each with at
             least one observation; all with the same input dimension.
