@@ -62,8 +62,17 @@ def test_training_data_errors_name_the_argument(case, error, match):
 def test_source_list():
     X, Y = data()
     source = TaskData(*data(n=6))
-    assert as_source_list(source, X) == [source]
-    assert as_source_list((source, source), X) == [source, source]
+    # TaskData come back as copies, with their own tensors
+    for sources, n in (
+        (as_source_list(source, X), 1),
+        (as_source_list((source,) * 2, X), 2),
+    ):
+        assert len(sources) == n
+        for copy in sources:
+            assert isinstance(copy, TaskData) and copy is not source
+            assert copy.X is not source.X
+            torch.testing.assert_close(copy.X, source.X)
+            torch.testing.assert_close(copy.Y, source.Y)
     gp = SingleTaskGP(*data(n=6))
     with pytest.warns(UntrainedSourceWarning):  # on purpose: an unfitted model
         assert as_source_list([gp, source], X)[0] is gp
