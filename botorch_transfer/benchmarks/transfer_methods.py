@@ -581,7 +581,7 @@ def source_kernel_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> Di
 
 
 def rank_weighted_model(
-    state: TransferState, X: Tensor, Y: Tensor, source_map: str = "affine"
+    state: TransferState, X: Tensor, Y: Tensor
 ) -> RankWeightedTransferGP:
     r"""``RankWeightedTransferGP`` as its docstring tells a user to build it:
     inputs to the unit cube, its default outcome scaling, the source data as given
@@ -592,7 +592,6 @@ def rank_weighted_model(
         train_Yvar=state.target_noise(Y),
         source=state.source,
         input_transform=_unit_cube(state.problem),
-        source_map=source_map,
     )
 
 
@@ -902,14 +901,6 @@ register_method(
     "RankWeightedTransferGP with its defaults: a source-kernel transfer GP (f = a g "
     "+ c + delta) mixed with a target-only GP by leave-one-out ranking evidence, "
     "fitted every iteration; UCB",
-)
-register_method(
-    "rank-weighted-marginal",
-    AcquisitionMethod(
-        partial(rank_weighted_model, source_map="marginal-affine"), fit=True
-    ),
-    "rank-weighted with the source scale and offset integrated out "
-    "(source_map='marginal-affine'); UCB",
 )
 # the peers a BoTorch user would pick (default settings, fitted every iteration)
 register_method(

@@ -8,6 +8,7 @@ from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
 from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS
+from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS
 from botorch_transfer.benchmarks.report import summary_table
 from botorch_transfer.benchmarks.runner import (
     load_results,
@@ -27,6 +28,8 @@ SMOKE_PROBLEMS = sorted(
     or p in ("shilton-bumps-s0.5", "gaussian-bumps-unrelated", "bohachevsky-affine")
     # the real HPO pairs need the [yahpo] extra: test_problems runs them when present
     if p not in HPO_PAIRS
+    # one real tuning pair (test_real_pairs runs a loop on each family)
+    and (p not in REAL_PAIRS or p == "svm-digit3-to-digit8")
 )
 
 
@@ -77,6 +80,9 @@ def test_every_problem_and_method_runs(problem, method, device):
         for uses, gain in zip(trace["guard_uses_transfer"], trace[key]):
             # margin 0: the transfer model acts unless the target-only GP gains
             assert uses is (gain is None or gain <= 0.0)
+    elif method.startswith("rank-weighted"):  # the transfer weight, every iteration
+        weights = record["diagnostics"]["transfer_weight"]
+        assert len(weights) == 2 and all(0.0 <= w <= 1.0 for w in weights)
     else:
         assert "diagnostics" not in record
     json.dumps(record)  # serializable
