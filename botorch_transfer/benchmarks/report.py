@@ -1445,9 +1445,11 @@ def real_track_table(
     lines = [
         f"{recommended}: R_T ratios (mean over seeds) to the no-transfer GP and to "
         f"the better of {', '.join(peers)}; rho: the source-target rank correlation",
-        "  ".join(f"{h:<{w}}" for h, w in zip(header, widths)),
+        "  ".join(f"{h:<{w}}" for h, w in zip(header, widths)).rstrip(),
     ]
-    lines += ["  ".join(f"{c!s:<{w}}" for c, w in zip(row, widths)) for row in rows]
+    lines += [
+        "  ".join(f"{c!s:<{w}}" for c, w in zip(row, widths)).rstrip() for row in rows
+    ]
 
     def geometric(values: list[float]) -> float:
         return float(np.exp(np.mean(np.log(np.maximum(values, 1e-12)))))
