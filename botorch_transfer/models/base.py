@@ -155,8 +155,14 @@ def transfer_fingerprint(transfer: Any) -> list[tuple[tuple[int, ...], float, fl
     """
     items = transfer if isinstance(transfer, (list, tuple)) else [transfer]
     tensors: list[Tensor] = []
+    summary: list[tuple[tuple[int, ...], float, float]] = []
     for item in items:
-        if isinstance(item, TaskData):
+        origin = getattr(item, "origin_fingerprint", None)
+        if origin is not None:
+            # a model's frozen source (``frozen_source()``) stands for the sources
+            # that model was built from: a rebuilt model transfers from the same
+            summary += origin
+        elif isinstance(item, TaskData):
             tensors += [t for t in (item.X, item.Y, item.Yvar) if t is not None]
         elif isinstance(item, Module):
             tensors += [t for t in item.state_dict().values() if isinstance(t, Tensor)]
@@ -166,7 +172,7 @@ def transfer_fingerprint(transfer: Any) -> list[tuple[tuple[int, ...], float, fl
             data.append(getattr(item, "train_targets", None))
             tensors += [t for t in data if isinstance(t, Tensor)]
     with torch.no_grad():
-        return [
+        return summary + [
             (tuple(t.shape), t.double().sum().item(), t.double().pow(2).sum().item())
             for t in tensors
             if t.is_floating_point()

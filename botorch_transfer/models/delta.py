@@ -505,6 +505,9 @@ class DeltaBOModel(SourceConditionedGP):
         """
         source = copy.deepcopy(self.source_posterior)
         source.set_output_affine(self.output_scale, self.output_offset)
+        # a model rebuilt on it transfers from this model's sources (TransferGuard
+        # compares them across iterations)
+        source.origin_fingerprint = list(self._transfer_fingerprint)
         return source
 
     def as_source_posterior(

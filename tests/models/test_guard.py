@@ -676,3 +676,22 @@ def test_previous_on_other_inputs_is_refused_for_its_dimension():
     wider = DeltaBOModel(X3, Y, source=source3)
     with pytest.raises(ValueError, match=r"d=2 inputs but `model` has d=3"):
         TransferGuard(wider, criterion="prequential", previous=first)
+
+
+def test_previous_on_a_model_rebuilt_from_the_frozen_source_is_accepted():
+    # the README's loop: the first model from the data, the next ones from its
+    # frozen source posterior; the guards' evidence is about the same sources
+    X, Y, related, unrelated = sine_target_and_sources()
+    first = fitted(DeltaBOModel(X[:3], Y[:3], source=related))
+    guard = TransferGuard(first, criterion="prequential")
+    rebuilt = fitted(DeltaBOModel(X[:4], Y[:4], source=first.frozen_source()))
+    again = TransferGuard(rebuilt, criterion="prequential", previous=guard)
+    assert again.prequential_log_density["transfer"] != 0.0
+    # ... and from that one's, still the same sources
+    third = fitted(DeltaBOModel(X[:5], Y[:5], source=rebuilt.frozen_source()))
+    TransferGuard(third, criterion="prequential", previous=again)
+    # a frozen source of another model's sources is still refused
+    other = fitted(DeltaBOModel(X[:3], Y[:3], source=unrelated))
+    foreign = fitted(DeltaBOModel(X[:4], Y[:4], source=other.frozen_source()))
+    with pytest.raises(ValueError, match="`previous` guards a DeltaBOModel on other"):
+        TransferGuard(foreign, criterion="prequential", previous=guard)
