@@ -47,16 +47,10 @@ from botorch_transfer.benchmarks.methods import (
     describe_method,
 )
 from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.real_pairs import (
-    CONFIRMATION,
-    DEVELOPMENT,
-    REAL_CONTROLS,
-    pair_rank_correlation,
-)
+from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
 from botorch_transfer.benchmarks.report import (
-    RECOMMENDED,
     plot_regret,
-    real_track_table,
+    real_track_half_table,
     summary_table,
     with_regret,
 )
@@ -390,14 +384,7 @@ def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -
         ("development", DEVELOPMENT),
         ("confirmation", CONFIRMATION),
     ):
-        present = [p for p in problems if any(r["problem"] == p for r in records)]
-        table = real_track_table(
-            records,
-            present,
-            RECOMMENDED,
-            controls=REAL_CONTROLS,
-            rank_correlations={p: pair_rank_correlation(p) for p in present},
-        )
+        table = real_track_half_table(records, problems)
         if table:
             print(f"\nReal track, {half} half:\n{table}")
 

@@ -1479,3 +1479,22 @@ def real_track_table(
             )
         )
     return "\n".join(lines)
+
+
+def real_track_half_table(records: list[dict], problems: list[str]) -> str:
+    r""":func:`real_track_table` of the recommended model on those of ``problems``
+    (one half of the real track) that have records, with their rank correlations
+    and the real track's controls; ``""`` when none has records."""
+    from botorch_transfer.benchmarks.real_pairs import (
+        REAL_CONTROLS,
+        pair_rank_correlation,
+    )
+
+    present = [p for p in problems if any(r["problem"] == p for r in records)]
+    return real_track_table(
+        records,
+        present,
+        RECOMMENDED,
+        controls=REAL_CONTROLS,
+        rank_correlations={p: pair_rank_correlation(p) for p in present},
+    )

@@ -4,17 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from botorch_transfer.benchmarks.real_pairs import (
-    CONFIRMATION,
-    DEVELOPMENT,
-    REAL_CONTROLS,
-    pair_rank_correlation,
-)
-from botorch_transfer.benchmarks.report import (
-    RECOMMENDED,
-    real_track_table,
-    with_regret,
-)
+from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
+from botorch_transfer.benchmarks.report import real_track_half_table, with_regret
 from botorch_transfer.benchmarks.runner import read_results
 
 BENCHMARKS = Path(__file__).parents[2] / "botorch_transfer" / "benchmarks"
@@ -26,15 +17,8 @@ def test_real_track_tables_regenerate_from_the_committed_records(half):
     records, skipped = read_results(RECORDS)
     assert not skipped
     records = with_regret(records)
-    present = [p for p in half if any(r["problem"] == p for r in records)]
-    if not present:
+    table = real_track_half_table(records, half)
+    if not table:
         pytest.skip("no committed records of this half")
-    table = real_track_table(
-        records,
-        present,
-        RECOMMENDED,
-        controls=REAL_CONTROLS,
-        rank_correlations={p: pair_rank_correlation(p) for p in present},
-    )
     page = (BENCHMARKS / "RESULTS.md").read_text()
     assert table in page
