@@ -138,7 +138,7 @@ def budget_to_target(
     record: dict, fraction: float = TARGET_FRACTION
 ) -> list[tuple[int, bool]] | None:
     r"""Evaluations until the simple regret is within ``fraction`` of the objective's
-    range, per test task of one meta-learning record (issue 22).
+    range, per test task of one meta-learning record.
 
     The target of a test task is ``simple regret <= fraction * (max_pool f -
     min_pool f)`` (on a normalized regret simply ``<= fraction``). The budget counts
@@ -638,7 +638,8 @@ NOT_TRANSFER_MODELS = ("random", "pooled-gp-fitted")
 
 
 def problem_kind(problem: str) -> str:
-    r"""The role of a default-track problem in issue 16's targets.
+    r"""The role of a default-track problem in the transfer targets
+    (:func:`transfer_targets_table`).
 
     Returns:
         ``"unhelpful"`` (a negative-transfer control: ``-unrelated`` sources and the
@@ -671,7 +672,7 @@ def transfer_targets_table(
     reference: str = NO_TRANSFER,
     peers: tuple[str, ...] = PEERS,
 ) -> str:
-    r"""Issue 16's four targets, checked on the default-settings track's records.
+    r"""The four transfer targets, checked on the default-settings track's records.
 
     1. On the related problems, ``recommended`` has a mean ``R_T`` at most the better
        peer's on >= 75% of them, and the best average rank across them.
@@ -711,7 +712,7 @@ def transfer_targets_table(
         return float(finals[(problem, method)].mean())
 
     lines = [
-        f"Issue 16 targets (recommended default: {recommended}; no transfer: "
+        f"Transfer targets (model held to them: {recommended}; no transfer: "
         f"{reference}; peers: {', '.join(peers)})"
     ]
     # 1. ahead of the peers on the related problems
@@ -797,8 +798,8 @@ def transfer_targets_table(
 #: The no-meta reference of the meta track's ratio table.
 NO_META = "stbo-ucb"
 #: The no-meta reference of the methods that search only the pool points not yet
-#: queried (cm-BO's pool protocol), and the README loops compared with it (the
-#: HyperBO loop since session 43, the one before it, cm-BO's).
+#: queried (cm-BO's pool protocol), and the methods compared with it: the README
+#: HyperBO loop, HyperBO's loop with the unclustered prior and cm-BO's README loop.
 NO_META_SKIPPING = "stbo-ucb-skip"
 META_MODELS_SKIPPING = ("hyperbo-clustered-ucb1-skip", "hyperbo-skip", "cmbo")
 #: The no-meta reference at the README HyperBO loop's UCB weight (``beta = 1``), and
@@ -919,7 +920,7 @@ def meta_cumulative_regret_ratio_table(
     records: list[dict], reference: str = NO_META
 ) -> str:
     r"""Meta track: each method's cumulative simple regret relative to the no-meta
-    GP's, per problem (the meta-priors issue's measure).
+    GP's, per problem.
 
     Per test task and seed, the cumulative regret is ``sum_{t=1..T} r_t`` (the simple
     regret after each BO iteration, at the group's shortest ``T``). Over the
@@ -980,7 +981,7 @@ def meta_targets_table(
     peers: tuple[str, ...] = META_PEERS,
     random: str = "random",
 ) -> str:
-    r"""Issue 22's first target, checked on the meta track's records, per meta model:
+    r"""The meta-learning target, checked on the meta track's records, per meta model:
     cumulative regret ``<= 0.5x`` the no-meta GP's on each family and ``<= 1.0x`` on
     every target task, never above random search's (per family), and at or below
     both peers on ``>= 75%`` of the families (the measure of
@@ -1071,7 +1072,7 @@ def meta_targets_table(
     if not lines:
         return ""
     header = (
-        f"Issue 22 target 1 (cumulative simple regret; no meta: {reference}; "
+        f"Meta-learning target (cumulative simple regret; no meta: {reference}; "
         f"peers: {', '.join(peers)})"
     )
     return "\n".join([header, *lines])
@@ -1498,3 +1499,342 @@ def real_track_half_table(records: list[dict], problems: list[str]) -> str:
         controls=REAL_CONTROLS,
         rank_correlations={p: pair_rank_correlation(p) for p in present},
     )
+
+
+#: The real track's methods compared in :func:`real_track_methods_table`.
+REAL_TRACK_METHODS = (RECOMMENDED, "mtgp", "rgpe", "random")
+
+
+def _geometric_mean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(np.maximum(values, 1e-12)))))
+
+
+def real_track_methods_table(
+    records: list[dict],
+    problems: list[str],
+    methods: tuple[str, ...] = REAL_TRACK_METHODS,
+    reference: str = NO_TRANSFER,
+) -> str:
+    r"""Every method of a real-track half against the no-transfer GP: the
+    geometric mean over the related pairs of the ratio of mean ``R_T`` to
+    ``reference``'s, and the ratio on each control.
+
+    Args:
+        records: Run records.
+        problems: The problems of the half.
+        methods: The methods shown (those without records are left out).
+        reference: The no-transfer GP.
+
+    Returns:
+        A markdown table, or ``""`` when ``reference`` has no records here.
+    """
+    from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS
+
+    finals = _final_cumulative_regret(records)
+    present = [p for p in problems if (p, reference) in finals]
+    related = [p for p in present if p not in REAL_CONTROLS]
+    controls = [p for p in present if p in REAL_CONTROLS]
+    rows = []
+    for method in methods:
+        if not any((p, method) in finals for p in present):
+            continue
+
+        def ratio(problem: str) -> float:
+            ref = finals[(problem, reference)].mean()
+            value = finals[(problem, method)].mean()
+            return value / ref if ref > 0 else math.inf
+
+        cells = [p for p in related if (p, method) in finals]
+        geometric = _geometric_mean([ratio(p) for p in cells]) if cells else math.nan
+        rows.append(
+            [f"`{method}`", f"{geometric:.2f} ({len(cells)})"]
+            + [f"{ratio(p):.2f}" if (p, method) in finals else "-" for p in controls]
+        )
+    if not rows:
+        return ""
+    header = ["method", "related pairs: geometric mean (pairs)"] + [
+        f"`{p}`" for p in controls
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+#: The default-settings track's models in :func:`transfer_track_table`: each
+#: transfer model of the package with its defaults, the guarded loop, the peers and
+#: random search.
+TRANSFER_TRACK_METHODS = (
+    GUARDED_LOOP,
+    "deltabo-marginal-fitted",
+    "envgp-fitted",
+    "diffgp-fitted",
+    "mtgp",
+    "rgpe",
+    "random",
+)
+#: The default-settings track's seeds on the results page (seeds 0 to 19).
+TRANSFER_TRACK_SEEDS = 20
+
+
+def transfer_track_table(
+    records: list[dict],
+    methods: tuple[str, ...] = TRANSFER_TRACK_METHODS,
+    reference: str = NO_TRANSFER,
+    peers: tuple[str, ...] = PEERS,
+) -> str:
+    r"""The default-settings track as a markdown table: per problem (with its
+    :func:`problem_kind`) the seeds, ``reference``'s mean ``R_T`` and each method's
+    mean ``R_T`` as a ratio to it; ``*`` marks a cell that misses transfer target 2
+    (above ``reference`` on a related problem; beyond 10% and its 95% CI on a
+    control). The last row is each method's average rank by mean ``R_T`` among the
+    methods shown and ``reference``.
+
+    Args:
+        records: Run records of the default-settings track.
+        methods: The methods shown.
+        reference: The no-transfer GP.
+        peers: The peers (their cells are marked as any other's).
+
+    Returns:
+        The table, or ``""`` when ``reference`` has no records.
+    """
+    finals = _final_cumulative_regret(
+        [r for r in records if r["method"] in (*methods, reference)]
+    )
+    order = {"affine": 0, "identical": 1, "related": 2, "unhelpful": 3}
+    problems = sorted(
+        {p for p, m in finals if m == reference},
+        key=lambda p: (order[problem_kind(p)], p),
+    )
+    shown = [m for m in methods if any((p, m) in finals for p in problems)]
+    if not problems or not shown:
+        return ""
+    header = ["problem (kind)", "seeds", f"{reference} R_T"] + [f"`{m}`" for m in shown]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for problem in problems:
+        ref = finals[(problem, reference)]
+        kind = problem_kind(problem)
+        cells = []
+        for method in shown:
+            if (problem, method) not in finals:
+                cells.append("-")
+                continue
+            mean = finals[(problem, method)].mean()
+            ratio = mean / ref.mean() if ref.mean() > 0 else math.inf
+            miss = (
+                mean > ref.mean()
+                if kind == "related"
+                else kind == "unhelpful" and not _near_reference(mean, ref)
+            )
+            cells.append(f"{ratio:.2f}" + ("*" if miss else ""))
+        lines.append(
+            f"| {problem} ({kind}) | {len(ref)} | {ref.mean():.3g} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    ranks = _ranks_by_method(finals, problems)
+    lines.append(
+        f"| average rank (of {len(shown) + 1}) | | {np.mean(ranks[reference]):.2f} | "
+        + " | ".join(f"{np.mean(ranks[m]):.2f}" for m in shown)
+        + " |"
+    )
+    return "\n".join(lines)
+
+
+def transfer_track_targets(records: list[dict]) -> str:
+    r""":func:`transfer_targets_table` of the guarded loop on the default-settings
+    track's problems that the no-transfer GP ran, among the methods of
+    :func:`transfer_track_table`."""
+    kept = (*TRANSFER_TRACK_METHODS, NO_TRANSFER)
+    return transfer_targets_table([r for r in records if r["method"] in kept])
+
+
+#: The meta track's methods on the results page, against the no-meta GP that
+#: searches the same pool points (:data:`NO_META_SKIPPING`): the README loops of
+#: PretrainedPriorGP and ClusterMetaPriorGP, the greedy portfolio, the RGPE peer and
+#: random search.
+META_TRACK_METHODS = (
+    "hyperbo-clustered-ucb1-skip",
+    "cmbo",
+    "portfolio-skip",
+    "rgpe-meta",
+    "random",
+)
+#: The README loops held to the meta-learning target.
+META_README_LOOPS = ("hyperbo-clustered-ucb1-skip", "cmbo")
+
+
+def meta_track_table(records: list[dict]) -> str:
+    r"""The meta track on the results page: :func:`meta_cumulative_regret_ratio_table`
+    of :data:`META_TRACK_METHODS` against :data:`NO_META_SKIPPING`, then the README
+    loops' :func:`meta_targets_table`."""
+    kept = [
+        r for r in records if r["method"] in (*META_TRACK_METHODS, NO_META_SKIPPING)
+    ]
+    ratios = meta_cumulative_regret_ratio_table(kept, NO_META_SKIPPING)
+    targets = meta_targets_table(
+        kept, models=META_README_LOOPS, reference=NO_META_SKIPPING
+    )
+    return "\n\n".join(t for t in (ratios, targets) if t)
+
+
+def cost_table(records: list[dict], reference: str = NO_TRANSFER) -> str:
+    r"""Seconds per BO iteration (model fit and acquisition) per method: the median
+    over runs of each run's mean, and its ratio to ``reference``'s.
+
+    Args:
+        records: Transfer run records (failed runs are left out).
+        reference: The method the ratio is taken against.
+
+    Returns:
+        A markdown table, or ``""`` without finished runs.
+    """
+    runs: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if not _failed(r) and not _is_simple_regret(r) and r.get("iteration_s"):
+            runs[r["method"]].append(float(np.mean(r["iteration_s"])))
+    if not runs:
+        return ""
+    median = {m: float(np.median(v)) for m, v in runs.items()}
+    ref = median.get(reference)
+    lines = [
+        f"| method | runs | s/iter (median) | vs `{reference}` |",
+        "|---|---|---|---|",
+    ]
+    for method in sorted(runs, key=lambda m: (median[m], m)):
+        ratio = f"{median[method] / ref:.2f}" if ref else "-"
+        lines.append(
+            f"| `{method}` | {len(runs[method])} | {median[method]:.3f} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+#: The methods of the Ax comparison's table, in column order.
+AX_METHODS = ("MultiTaskGP", "DeltaBOModel", "EnvGP", "DiffGP", "RGPE")
+
+
+def ax_track_table(path: Path, baseline: str = "MultiTaskGP") -> str:
+    r"""The Ax comparison (:mod:`~botorch_transfer.benchmarks.ax_transfer`'s per-trial
+    CSV) as a markdown table: per problem and method, the mean over seeds of the
+    cumulative regret (the sum over trials of the simple regret), its standard error
+    and the ratio of the means to ``baseline``'s.
+
+    Args:
+        path: The CSV (columns ``problem, method, seed, trial, regret``).
+        baseline: The method of the ratios.
+
+    Returns:
+        The table, or ``""`` for a CSV without rows.
+    """
+    import csv
+
+    sums: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            seeds = sums[(row["problem"], row["method"])]
+            seed = int(row["seed"])
+            seeds[seed] = seeds.get(seed, 0.0) + float(row["regret"])
+    if not sums:
+        return ""
+    methods = [m for m in AX_METHODS if any(m == k[1] for k in sums)]
+    methods += sorted({m for _, m in sums} - set(methods))
+    problems = list(dict.fromkeys(p for p, _ in sums))
+    lines = [
+        "| problem | " + " | ".join(f"`{m}`" for m in methods) + " |",
+        "|" + "---|" * (len(methods) + 1),
+    ]
+    for problem in problems:
+        base = sums.get((problem, baseline))
+        base_mean = float(np.mean(list(base.values()))) if base else None
+        cells = []
+        for method in methods:
+            values = np.array(list(sums.get((problem, method), {}).values()))
+            if not len(values):
+                cells.append("-")
+                continue
+            se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
+            cell = f"{values.mean():.2f} ({se:.2f})"
+            if base_mean and method != baseline:
+                cell += f" {values.mean() / base_mean:.2f}"
+            cells.append(cell)
+        lines.append(f"| {problem} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+#: The committed records next to this module, by track.
+RECORDS_DIR = Path(__file__).parent
+
+
+def committed_records(track: str) -> list[dict]:
+    r"""The committed records of a track (``"real"``, ``"default"``, ``"meta"``:
+    ``<track>_track_records.jsonl.gz`` next to this module), with regret filled in
+    (:func:`with_regret`)."""
+    from botorch_transfer.benchmarks.runner import read_results
+
+    records, skipped = read_results(RECORDS_DIR / f"{track}_track_records.jsonl.gz")
+    if skipped:
+        raise ValueError(f"unreadable lines in the {track} track's records: {skipped}")
+    return with_regret(records)
+
+
+def results_page_table(name: str) -> str:
+    r"""A table of ``RESULTS.md``, from the committed records: ``python -m
+    botorch_transfer.benchmarks.report NAME`` prints it.
+
+    Args:
+        name: ``"real-methods"`` (:func:`real_track_methods_table`, confirmation
+            half), ``"transfer"`` (:func:`transfer_track_table`, seeds 0-19),
+            ``"transfer-targets"`` (:func:`transfer_track_targets`, seeds 0-19),
+            ``"ax"`` (:func:`ax_track_table` of ``ax_transfer_20seeds.csv``),
+            ``"meta"`` (:func:`meta_track_table`) or ``"cost"`` (:func:`cost_table`
+            of the real track).
+    """
+    from botorch_transfer.benchmarks.real_pairs import CONFIRMATION
+
+    if name not in RESULTS_PAGE_TABLES:
+        raise ValueError(
+            f"unknown table {name!r}; choose from {', '.join(RESULTS_PAGE_TABLES)}"
+        )
+    if name in ("real-methods", "cost"):
+        records = committed_records("real")
+        if name == "cost":
+            return cost_table(records)
+        return real_track_methods_table(records, list(CONFIRMATION))
+    if name == "meta":
+        return meta_track_table(committed_records("meta"))
+    if name == "ax":
+        return ax_track_table(RECORDS_DIR / "ax_transfer_20seeds.csv")
+    records = [
+        r for r in committed_records("default") if r["seed"] < TRANSFER_TRACK_SEEDS
+    ]
+    if name == "transfer":
+        return transfer_track_table(records)
+    return transfer_track_targets(records)
+
+
+#: The names :func:`results_page_table` takes.
+RESULTS_PAGE_TABLES = (
+    "real-methods",
+    "transfer",
+    "transfer-targets",
+    "ax",
+    "meta",
+    "cost",
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    r"""Command line: ``python -m botorch_transfer.benchmarks.report NAME`` prints a
+    results-page table (:func:`results_page_table`) from the committed records."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m botorch_transfer.benchmarks.report",
+        description="print a table of RESULTS.md from the committed records",
+    )
+    parser.add_argument("name", choices=RESULTS_PAGE_TABLES)
+    print(results_page_table(parser.parse_args(argv).name))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

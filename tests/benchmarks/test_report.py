@@ -410,7 +410,7 @@ def test_problem_kinds_of_the_default_track():
         assert problem_kind(related) == "related"
 
 
-def test_issue_16_targets_by_hand():
+def test_transfer_targets_by_hand():
     # R_T per seed: "rec" the recommended model, "other" another model of ours
     table = {
         # related: rec 0.4x the GP and best; other above the GP (a target-2 miss)
@@ -440,7 +440,7 @@ def test_issue_16_targets_by_hand():
         r for p, row in table.items() for m, v in row.items() for r in _runs(p, m, v)
     ]
     lines = transfer_targets_table(records, recommended="rec").splitlines()
-    assert lines[0].startswith("Issue 16 targets (recommended default: rec")
+    assert lines[0].startswith("Transfer targets (model held to them: rec")
     # 1: 1 of 2 related problems at or below the better peer; average ranks over
     # the 2 related problems: rec (1 + 2.5) / 2 (tied with other on the second),
     # mtgp (2 + 1) / 2 = 1.5 the best
@@ -475,11 +475,11 @@ def _flat(value):
     return [9, value, value, value]
 
 
-#: The family cell of issue 22's target-1 line, up to the families.
+#: The family cell of the meta-learning target line, up to the families.
 FAMILIES = "family ratio <= 0.5 (* misses; [95% over seeds]):"
 
 
-def test_issue_22_target_1_by_hand():
+def test_meta_target_by_hand():
     records = [
         # family a: hyperbo 0.25x the GP over both tasks, task 2 at 1.2x
         _meta_run("stbo-ucb", {1: _flat(4), 2: _flat(1)}, "a"),
@@ -498,7 +498,7 @@ def test_issue_22_target_1_by_hand():
         _meta_run("cmbo", {1: _flat(3)}, "c"),
     ]
     lines = meta_targets_table(records).splitlines()
-    assert lines[0].startswith("Issue 22 target 1")
+    assert lines[0].startswith("Meta-learning target (")
     hyperbo, cmbo = lines[1], lines[2]
     assert hyperbo.startswith(f"hyperbo: {FAMILIES} a 0.25, b 0.50,")
     assert "every target <= 1.0: MISSED (a 1/2 above [task 2 1.25])" in hyperbo
@@ -534,14 +534,14 @@ def test_issue_22_target_1_by_hand():
         ),
     ],
 )
-def test_issue_22_target_1_per_target_line(gp, hyperbo, expected):
+def test_meta_target_per_target_line(gp, hyperbo, expected):
     line = meta_targets_table(
         [_meta_run("stbo-ucb", gp), _meta_run("hyperbo", hyperbo)]
     )
     assert expected in line
 
 
-def test_issue_22_target_1_says_how_many_targets_seed_noise_puts_above():
+def test_meta_target_says_how_many_targets_seed_noise_puts_above():
     # two seeds per task, paired log ratios 0.75 and -1.25 on both tasks: the family
     # mean log ratio is -0.25 and the within-task sd sqrt(4 / 2); both tasks are
     # above 1 ((e^0.75 + e^-1.25) / 2 = 1.20), and noise alone would put
@@ -570,7 +570,7 @@ def test_issue_22_target_1_says_how_many_targets_seed_noise_puts_above():
     assert _targets_above_from_seed_noise(one["hyperbo"], one["stbo-ucb"]) is None
 
 
-def test_issue_22_family_ratio_has_an_interval_over_seeds():
+def test_meta_family_ratio_has_an_interval_over_seeds():
     # seed 0 at 0.25x, seed 1 at 0.75x: resampled seeds give 0.25, 0.5 or 0.75, each
     # pure draw a quarter of the time, so the 95% interval is [0.25, 0.75]
     records = [
@@ -598,7 +598,7 @@ def test_summary_compares_skipping_loops_with_the_skipping_no_meta_gp():
     assert f"hyperbo: {FAMILIES} m 0.25;" in text
     assert f"cmbo: {FAMILIES} m 0.75*;" in text
     skipping = text[text.index("relative to stbo-ucb-skip") :]
-    assert "Issue 22 target 1 (cumulative simple regret; no meta: stbo-ucb-skip" in (
+    assert "Meta-learning target (cumulative simple regret; no meta: stbo-ucb-skip" in (
         skipping
     )
     assert f"hyperbo-skip: {FAMILIES} m 0.50;" in skipping

@@ -1,15 +1,24 @@
-r"""The results page's real-track tables are what the committed records give."""
+r"""Every table of the results page is what the committed records give, printed by
+the command right above it."""
 
+import re
 from pathlib import Path
 
 import pytest
 
 from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
-from botorch_transfer.benchmarks.report import real_track_half_table, with_regret
+from botorch_transfer.benchmarks.report import (
+    RESULTS_PAGE_TABLES,
+    main,
+    real_track_half_table,
+    results_page_table,
+    with_regret,
+)
 from botorch_transfer.benchmarks.runner import read_results
 
 BENCHMARKS = Path(__file__).parents[2] / "botorch_transfer" / "benchmarks"
 RECORDS = BENCHMARKS / "real_track_records.jsonl.gz"
+PAGE = BENCHMARKS / "RESULTS.md"
 
 
 @pytest.mark.parametrize("half", [DEVELOPMENT, CONFIRMATION], ids=["dev", "conf"])
@@ -20,5 +29,47 @@ def test_real_track_tables_regenerate_from_the_committed_records(half):
     table = real_track_half_table(records, half)
     if not table:
         pytest.skip("no committed records of this half")
-    page = (BENCHMARKS / "RESULTS.md").read_text()
-    assert table in page
+    assert table in PAGE.read_text()
+
+
+def _block(name: str, table: str) -> str:
+    r"""The page's command and table: a markdown table as it is, a text table in a
+    code block."""
+    command = f"```bash\npython -m botorch_transfer.benchmarks.report {name}\n```\n\n"
+    return command + (table if table.startswith("|") else f"```\n{table}\n```")
+
+
+@pytest.mark.parametrize("name", RESULTS_PAGE_TABLES)
+def test_each_table_is_its_command_s_output_on_the_committed_records(name):
+    table = results_page_table(name)
+    assert table
+    assert _block(name, table) + "\n" in PAGE.read_text()
+
+
+def test_the_command_prints_the_table(capsys):
+    main(["cost"])
+    assert capsys.readouterr().out == results_page_table("cost") + "\n"
+
+
+def test_every_table_on_the_page_comes_with_its_command():
+    r"""No table without one of the checked commands above it: the markdown tables
+    and the code blocks of output are the checked ones, the real track's (printed by
+    ``summarize``) or the command blocks themselves."""
+    page = PAGE.read_text()
+    checked = [_block(n, results_page_table(n)) for n in RESULTS_PAGE_TABLES]
+    records = with_regret(read_results(RECORDS)[0])
+    real = real_track_half_table(records, CONFIRMATION)
+    rest = page
+    for block in checked:
+        rest = rest.replace(block, "")
+    rest = rest.replace(f"```\n{real}\n```", "")
+    assert not re.search(r"^\|", rest, flags=re.M), "a markdown table is unchecked"
+    # the remaining code blocks are commands
+    blocks = re.findall(r"^```(\w*)\n", rest, flags=re.M)
+    assert set(blocks) <= {"bash", ""}
+    assert all(lang == "bash" for lang in blocks[::2]), "an unchecked output block"
+
+
+def test_the_images_on_the_page_exist():
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", PAGE.read_text()):
+        assert (BENCHMARKS / image).is_file(), image
