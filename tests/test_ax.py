@@ -166,8 +166,8 @@ def test_cluster_meta_prior_gp_in_an_ax_client_loop():
 
 
 def test_strategy_checks_its_model_and_options_when_built():
-    # issue 17: these were caught only at the first model trial, after the Sobol
-    # budget was spent, some with opaque errors
+    # caught when the strategy is built, not at the first model trial after the
+    # Sobol budget is spent
     source = TaskData(torch.rand(5, 2, dtype=F64), torch.rand(5, 1, dtype=F64))
     with pytest.raises(TypeError, match="`botorch_model_class` must be a BoTorch"):
         transfer_generation_strategy("DeltaBOModel", {"source": source})
@@ -192,8 +192,8 @@ def test_strategy_checks_its_model_and_options_when_built():
 
 
 def test_a_prior_of_another_dimension_is_a_clear_error_under_normalize():
-    # issue 17: Ax's Normalize input transform skipped the d check ("size of tensor
-    # a (2) must match")
+    # Ax's Normalize input transform skips the d check ("size of tensor a (2) must
+    # match")
     prior = make_prior()  # d = 2 (tests.pretraining.test_objectives)
     X = torch.rand(4, 3, dtype=F64)
     with pytest.raises(ValueError, match="pre-trained on d=2"):

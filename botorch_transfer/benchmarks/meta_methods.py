@@ -13,8 +13,8 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   spends an evaluation on nothing new);
 - ``stbo-ucb1-skip``: ``stbo-ucb-skip`` with ``beta = 1``, the README HyperBO loop's
   weight;
-- ``hyperbo-clustered-ucb1-skip``: the README's PretrainedPriorGP loop (session 43
-  on): ``pretrain_clustered_prior`` and UCB with ``beta = 1``, without re-queries;
+- ``hyperbo-clustered-ucb1-skip``: the README's PretrainedPriorGP loop:
+  ``pretrain_clustered_prior`` and UCB with ``beta = 1``, without re-queries;
 - ``hyperbo-nll`` / ``hyperbo-ekl``: :class:`~botorch_transfer.PretrainedPriorGP` on a
   prior pre-trained once per split with that objective, PI with threshold
   ``max(y) + 0.1`` in the prior's standardized units;
@@ -82,12 +82,12 @@ CMBO_UCB_XI = 3.0
 CMBO_NOISE_FLOOR = 1e-6
 #: UCB weight of ``stbo-ucb``: ``1.8^2`` as HyperBO's STBOH.
 STBO_UCB_BETA = 1.8**2
-#: UCB weight of the README's PretrainedPriorGP loop up to session 42 (``hyperbo``,
-#: ``hyperbo-skip`` and their variants): stbo-ucb's.
+#: UCB weight of the PretrainedPriorGP loops ``hyperbo``, ``hyperbo-skip`` and their
+#: variants: stbo-ucb's.
 README_UCB_BETA = STBO_UCB_BETA
-#: UCB weight of the README's PretrainedPriorGP loop from session 43 on
+#: UCB weight of the README's PretrainedPriorGP loop
 #: (``hyperbo-clustered-ucb1-skip``): chosen on the meta track among 0.25, 1, 3.24
-#: and 9 (benchmarks/RESULTS.md, "The README HyperBO loop's UCB weight").
+#: and 9 (docs/decisions.md, "The README's PretrainedPriorGP loop").
 PRETRAINED_PRIOR_UCB_BETA = 1.0
 #: UCB weight of the README's ClusterMetaPriorGP loop (``cmbo``).
 README_CMBO_BETA = 3.0
@@ -625,7 +625,7 @@ class ClusterMetaBOReadme(ClusterMetaBO):
 
     Args:
         raw_unit_noise: Give the model BoTorch's default noise model in raw outcome
-            units (the model's default up to session 46) instead of its default,
+            units instead of its default,
             the same model in the prior's units.
     """
 
@@ -648,7 +648,7 @@ class ClusterMetaBOReadme(ClusterMetaBO):
 
     def propose(self, state: ClusterMetaBOTaskState, X: Tensor, Y: Tensor) -> Tensor:
         split = state.split
-        # up to session 46 the model's default noise model was BoTorch's, in raw units
+        # BoTorch's noise model in raw outcome units, for the comparison
         likelihood = (
             get_gaussian_likelihood_with_lognormal_prior()
             if self.raw_unit_noise
@@ -734,8 +734,7 @@ register_method(
     HyperBO(
         None, "ucb", skip_queried=True, clustered=True, beta=PRETRAINED_PRIOR_UCB_BETA
     ),
-    "the README's PretrainedPriorGP loop (session 43 on): hyperbo-clustered-skip with "
-    "UCB beta = 1",
+    "the README's PretrainedPriorGP loop: hyperbo-clustered-skip with UCB beta = 1",
 )
 register_method(
     "hyperbo-clustered-scale-ucb1-skip",
@@ -786,7 +785,7 @@ register_method(
 register_method(
     "cmbo-raw-noise",
     ClusterMetaBOReadme(raw_unit_noise=True),
-    "cmbo up to session 46: the README cm-BO loop with BoTorch's target noise model "
+    "the README cm-BO loop with BoTorch's target noise model "
     "in raw outcome units (its queries depend on the outcomes' units)",
 )
 register_method(

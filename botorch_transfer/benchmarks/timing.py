@@ -824,7 +824,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     paths = {
         "deltabo-fitted": "frozen source",
         "deltabo-fitted-source-gp": "source GP again",
-        # the class default since session 35: the source's scale and offset
+        # the class default: the source's scale and offset
         # integrated out (a rank-2 update of the source block)
         "deltabo-marginal-fitted": "frozen source, default source map",
     }

@@ -92,7 +92,7 @@ SCENARIOS = {
     },
     # rbv2_rpart: only four rpart hyperparameters, so the imputation method is tuned
     # (one unit-cube coordinate, sub-intervals in config_space.json's order:
-    # impute.mean, impute.median, impute.hist) to give issue 22's 5-D space; no
+    # impute.mean, impute.median, impute.hist) to give a 5-D space; no
     # conditions, so nothing is imputed; fidelities at their maxima as rbv2_xgboost.
     "rbv2_rpart": {
         "instance": "task_id",

@@ -75,7 +75,7 @@ def build_cluster_prior(
             silhouette of at least 0.5) or ``"paper"`` (the paper's inter/intra
             ratio, eqs. 10-11, undefined for one cluster and prone to choose the
             largest ``C``: it chose 6 of 2..6 for 7 and 13 meta-tasks with four
-            singleton clusters in a user's runs, issue 22).
+            singleton clusters).
         jitter: Relative diagonal jitter: every discretized covariance gets
             ``jitter * mean(diag(S))`` added, since GP posterior covariances on many
             points are numerically singular (the Jeffreys divergence inverts them).

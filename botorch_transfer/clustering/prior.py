@@ -283,7 +283,7 @@ class ClusterMetaPrior(Module):
           and only the members' posterior variances (near 0 where they were
           observed), so it misses how much tasks differ from each other: its
           leave-one-task-out 90% intervals covered 5.5% of a held-out task's values
-          on synthetic clustered meta-data, this form's 94% (issue 22).
+          on synthetic clustered meta-data, this form's 94%.
 
         Args:
             X1: ``batch1 x n1 x d`` raw inputs.

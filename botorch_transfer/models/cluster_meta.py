@@ -234,7 +234,7 @@ class ClusterMetaPriorGP(SourceConditionedGP):
 
         Measured on synthetic meta-data with 3 clusters (12 targets, each drawn from
         one cluster's function plus a new member perturbation; Stage 1 with fixed
-        hyperparameters; issue 22): after
+        hyperparameters): after
         1/2/3/4/5 target points the right cluster had the largest weight in
         83/92/92/100/100 % of the targets with ``"likelihood"`` (mean weight
         0.70/0.92/0.93/0.96/0.97), in 58/83/92/100/100 % with ``"paper"`` (mean

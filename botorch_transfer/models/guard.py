@@ -236,10 +236,11 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     no-transfer GP's regret on the related problems on average; second of 18 methods
     by average rank, MultiTaskGP fourth) and is within the noise of the no-transfer
     GP on every negative-transfer control (the negatively correlated LCBench pair:
-    1.19x at 40 seeds; RESULTS.md, "The final hand-over as the default"). Its
+    1.19x at 40 seeds; docs/decisions.md, "TransferGuard's hand-over under the
+    prequential criterion"). Its
     default ``hand_back=False`` makes the first hand-over to the target-only GP
-    final; with ``hand_back=True`` (the default until session 45) the transfer
-    model could win the run back at the target-only GP's own picks, and lost 1.46x
+    final; with ``hand_back=True`` the transfer
+    model can win the run back at the target-only GP's own picks, and loses 1.46x
     on that LCBench pair, a real loss (the final hand-over's paired difference:
     -0.27 +- 0.21 of the no-transfer GP's regret), for no significant gain on any
     problem. The

@@ -183,8 +183,8 @@ def test_guard_options_reach_the_guard(register):
 
 
 def test_prequential_methods_name_their_hand_over():
-    # the guard's default became a final hand-over in session 45: the methods run
-    # before keep hand_back=True, so their records keep their meaning
+    # the guard's default is a final hand-over: the earlier prequential methods pass
+    # hand_back=True, so their records keep their meaning
     for name in (
         "deltabo-marginal-preq-guarded",
         "deltabo-marginal-preqclip-guarded",

@@ -1,4 +1,4 @@
-r"""Synthetic meta-data with a known number of clusters (issue 22).
+r"""Synthetic meta-data with a known number of clusters.
 
 Each cluster is a random smooth function (a few random cosine features); each member
 task is its cluster's function plus a small task-specific smooth perturbation, a small

@@ -1,4 +1,4 @@
-r"""The default cluster count on synthetic meta-data with a known count (issue 22)."""
+r"""The default cluster count on synthetic meta-data with a known count ."""
 
 import pytest
 import torch
@@ -79,7 +79,7 @@ def test_default_count_is_right_on_synthetic_clusters():
     10/9/7/8 of 10 right for C = 1/2/3/5 (85% of all draws); the paper's criterion
     0/1/0/0 of 3 (it mostly picks 6, the top of the range). With fixed Stage-1
     hyperparameters (10 draws): silhouette 10/9/6/7 of 10, the paper's 0/80/20/40 %
-    (5 draws). See RESULTS.md, issue 22 (5).
+    (5 draws).
     """
     acc = {C: _accuracy(C, 3, "silhouette") for C in (1, 2, 3, 5)}
     assert acc[1] == 1 and acc[2] == 1

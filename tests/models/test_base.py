@@ -387,7 +387,7 @@ def test_fit_without_target_data_is_a_no_op(kind):
 @pytest.mark.parametrize("kind", ["cmbo", "hyperbo"])
 def test_fit_with_nothing_trainable_is_a_no_op(kind):
     # a frozen meta prior with known target noise has no parameters to fit
-    # (issue 22: fit_gpytorch_mll raised "No parameters to get state from.")
+    # (fit_gpytorch_mll would raise "No parameters to get state from.")
     from tests.models.test_contract import build
 
     X, Y = make_target()

@@ -281,7 +281,7 @@ def _synthetic_weight_runs(method, seeds=(0, 1), points=5):
 
 
 def test_weights_pick_the_right_cluster_within_five_points():
-    r"""Issue 22: the paper's update hardly moves the weights.
+    r"""The paper's update hardly moves the weights.
 
     Measured (4 draws x 3 clusters): the right cluster had the largest weight after
     1/2/3/4/5 points in 83/92/92/100/100 % of the targets (likelihood), 58/83/92/
@@ -367,7 +367,7 @@ def test_mixture_prior_covariance_equals_reference(meta, prior, prototype):
 
 
 def test_mixture_prior_is_calibrated_leave_one_task_out():
-    r"""Issue 22: the paper's prior covariance is far too confident.
+    r"""The paper's prior covariance is far too confident.
 
     Leave-one-task-out 90% coverage of a held-out task's values (default settings,
     fitted Stage 1, 3 draws with C = 3, 2, 1, 47 tasks): 29% with the paper's form
@@ -471,7 +471,7 @@ def test_fit_touches_only_the_target_noise(prior):
 
 
 def test_readme_loop_starts_from_zero_target_points(prior):
-    # issue 22 (2): no target data, the noise is learned: fitting leaves the model as
+    # no target data, the noise is learned: fitting leaves the model as
     # it is, and the first query is the prior's UCB maximizer
     empty = torch.empty(0, D, dtype=F64)
     model = ClusterMetaPriorGP(empty, empty[:, :1], prior=prior)
@@ -491,10 +491,10 @@ def test_readme_loop_starts_from_zero_target_points(prior):
 
 
 def test_readme_loop_queries_do_not_depend_on_units(meta):
-    # issue 22 (3): the README loop (build_cluster_prior's defaults, the target noise
+    # the README loop (build_cluster_prior's defaults, the target noise
     # fitted, UCB beta = 3, the clusters' posterior probabilities) on the same
-    # meta-data and target in other units. The target noise's model was BoTorch's in
-    # raw units: its bound 1e-4 was 100x the whole signal at x 0.001
+    # meta-data and target in other units. BoTorch's noise model in raw units would
+    # put its bound 1e-4 at 100x the whole signal at x 0.001
     candidates = torch.rand(
         300, D, generator=torch.Generator().manual_seed(9), dtype=F64
     )

@@ -963,7 +963,7 @@ def test_marginal_affine_arguments_are_checked():
 
 
 def test_default_source_map_is_marginal_affine_with_the_full_residual():
-    # chosen by the default-settings track (issue 16); the paper's identity map
+    # chosen on the default-settings track (docs/decisions.md); the paper's identity map
     # stays the default of the paper's diagonal residual, and one argument away
     source = make_source()
     X, Y = make_target()

@@ -108,7 +108,7 @@ def offset_pair(seed: int, n_source: int = 20, n_target: int = 5):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_source_with_an_offset_is_not_explained_away_as_target_noise(seed):
-    # issue 16: with the paper's map (identity) the stretch stays at its floor and the
+    # with the paper's map (identity) the stretch stays at its floor and the
     # target noise absorbs the offset: the posterior at the target's own data is off
     # by 1.0 with sd <= 0.06. The learned offset keeps it at the data.
     source, X, Y = offset_pair(seed)

@@ -619,8 +619,8 @@ def test_a_final_hand_over_stops_scoring_the_target_only_gps_picks(rough_source_
 
 
 def test_a_prequential_guards_hand_over_is_final_by_default(rough_source_run):
-    # the default since session 45 (RESULTS.md, "The final hand-over as the
-    # default"): before it, the default guard scored the target-only GP's own pick
+    # the default (docs/decisions.md, "TransferGuard's hand-over under the
+    # prequential criterion"): a reversible guard scores the target-only GP's own pick
     _, _, models = rough_source_run
 
     def guard(n, previous, **kwargs):

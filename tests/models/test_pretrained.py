@@ -387,7 +387,7 @@ def test_hyperbo_pi_takes_the_incumbent_from_the_target_data():
 
 
 def test_hyperbo_pi_margin_is_in_the_prior_standardized_units():
-    # issue 22: a raw-unit margin of 0.1 is nothing for outcomes in the thousands and
+    # a raw-unit margin of 0.1 is nothing for outcomes in the thousands and
     # huge for outcomes near 0.01; by default it scales with the prior's outcome scale
     prior = make_prior()
     X, Y = data()

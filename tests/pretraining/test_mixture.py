@@ -363,7 +363,7 @@ def test_bad_saved_mixtures_raise_clear_errors(mixture, tmp_path):
 
 @pytest.mark.parametrize("n_clusters", [1, 2, 3, 5])
 def test_the_default_finds_the_number_of_clusters(n_clusters):
-    r"""Issue 22, target (5), on cm-BO's synthetic meta-data observed at shared
+    r"""The cluster count on cm-BO's synthetic meta-data observed at shared
     inputs, with 5 to 8 tasks per cluster (at least ``MIN_CLUSTER_SIZE``: smaller
     clusters are merged into one prior by design). Measured over 10 draws per count
     (RESULTS.md): the count is right in 40 of 40, and the right cluster carries the
