@@ -73,9 +73,9 @@ def oracle_regrets(
         iterations: ``T``, the queries after the initial points.
 
     Returns:
-        ``{"greedy": {task: cumulative regret}, "consensus": {...}, "best task":
-        {task: regret after one query}}``, regrets in the problem's units
-        (normalized where the track normalizes them).
+        Regrets in the problem's units (normalized where the track normalizes
+        them), as ``{"greedy": {task: cumulative regret}, "consensus": {...},
+        "best task": {task: regret after one query}}``.
     """
     train, test = _split(problem, seed)
     pool = split_pool(problem, seed)
