@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<reason>.*)\)\s*-->")
 
 
@@ -39,6 +40,26 @@ def python_blocks(text: str) -> list[tuple[str, int, str, str | None]]:
 
 
 BLOCKS = python_blocks(README.read_text())
+
+
+def install_commands(text: str) -> tuple[list[str], list[set[str]]]:
+    r"""The pinned torch versions and the extras of every ``pip install -e``."""
+    torch = re.findall(r"pip install (?:--quiet )?torch==(\S+)", text)
+    extras = re.findall(r'pip install (?:--quiet )?-e "\.\[([\w,-]+)\]"', text)
+    return torch, [set(e.split(",")) for e in extras]
+
+
+def test_ci_installs_what_the_readme_says_with_every_extra():
+    quick_start = README.read_text().split("## Quick start", 1)[1].split("```")[1]
+    readme = install_commands(quick_start)
+    ci = install_commands((ROOT / ".ci" / "run").read_text())
+    # torch pinned (a plain `pip install torch` downloads several GB), then the
+    # package with the same extras
+    assert readme == ci and len(ci[0]) == len(ci[1]) == 1
+    assert quick_start.index("torch==") < quick_start.index("-e ")
+    tomllib = pytest.importorskip("tomllib", reason="Python >= 3.11")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert ci[1][0] == set(config["project"]["optional-dependencies"])
 
 
 def test_the_readme_has_python_examples():
