@@ -5,8 +5,6 @@ docs, the package's code and results page, the tutorials or the test names."""
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).parents[1]
 
 #: Development history in prose: issue numbers, sessions, rounds, former defaults.
@@ -60,11 +58,6 @@ def test_the_pattern_finds_history_and_spares_ordinary_words():
         assert not HISTORY.search(text), text
 
 
-#: Files with history wording that are being rewritten elsewhere: checked by the
-#: strict xfail below, which fails once they are clean (then empty this).
-BEING_REWRITTEN = ("botorch_transfer/benchmarks/transfer_methods.py",)
-
-
 def _history(paths: list[Path]) -> list[str]:
     return [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}"
@@ -77,16 +70,7 @@ def _history(paths: list[Path]) -> list[str]:
 
 
 def test_no_development_history_in_the_product():
-    paths = [
-        p for p in _product_files() if str(p.relative_to(ROOT)) not in BEING_REWRITTEN
-    ]
-    found = _history(paths)
-    assert not found, "development history:\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=True, reason="history wording in BEING_REWRITTEN")
-def test_no_development_history_in_the_files_being_rewritten():
-    found = _history([ROOT / p for p in BEING_REWRITTEN])
+    found = _history(_product_files())
     assert not found, "development history:\n" + "\n".join(found)
 
 

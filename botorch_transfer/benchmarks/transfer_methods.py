@@ -849,8 +849,8 @@ register_method(
         prequential_clip=3.0, min_points=2, hand_back=True
     ),
     "deltabo-marginal-preqclip-guarded with the target-only GP fitted from 2 points "
-    "(min_points=2: the initial design's next query is scored too; the README's "
-    "loop in sessions 36-44, before the final hand-over); UCB",
+    "(min_points=2: the initial design's next query is scored too; the target-only "
+    "GP's picks are scored, so transfer can win the run back); UCB",
 )
 register_method(
     "deltabo-marginal-preqinit-guarded",
@@ -880,8 +880,8 @@ register_method(
     ),
     "deltabo-marginal-preqclip2-guarded whose hand-over is final (hand_back=False: "
     "the target-only GP's own picks are not scored, so the transfer model cannot "
-    "win the run back; a prequential TransferGuard's default and the README's loop "
-    "since session 45); UCB",
+    "win the run back; a prequential TransferGuard's default and the README's "
+    "guarded loop); UCB",
 )
 register_method(
     "envgp-guarded",
