@@ -191,6 +191,13 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         source_map: How the source enters the transfer model (see
             :class:`DeltaBOModel`): ``"affine"`` (default: ``a`` and ``c`` fitted)
             or ``"marginal-affine"`` (integrated out).
+        source_tolerance: Relative residual prior variance at which the cached
+            factor of the source posterior stops growing (``DeltaBOModel``'s
+            ``source_tolerance``; default ``1e-6``): the covariance it leaves out is
+            a millionth of the source GP's prior variance, far below its noise, and
+            a smaller factor makes each acquisition evaluation cheaper on large
+            sources. ``1e-10`` gives the factor of the exact posterior's numerical
+            rank.
         num_samples: Draws of the leave-one-out ranking losses.
         seed: Seed of the draws (the weight is a deterministic function of the data
             and the hyperparameters).
@@ -231,6 +238,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         *,
         source: TaskData | SingleTaskGP,
         source_map: str = "affine",
+        source_tolerance: float = 1e-6,
         num_samples: int = 256,
         seed: int = 0,
         task_feature: int | None = None,
@@ -286,6 +294,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
                 shape, outputscale_prior=GammaPrior(2.0, 4.0)
             ).to(train_X),
             source_map=source_map,
+            source_tolerance=source_tolerance,
             progress=False,
             task_feature=task_feature,
             target_task_value=target_task_value,

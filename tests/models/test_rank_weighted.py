@@ -97,6 +97,31 @@ def test_transfer_part_is_the_exact_joint_conditional_of_the_coregionalized_mode
     )
 
 
+def test_default_source_factor_leaves_out_less_than_its_tolerance():
+    # the default factor stops at a residual prior variance of 1e-6 (the kernel's
+    # variance is 1 here): the posterior moves by about that much, at a lower rank
+    source, X, Y = make_data(n_source=400)
+    gp = plain_source_gp(source)
+    Yvar = torch.full_like(Y, 0.01)
+    exact, default = (
+        RankWeightedTransferGP(
+            X, Y, Yvar, outcome_transform=None, source=gp, **tolerance
+        ).transfer_model
+        for tolerance in ({"source_tolerance": 1e-10}, {})
+    )
+    assert default.source_posterior.rank < exact.source_posterior.rank
+    Xt = torch.rand(6, 2, generator=torch.Generator().manual_seed(3)).to(X)
+    with torch.no_grad():
+        a, b = exact.posterior(Xt), default.posterior(Xt)
+    torch.testing.assert_close(b.mean, a.mean, rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        b.distribution.covariance_matrix,
+        a.distribution.covariance_matrix,
+        rtol=0,
+        atol=1e-5,
+    )
+
+
 def test_loo_posterior_equals_refitting_without_each_point():
     source, X, Y = make_data(n=6)
     gp = plain_source_gp(source)
