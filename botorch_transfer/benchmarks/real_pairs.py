@@ -16,9 +16,9 @@ hyperparameters tend to be better).
 
 The problems are split once, before any default was chosen on them, into a
 development half (``DEVELOPMENT``: defaults are chosen there) and a confirmation
-half (``CONFIRMATION``: claims are made there). The development half has a
-permuted control of each of its pairs but the first (6 controls); the confirmation
-half has 3.
+half (``CONFIRMATION``: claims are made there). The development half has
+permuted controls of six of its seven pairs, the confirmation half of three of its
+seven.
 """
 
 from __future__ import annotations
