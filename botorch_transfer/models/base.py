@@ -42,13 +42,17 @@ Who overrides what:
 task-indexed noise whose task index travels with the inputs. The meta-prior models
 (``PretrainedPriorGP``, ``ClusterMetaPriorGP``) are built on the base class the same
 way, with their prior as the transfer input (``prior=``).
+
+Around the base class: Ax's task column on query inputs and its ``MultiTaskDataset``
+route in ``construct_inputs`` (:mod:`~botorch_transfer.models.task_column`), the split
+of that dataset into target and sources (:mod:`~botorch_transfer.models.datasets`),
+and the log densities and transfer fingerprints the guard scores with
+(:mod:`~botorch_transfer.models.guard_scoring`).
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -59,12 +63,7 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import _fit_fallback
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
-from botorch.models.transforms.input import (
-    ChainedInputTransform,
-    InputTransform,
-    LearnedFeatureImputation,
-    Normalize,
-)
+from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.models.utils.assorted import gpt_posterior_settings
@@ -89,6 +88,14 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.models.datasets import (
+    split_multitask_dataset as split_multitask_dataset,
+)
+from botorch_transfer.models.guard_scoring import (
+    normal_log_density,
+    transfer_fingerprint,
+)
+from botorch_transfer.models.guard_scoring import same_fingerprint as same_fingerprint
 from botorch_transfer.models.likelihoods import (
     target_likelihood,
 )
@@ -96,6 +103,7 @@ from botorch_transfer.models.source_posterior import (
     apply_keeping_caches,
     outcome_affine,
 )
+from botorch_transfer.models.task_column import TaskColumnMixin, on_target_inputs
 from botorch_transfer.validation import (
     as_source_list,
     check_invertible_input_transform,
@@ -105,6 +113,10 @@ from botorch_transfer.validation import (
     warn_if_below_standardize_floor,
     warn_if_off_prior_scale,
 )
+
+#: :func:`~botorch_transfer.models.task_column.on_target_inputs`, also importable
+#: from here under this name
+_on_target_inputs = on_target_inputs
 
 
 def fit_shared_outcome_affine(
@@ -138,59 +150,6 @@ def fit_shared_outcome_affine(
     outcome_transform.eval()
     scale, offset = outcome_affine(outcome_transform)
     return scale.to(train_Y), offset.to(train_Y)
-
-
-def transfer_fingerprint(transfer: Any) -> list[tuple[tuple[int, ...], float, float]]:
-    r"""A summary of the data behind a transfer input, to tell whether two models
-    transfer from the same sources or prior.
-
-    Each tensor of the input (a ``TaskData``'s ``X``, ``Y``, ``Yvar``; a model's or
-    prior's state and training data) gives its shape, sum and sum of squares.
-
-    Args:
-        transfer: A model's ``source`` (one or a list) or ``prior`` argument.
-
-    Returns:
-        One ``(shape, sum, sum of squares)`` per tensor.
-    """
-    items = transfer if isinstance(transfer, (list, tuple)) else [transfer]
-    tensors: list[Tensor] = []
-    summary: list[tuple[tuple[int, ...], float, float]] = []
-    for item in items:
-        origin = getattr(item, "origin_fingerprint", None)
-        if origin is not None:
-            # a model's frozen source (``frozen_source()``) stands for the sources
-            # that model was built from: a rebuilt model transfers from the same
-            summary += origin
-        elif isinstance(item, TaskData):
-            tensors += [t for t in (item.X, item.Y, item.Yvar) if t is not None]
-        elif isinstance(item, Module):
-            tensors += [t for t in item.state_dict().values() if isinstance(t, Tensor)]
-            # an exact GP holds a tuple of inputs; a source posterior a tensor
-            inputs = getattr(item, "train_inputs", None)
-            data = [inputs] if isinstance(inputs, Tensor) else [*(inputs or ())]
-            data.append(getattr(item, "train_targets", None))
-            tensors += [t for t in data if isinstance(t, Tensor)]
-    with torch.no_grad():
-        return summary + [
-            (tuple(t.shape), t.double().sum().item(), t.double().pow(2).sum().item())
-            for t in tensors
-            if t.is_floating_point()
-        ]
-
-
-def same_fingerprint(a: list[tuple], b: list[tuple], rtol: float = 1e-5) -> bool:
-    r"""Whether two :func:`transfer_fingerprint` summaries are of the same data (up
-    to a change of dtype)."""
-    if len(a) != len(b):
-        return False
-    for (shape_a, *values_a), (shape_b, *values_b) in zip(a, b, strict=True):
-        if shape_a != shape_b:
-            return False
-        for x, y in zip(values_a, values_b, strict=True):
-            if not math.isclose(x, y, rel_tol=rtol, abs_tol=rtol):
-                return False
-    return True
 
 
 def default_transfer_kernel(
@@ -272,13 +231,6 @@ def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplemente
     )
 
 
-def normal_log_density(y: Tensor, mean: Tensor, variance: Tensor) -> Tensor:
-    r"""Log density of ``N(mean, variance)`` at ``y`` (elementwise)."""
-    return -0.5 * (
-        math.log(2 * math.pi) + variance.log() + (y - mean).pow(2) / variance
-    )
-
-
 class SingleOutputTargetMixin:
     r"""What the package's single-output models share around their target data:
     the source-conditioned GPs, ``RandomizedNNEnsemble`` and ``TransferGuard``.
@@ -346,7 +298,12 @@ class TrainingData(NamedTuple):
 
 # ------------------------------------------------------------------- base class
 class SourceConditionedGP(
-    SingleOutputTargetMixin, MovableExactGPMixin, ExactGP, GPyTorchModel, FantasizeMixin
+    SingleOutputTargetMixin,
+    MovableExactGPMixin,
+    TaskColumnMixin,
+    ExactGP,
+    GPyTorchModel,
+    FantasizeMixin,
 ):
     r"""Base class of exact GPs conditioned on source tasks (see the module docs).
 
@@ -429,20 +386,13 @@ class SourceConditionedGP(
         # bypass the checks on) the model's data
         train_X, train_Y = train_X.clone(), train_Y.clone()
         train_Yvar = None if train_Yvar is None else train_Yvar.clone()
-        d = train_X.shape[-1]
-        width = d + source_only_features + 1
-        if source_only_features and task_feature not in (-1, width - 1):
-            raise ValueError(
-                "`source_only_features` needs the task column last in the query "
-                f"layout (`task_feature=-1`); got task_feature={task_feature}."
-            )
-        self._task_feature = task_feature
-        self._target_task_value = target_task_value
-        self._query_width = width
-        self._extra_columns = source_only_features
-        if task_feature is not None and input_transform is not None:
-            columns = [i for i in range(width) if i != task_feature % width][:d]
-            input_transform = _on_target_inputs(input_transform, columns, width)
+        input_transform = self._set_task_column(
+            train_X.shape[-1],
+            task_feature,
+            target_task_value,
+            source_only_features,
+            input_transform,
+        )
         # what the model transfers from, to tell models on other sources apart
         self._transfer_fingerprint = transfer_fingerprint(transfer)
         transfer = self._prepare_transfer(transfer, train_X)
@@ -793,28 +743,6 @@ class SourceConditionedGP(
             return self.input_transform.untransform(X)
         return X
 
-    def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
-        r"""Reduce query inputs in Ax's layout to the ``d`` inputs (Ax's
-        transfer-learning path appends a task column, and for parameters only the
-        sources have, columns that it fills when it predicts, but not when it
-        generates; see ``task_feature`` and ``source_only_features``)."""
-        d = self._query_width - 1 - self._extra_columns
-        if self._task_feature is None or X.dim() < 2:
-            return X
-        if X.shape[-1] not in (d + 1, self._query_width):
-            return X
-        column = self._task_feature % X.shape[-1]
-        if self._target_task_value is not None:
-            task = X[..., column]
-            if not (task == self._target_task_value).all():
-                raise ValueError(
-                    f"`{name}` has task values {task.unique().tolist()} in its task "
-                    f"column {column}; {type(self).__name__} predicts the target task "
-                    f"({self._target_task_value}) only."
-                )
-        others = [i for i in range(X.shape[-1]) if i != column]
-        return X[..., others[:d]]
-
     # ---------------------------------------------------------------- BoTorch
     def posterior(
         self,
@@ -1106,192 +1034,3 @@ class SourceConditionedGP(
             )
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, **kwargs}
-
-    @classmethod
-    def _construct_inputs_multitask(
-        cls, training_data: MultiTaskDataset, **kwargs: Any
-    ) -> dict[str, Any]:
-        r"""``construct_inputs`` for a ``MultiTaskDataset`` (see there)."""
-        target, sources, column, target_value = split_multitask_dataset(training_data)
-        if sources and cls.transfer_argument != "source":
-            raise ValueError(
-                f"{cls.__name__} transfers through `{cls.transfer_argument}=`, not "
-                f"source tasks; got a MultiTaskDataset with {len(sources)} source "
-                "task(s). Use a source-conditioned model (e.g. DeltaBOModel) or a "
-                "SupervisedDataset of the target."
-            )
-        if sources and kwargs.get(cls.transfer_argument) is not None:
-            raise ValueError(
-                f"{cls.__name__} got source tasks twice: in the MultiTaskDataset "
-                f"`training_data` ({len(sources)} source task(s)) and as "
-                f"`{cls.transfer_argument}=`. Give them one way: attach the sources "
-                "to the Ax experiment, or pass them in `model_options`."
-            )
-        if sources:
-            kwargs[cls.transfer_argument] = sources
-        inputs = cls.construct_inputs(training_data=target, **kwargs)
-        inputs.setdefault("task_feature", column)
-        inputs.setdefault("target_task_value", target_value)
-        if training_data.has_heterogeneous_features:
-            names = {
-                n for ds in training_data.datasets.values() for n in ds.feature_names
-            }
-            # the union of all parameters, less the target's and the task column
-            extra = len(names) - len(target.feature_names) - 1
-            inputs["source_only_features"] = extra
-            # Ax's layout: the target's inputs, the source-only ones, the task last
-            inputs["task_feature"] = -1
-        return inputs
-
-
-def split_multitask_dataset(
-    dataset: MultiTaskDataset,
-) -> tuple[SupervisedDataset, list[TaskData], int, float | None]:
-    r"""Split a ``MultiTaskDataset`` into the target data and the source tasks.
-
-    The target is the dataset named ``target_outcome_name``; every other task value
-    of the task column (in any of the datasets) is one source task. The task column
-    is dropped from all inputs.
-
-    Args:
-        dataset: E.g. the dataset Ax's ``TransferLearningAdapter`` builds (task
-            column last, target task value 0, one dataset per source experiment).
-
-    Returns:
-        The target ``SupervisedDataset`` (without the task column), the sources as
-        ``TaskData`` named after their dataset (and task value if a dataset holds
-        several), the non-negative index of the task column, and the target's task
-        value (``None`` when the target has no observations).
-
-    A source with parameters the target does not have (in Ax: a source
-    experiment's parameter without a ``backfill_value``, so that Ax hands over
-    per-task feature sets) is used on the target's parameters only: its variation
-    in the others is averaged over, i.e. counts as noise of the source. A
-    ``UserWarning`` names those parameters. (Ax's ``MultiTaskGP`` instead imputes a
-    learned value for them on the target, ``LearnedFeatureImputation``.)
-
-    Raises:
-        ValueError: If the dataset has no task column, a source lacks one of the
-            target's parameters, or a source row has the target's task value.
-
-    Example:
-        >>> target, sources, column, value = split_multitask_dataset(mt_dataset)
-    """
-    if dataset.task_feature_index is None:
-        raise ValueError(
-            "`training_data` is a MultiTaskDataset without a task column "
-            "(`task_feature_index` is None); cannot tell target from sources."
-        )
-    name = dataset.target_outcome_name
-    target_full = dataset.datasets[name]
-    column = dataset.task_feature_index % len(target_full.feature_names)
-    values = target_full.X[:, column].unique()
-    if values.numel() > 1:
-        raise ValueError(
-            f"`training_data`: the target dataset {name!r} has several task values "
-            f"{values.tolist()} in its task column {column}."
-        )
-    target_value = float(values[0]) if values.numel() == 1 else None
-    target = dataset.get_dataset_without_task_feature(name)
-    target_names = [n for i, n in enumerate(target_full.feature_names) if i != column]
-    sources = []
-    for source_name, data in dataset.datasets.items():
-        if source_name == name:
-            continue
-        task = dataset.task_feature_index % len(data.feature_names)
-        keep = _target_columns(source_name, data.feature_names, task, target_names)
-        task_values = data.X[:, task].unique()
-        for value in task_values.tolist():
-            if value == target_value:
-                raise ValueError(
-                    f"`training_data`: dataset {source_name!r} has rows with the "
-                    f"target's task value {value}."
-                )
-            rows = data.X[:, task] == value
-            label = source_name if len(task_values) == 1 else f"{source_name}[{value}]"
-            sources.append(
-                TaskData(
-                    X=data.X[rows][:, keep],
-                    Y=data.Y[rows],
-                    Yvar=None if data.Yvar is None else data.Yvar[rows],
-                    name=label,
-                )
-            )
-    return target, sources, column, target_value
-
-
-def _target_columns(
-    source_name: str, names: list[str], column: int, target_names: list[str]
-) -> list[int]:
-    r"""The columns of a source dataset (feature ``names``, task column ``column``)
-    that hold the target's parameters, in the target's order."""
-    source_names = [n for i, n in enumerate(names) if i != column]
-    missing = [n for n in target_names if n not in source_names]
-    if missing:
-        raise ValueError(
-            f"`training_data`: source task {source_name!r} lacks the target's "
-            f"parameter(s) {missing}; the source-conditioned models need every "
-            "source on the target's parameters. In Ax, give them a `backfill_value` "
-            "(or the experiments a status quo) so that FillMissingParameters fills "
-            "them."
-        )
-    extra = [n for n in source_names if n not in target_names]
-    if extra:
-        warnings.warn(
-            f"Source task {source_name!r} has parameter(s) {extra} that the target "
-            "does not have; it is used on the target's parameters, averaging over "
-            f"{extra} (their effect counts as source noise).",
-            UserWarning,
-            stacklevel=3,
-        )
-    return [names.index(n) for n in target_names]
-
-
-def _on_target_inputs(
-    transform: InputTransform, columns: list[int], width: int
-) -> InputTransform | None:
-    r"""An input transform over the target's ``d`` inputs from one Ax built over its
-    query layout (``width`` columns; the target's inputs are ``columns``).
-
-    Ax builds a ``Normalize`` over the layout (all columns but the task column); it
-    is restricted to ``columns``. With source-only parameters Ax adds a
-    ``LearnedFeatureImputation`` for them, which has nothing to do here (the
-    sources are used on the target's parameters) and is dropped. Other transforms
-    are returned unchanged.
-    """
-    if isinstance(transform, ChainedInputTransform):
-        kept = [
-            _on_target_inputs(t, columns, width)
-            for t in transform.values()
-            if not isinstance(t, LearnedFeatureImputation)
-        ]
-        if len(kept) == 1:
-            return kept[0]
-        return ChainedInputTransform(**{f"tf{i}": t for i, t in enumerate(kept)})
-    if not isinstance(transform, Normalize) or transform._d != width:
-        return transform
-    indices = (
-        list(range(width)) if transform.indices is None else transform.indices.tolist()
-    )
-    kept = [p for p, i in enumerate(indices) if i in columns]
-    new_indices = [columns.index(indices[p]) for p in kept]
-    d = len(columns)
-    # undo the centre shift Normalize folds into its offset
-    coefficient = transform.coefficient.detach()
-    lower = transform.offset.detach() - (0.5 - transform.center) * coefficient
-    bounds = torch.cat([lower, lower + coefficient], dim=-2)
-    restricted = Normalize(
-        d=d,
-        # all inputs: no indices, as a plain `Normalize(d)` (same state_dict keys)
-        indices=None if new_indices == list(range(d)) else new_indices,
-        bounds=bounds[..., kept].clone(),
-        batch_shape=transform.batch_shape,
-        transform_on_train=transform.transform_on_train,
-        transform_on_eval=transform.transform_on_eval,
-        transform_on_fantasize=transform.transform_on_fantasize,
-        reverse=transform.reverse,
-        min_range=transform.min_range,
-        learn_bounds=transform.learn_coefficients,
-        center=transform.center,
-    )
-    return restricted.to(bounds)

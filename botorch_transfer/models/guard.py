@@ -50,12 +50,8 @@ from botorch.posteriors import Posterior
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.models.base import (
-    SingleOutputTargetMixin,
-    SourceConditionedGP,
-    normal_log_density,
-    same_fingerprint,
-)
+from botorch_transfer.models.base import SingleOutputTargetMixin, SourceConditionedGP
+from botorch_transfer.models.guard_scoring import normal_log_density, same_fingerprint
 
 
 def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:

@@ -1,0 +1,183 @@
+r"""Ax's task column on the inputs of the source-conditioned GPs.
+
+Ax's transfer-learning path (``TransferLearningAdapter``) hands a model a
+``MultiTaskDataset`` whose inputs carry a task column, and queries the model in that
+layout: the target's ``d`` inputs, the parameters only source experiments have
+(those without a ``backfill_value``) and the task column. The models themselves work
+on the target's ``d`` inputs. :class:`TaskColumnMixin` gives
+:class:`~botorch_transfer.models.base.SourceConditionedGP` what it needs for Ax's
+layout: the layout's width and task column, the reduction of query inputs to the
+``d`` inputs, and the ``construct_inputs`` route for a ``MultiTaskDataset``;
+:func:`on_target_inputs` restricts an input transform Ax built over the layout to
+the ``d`` inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from botorch.models.transforms.input import (
+    ChainedInputTransform,
+    InputTransform,
+    LearnedFeatureImputation,
+    Normalize,
+)
+from botorch.utils.datasets import MultiTaskDataset
+from torch import Tensor
+
+from botorch_transfer.models.datasets import split_multitask_dataset
+
+
+class TaskColumnMixin:
+    r"""Ax's query layout on a model over the target's ``d`` inputs.
+
+    A class using it calls :meth:`_set_task_column` in its ``__init__`` (with the
+    ``task_feature``, ``target_task_value`` and ``source_only_features`` arguments
+    of :class:`~botorch_transfer.models.base.SourceConditionedGP`), passes query
+    inputs through :meth:`_strip_task_feature`, and routes a ``MultiTaskDataset``
+    in ``construct_inputs`` to :meth:`_construct_inputs_multitask`.
+    """
+
+    def _set_task_column(
+        self,
+        d: int,
+        task_feature: int | None,
+        target_task_value: float | None,
+        source_only_features: int,
+        input_transform: InputTransform | None,
+    ) -> InputTransform | None:
+        r"""Store the query layout and restrict an input transform built over it.
+
+        Args:
+            d: The number of the target's inputs.
+            task_feature: The index of the task column in the layout, or ``None``.
+            target_task_value: The target's task value, or ``None``.
+            source_only_features: The number of source-only parameters.
+            input_transform: The model's input transform, or ``None``.
+
+        Returns:
+            ``input_transform`` on the ``d`` inputs (see :func:`on_target_inputs`).
+        """
+        width = d + source_only_features + 1
+        if source_only_features and task_feature not in (-1, width - 1):
+            raise ValueError(
+                "`source_only_features` needs the task column last in the query "
+                f"layout (`task_feature=-1`); got task_feature={task_feature}."
+            )
+        self._task_feature = task_feature
+        self._target_task_value = target_task_value
+        self._query_width = width
+        self._extra_columns = source_only_features
+        if task_feature is not None and input_transform is not None:
+            columns = [i for i in range(width) if i != task_feature % width][:d]
+            input_transform = on_target_inputs(input_transform, columns, width)
+        return input_transform
+
+    def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
+        r"""Reduce query inputs in Ax's layout to the ``d`` inputs (Ax's
+        transfer-learning path appends a task column, and for parameters only the
+        sources have, columns that it fills when it predicts, but not when it
+        generates; see ``task_feature`` and ``source_only_features``)."""
+        d = self._query_width - 1 - self._extra_columns
+        if self._task_feature is None or X.dim() < 2:
+            return X
+        if X.shape[-1] not in (d + 1, self._query_width):
+            return X
+        column = self._task_feature % X.shape[-1]
+        if self._target_task_value is not None:
+            task = X[..., column]
+            if not (task == self._target_task_value).all():
+                raise ValueError(
+                    f"`{name}` has task values {task.unique().tolist()} in its task "
+                    f"column {column}; {type(self).__name__} predicts the target task "
+                    f"({self._target_task_value}) only."
+                )
+        others = [i for i in range(X.shape[-1]) if i != column]
+        return X[..., others[:d]]
+
+    @classmethod
+    def _construct_inputs_multitask(
+        cls, training_data: MultiTaskDataset, **kwargs: Any
+    ) -> dict[str, Any]:
+        r"""``construct_inputs`` for a ``MultiTaskDataset`` (see there)."""
+        target, sources, column, target_value = split_multitask_dataset(training_data)
+        if sources and cls.transfer_argument != "source":
+            raise ValueError(
+                f"{cls.__name__} transfers through `{cls.transfer_argument}=`, not "
+                f"source tasks; got a MultiTaskDataset with {len(sources)} source "
+                "task(s). Use a source-conditioned model (e.g. DeltaBOModel) or a "
+                "SupervisedDataset of the target."
+            )
+        if sources and kwargs.get(cls.transfer_argument) is not None:
+            raise ValueError(
+                f"{cls.__name__} got source tasks twice: in the MultiTaskDataset "
+                f"`training_data` ({len(sources)} source task(s)) and as "
+                f"`{cls.transfer_argument}=`. Give them one way: attach the sources "
+                "to the Ax experiment, or pass them in `model_options`."
+            )
+        if sources:
+            kwargs[cls.transfer_argument] = sources
+        inputs = cls.construct_inputs(training_data=target, **kwargs)
+        inputs.setdefault("task_feature", column)
+        inputs.setdefault("target_task_value", target_value)
+        if training_data.has_heterogeneous_features:
+            names = {
+                n for ds in training_data.datasets.values() for n in ds.feature_names
+            }
+            # the union of all parameters, less the target's and the task column
+            extra = len(names) - len(target.feature_names) - 1
+            inputs["source_only_features"] = extra
+            # Ax's layout: the target's inputs, the source-only ones, the task last
+            inputs["task_feature"] = -1
+        return inputs
+
+
+def on_target_inputs(
+    transform: InputTransform, columns: list[int], width: int
+) -> InputTransform | None:
+    r"""An input transform over the target's ``d`` inputs from one Ax built over its
+    query layout (``width`` columns; the target's inputs are ``columns``).
+
+    Ax builds a ``Normalize`` over the layout (all columns but the task column); it
+    is restricted to ``columns``. With source-only parameters Ax adds a
+    ``LearnedFeatureImputation`` for them, which has nothing to do here (the
+    sources are used on the target's parameters) and is dropped. Other transforms
+    are returned unchanged.
+    """
+    if isinstance(transform, ChainedInputTransform):
+        kept = [
+            on_target_inputs(t, columns, width)
+            for t in transform.values()
+            if not isinstance(t, LearnedFeatureImputation)
+        ]
+        if len(kept) == 1:
+            return kept[0]
+        return ChainedInputTransform(**{f"tf{i}": t for i, t in enumerate(kept)})
+    if not isinstance(transform, Normalize) or transform._d != width:
+        return transform
+    indices = (
+        list(range(width)) if transform.indices is None else transform.indices.tolist()
+    )
+    kept = [p for p, i in enumerate(indices) if i in columns]
+    new_indices = [columns.index(indices[p]) for p in kept]
+    d = len(columns)
+    # undo the centre shift Normalize folds into its offset
+    coefficient = transform.coefficient.detach()
+    lower = transform.offset.detach() - (0.5 - transform.center) * coefficient
+    bounds = torch.cat([lower, lower + coefficient], dim=-2)
+    restricted = Normalize(
+        d=d,
+        # all inputs: no indices, as a plain `Normalize(d)` (same state_dict keys)
+        indices=None if new_indices == list(range(d)) else new_indices,
+        bounds=bounds[..., kept].clone(),
+        batch_shape=transform.batch_shape,
+        transform_on_train=transform.transform_on_train,
+        transform_on_eval=transform.transform_on_eval,
+        transform_on_fantasize=transform.transform_on_fantasize,
+        reverse=transform.reverse,
+        min_range=transform.min_range,
+        learn_bounds=transform.learn_coefficients,
+        center=transform.center,
+    )
+    return restricted.to(bounds)
