@@ -62,6 +62,11 @@ def test_ci_installs_what_the_readme_says_with_every_extra():
     assert ci[1][0] == set(config["project"]["optional-dependencies"])
 
 
+def test_the_readme_is_a_short_users_guide():
+    # details live in the docstrings (API reference), RESULTS.md and decisions.md
+    assert len(README.read_text().splitlines()) <= 300
+
+
 def test_the_readme_has_python_examples():
     assert len(BLOCKS) >= 5
 

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
+from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import SingleTaskGP
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import Model
@@ -978,14 +979,19 @@ def frozen_source_posterior(
             if rows is not None:
                 X, Y = X[rows], Y[rows]
                 Yvar = None if Yvar is None else Yvar[rows]
-            return SingleTaskGP(
-                X,
-                (Y - offset) / scale,
-                None if Yvar is None else Yvar / scale**2,
-                covar_module=copy.deepcopy(covar_module),
-                input_transform=copy.deepcopy(input_transform),
-                outcome_transform=None,
-            )
+            with warnings.catch_warnings():
+                # the source is in the model's units (the target's scaling), on
+                # purpose not standardized on its own: BoTorch's scaling check
+                # would warn about what the user cannot change
+                warnings.simplefilter("ignore", InputDataWarning)
+                return SingleTaskGP(
+                    X,
+                    (Y - offset) / scale,
+                    None if Yvar is None else Yvar / scale**2,
+                    covar_module=copy.deepcopy(covar_module),
+                    input_transform=copy.deepcopy(input_transform),
+                    outcome_transform=None,
+                )
 
         gp = source_gp()
         if fit:
