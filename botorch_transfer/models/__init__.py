@@ -1,5 +1,8 @@
 r"""Transfer-learning models for BoTorch."""
 
+# also importable from here: the acquisition helpers of the models
+from botorch_transfer.acquisition.hyperbo import hyperbo_probability_of_improvement
+from botorch_transfer.acquisition.randomized_nn import randomized_nn_thompson_candidate
 from botorch_transfer.models.base import (
     SourceConditionedGP,
     TrainingData,
@@ -15,14 +18,10 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
 )
 from botorch_transfer.models.pooled import PooledTransferGP, source_fitted_kernel
-from botorch_transfer.models.pretrained import (
-    PretrainedPriorGP,
-    hyperbo_probability_of_improvement,
-)
+from botorch_transfer.models.pretrained import PretrainedPriorGP
 from botorch_transfer.models.randomized_nn import (
     LogPowerSchedule,
     RandomizedNNEnsemble,
-    randomized_nn_thompson_candidate,
 )
 from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
 from botorch_transfer.models.rgpe import RGPE

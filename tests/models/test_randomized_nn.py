@@ -478,48 +478,6 @@ def test_qucb_and_qlogei_loop():
     assert x.shape == (1, 2) and torch.isfinite(value)
 
 
-@pytest.mark.parametrize("loss", ["squared", "cross_entropy"])
-def test_thompson_sampling_loop(loss):
-    X, Y = data(n=4, seed=2)
-    for t in range(10):
-        x = randomized_nn_thompson_candidate(
-            X,
-            Y,
-            bounds=BOUNDS,
-            hidden=(32, 32),
-            num_steps=200,
-            seed=t,
-            loss=loss,
-            num_restarts=2,
-            raw_samples=64,
-        )
-        assert x.shape == (1, 2) and ((x >= 0) & (x <= 1)).all()
-        X, Y = torch.cat([X, x]), torch.cat([Y, f(x)])
-    assert Y.max() > 1.9 > Y[:4].max()
-
-
-def test_thompson_sampling_on_a_finite_domain():
-    X, Y = data(n=5, seed=2)
-    choices = torch.rand(300, 2, dtype=F64, generator=torch.Generator().manual_seed(9))
-    x = randomized_nn_thompson_candidate(
-        X, Y, choices=choices, hidden=(16,), num_steps=50, seed=0, max_batch_size=64
-    )
-    # the maximizer of the trained member over the finite domain, by brute force
-    model = RandomizedNNEnsemble(
-        X,
-        Y,
-        num_members=1,
-        hidden=(16,),
-        num_steps=50,
-        seed=0,
-        input_transform=Normalize(
-            2, bounds=torch.stack([choices.min(0).values, choices.max(0).values])
-        ),
-    )
-    best = choices[model.posterior(choices).values.reshape(-1).argmax()]
-    assert torch.equal(x, best.unsqueeze(0))
-
-
 def test_subset_output_says_why_and_what_to_do():
     model = RandomizedNNEnsemble(*data(n=5), num_members=2, num_steps=5, seed=0)
     with pytest.raises(NotImplementedError, match="single outcome") as error:
