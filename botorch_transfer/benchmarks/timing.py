@@ -40,7 +40,7 @@ budget, on the same kind of meta-data, with each prior's NLL on held-out tasks),
 --stage1-points 100 --dims 7``.
 
 ``python -m botorch_transfer.benchmarks.timing --targets`` measures every cost target
-of the scale issue in one run and prints each with its goal: DeltaBO against the
+of the package in one run and prints each with its goal: DeltaBO against the
 target-only GP at ``--target-n`` source points (both rebuild paths) and at
 ``--large-n`` (construction time, peak memory, per iteration; the source posterior's
 error against the exact one on an ``--error-n``-point subsample), the low-rank
@@ -50,10 +50,8 @@ pre-training). Each ratio is the median of ``--repeats`` runs of its baseline an
 its methods side by side (the range is printed with it): on a shared machine the
 speed drifts between runs. Under each DeltaBO ratio it prints where the iterations go
 (:func:`run_breakdown`: evaluations of the marginal likelihood and of the acquisition,
-and the cost of each), the ratio the step counts alone would give
-(:func:`at_baseline_cost`), and that ratio plus the least work any implementation
-does on the source at the acquisition's test points (:class:`LeastSourceWork`): a
-floor for the DeltaBO ratio on this source factor.
+and the cost of each) and the ratio the step counts alone would give
+(:func:`at_baseline_cost`).
 """
 
 from __future__ import annotations
@@ -296,111 +294,6 @@ def run_config(
     return result
 
 
-class _FixedQuadraticForm(torch.autograd.Function):
-    r"""``K M K^T`` for a fixed symmetric ``M``: one pass over ``M`` forward and none
-    backward (the gradient ``(G + G^T) K M`` reuses ``K M``), where autograd through
-    ``(K F)(K F)^T`` with ``M = F F^T`` reads ``F`` twice."""
-
-    @staticmethod
-    def forward(ctx: Any, K: Tensor, M: Tensor) -> Tensor:
-        KM = K @ M
-        ctx.save_for_backward(KM)
-        return KM @ K.transpose(-1, -2)
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        (KM,) = ctx.saved_tensors
-        return (grad + grad.transpose(-1, -2)) @ KM, None
-
-
-class LeastSourceWork:
-    r"""The least work on a frozen :class:`GPSourcePosterior` that a posterior of
-    ``DeltaBOModel`` at test points needs: the source's mean at the points, their
-    covariance with the training points and among themselves.
-
-    What depends on the training points alone is computed once here; per call the
-    source kernel (the source's own ``covar_module``, as any implementation must
-    evaluate it) runs once from the test points to the pivots, shared by the three
-    blocks, once to the training points and once among the test points, with one
-    pass over the ``r x r`` matrix ``F F^T`` of the rank-``r`` feature map ``F``. A
-    floor for the source's share of an acquisition evaluation, whatever the model
-    code around it (GPyTorch's prediction path, or one written out).
-
-    Args:
-        source: The frozen source posterior (no ``prior_source``).
-        X_fixed: ``n x d`` raw training inputs.
-
-    Example:
-        >>> least = LeastSourceWork(source, X)
-        >>> mean, cross, own = least.blocks(torch.rand(5, 1, X.shape[-1]))
-        >>> seconds = least.seconds((5, 1, X.shape[-1]), grad=True)
-    """
-
-    def __init__(self, source: GPSourcePosterior, X_fixed: Tensor) -> None:
-        if not self.applies_to(source):
-            raise ValueError(
-                "`source` must be a GPSourcePosterior without a `prior_source`."
-            )
-        self.source = source
-        with torch.no_grad():
-            self.inducing = source._transform(source.inducing_points)
-            self.mean_on_pivots = torch.equal(
-                source.train_inputs, source.inducing_points
-            )
-            self.mean_inputs = (
-                self.inducing
-                if self.mean_on_pivots
-                else source._transform(source.train_inputs)
-            )
-            self.fixed = source._transform(X_fixed)
-            self.M = source.feature_map @ source.feature_map.T
-            self.to_fixed = self.M @ self._kernel(self.inducing, self.fixed)
-
-    @staticmethod
-    def applies_to(source: Any) -> bool:
-        r"""Whether ``source`` is a source posterior this floor is written for."""
-        return isinstance(source, GPSourcePosterior) and source.prior_source is None
-
-    def _kernel(self, X1: Tensor, X2: Tensor | None = None) -> Tensor:
-        return self.source.covar_module(X1, X2).to_dense()
-
-    def blocks(self, X: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        r"""The source's mean at ``X`` (``batch x q x d`` raw), its covariance with the
-        training points and among the points, in the source's own units.
-
-        Returns:
-            ``(batch x q, batch x q x n, batch x q x q)``.
-        """
-        Xt = self.source._transform(X)
-        to_inducing = self._kernel(Xt, self.inducing)
-        to_mean_inputs = (
-            to_inducing if self.mean_on_pivots else self._kernel(Xt, self.mean_inputs)
-        )
-        mean = to_mean_inputs @ self.source.mean_weights
-        if self.source.mean_module is not None:
-            mean = mean + self.source.mean_module(Xt)
-        cross = self._kernel(Xt, self.fixed) - to_inducing @ self.to_fixed
-        own = self._kernel(Xt) - _FixedQuadraticForm.apply(to_inducing, self.M)
-        return mean, cross, own
-
-    def seconds(self, shape: tuple[int, ...], grad: bool, repeats: int = 12) -> float:
-        r"""Median seconds of :meth:`blocks` at random points of ``shape`` (with the
-        backward pass to the points if ``grad``), after warm-up calls."""
-        X = torch.rand(
-            shape, dtype=self.fixed.dtype, device=self.fixed.device, requires_grad=grad
-        )
-        clock = partial(_clock, self.fixed.device)
-        times = []
-        for _ in range(repeats + 3):
-            start = clock()
-            with torch.set_grad_enabled(grad):
-                total = sum(block.sum() for block in self.blocks(X))
-                if grad:
-                    total.backward()
-            times.append(clock() - start)
-        return statistics.median(times[3:])
-
-
 def run_breakdown(
     method: str, dim: int, n_source: int, iterations: int, seed: int, device: str
 ) -> dict:
@@ -424,10 +317,7 @@ def run_breakdown(
     Returns:
         ``{"method", "fit_s", "fit_evaluations", "acquisition_s",
         "acquisition_evaluations", "iteration_s"}``: medians per iteration
-        (``iteration_s`` includes building the model); for a method on a frozen
-        :class:`GPSourcePosterior` also ``"source_floor_s"``, the least work on the
-        source that the iteration's acquisition evaluations take (see
-        :class:`LeastSourceWork`), timed at the same test-point shapes.
+        (``iteration_s`` includes building the model).
     """
     policy = get_method(method, TRANSFER)
     if not (isinstance(policy, AcquisitionMethod) and policy.fit and not policy.guard):
@@ -443,21 +333,16 @@ def run_breakdown(
     clock = partial(_clock, device)
 
     def counted(module: torch.nn.Module, counter: list) -> None:
-        # wraps the instance's forward: GPyTorch's modules skip torch's call hooks;
-        # an acquisition's call is kept as (shape of its points, with a gradient?)
+        # wraps the instance's forward: GPyTorch's modules skip torch's call hooks
         forward = module.forward
 
-        def counting(X: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(X, Tensor):
-                grad = torch.is_grad_enabled() and X.requires_grad
-                counter.append((tuple(X.shape), grad))
-            else:  # the marginal likelihood's call on the model's output
-                counter.append(None)
-            return forward(X, *args, **kwargs)
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            counter.append(None)
+            return forward(*args, **kwargs)
 
         module.forward = counting
 
-    phases, evaluations = [], []
+    phases = []
     with torch_run_context(num_threads=2, seed=seed):
         problem, data, X, Y = _timing_data(dim, n_source, seed, device)
         state = policy.setup(problem, data)
@@ -483,16 +368,9 @@ def run_breakdown(
                     "iteration_s": done - start,
                 }
             )
-            evaluations.append(acquisition_calls)
             X = torch.cat([X, candidate])
             Y = torch.cat([Y, target_function(candidate)])
-        phases, evaluations = phases[1:], evaluations[1:]
-        source = getattr(state, "source_model", None)
-        if LeastSourceWork.applies_to(source):
-            least = LeastSourceWork(source, X)
-            cost = {call: least.seconds(*call) for call in set(sum(evaluations, []))}
-            for phase, calls in zip(phases, evaluations):
-                phase["source_floor_s"] = sum(cost[call] for call in calls)
+        phases = phases[1:]
     return {
         "method": method,
         **{key: statistics.median(p[key] for p in phases) for key in phases[0]},
@@ -724,7 +602,7 @@ def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
 
 
 def main_targets(args: argparse.Namespace) -> list[dict]:
-    r"""The ``--targets`` table: every cost target of the scale issue, measured in
+    r"""The ``--targets`` table: every cost target of the package, measured in
     this run, each configuration in its own process, with its ratio and goal."""
     rows: list[dict] = []
 
@@ -802,20 +680,12 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
             f"  deltabo-fitted/target-only at the target-only GP's cost per "
             f"evaluation (the step counts alone): {floor:.2f}x"
         )
-        # plus the source's least share of the acquisition: a floor for any
-        # implementation of the model on this source factor
-        least = floor + delta["source_floor_s"] / base["iteration_s"]
-        print(
-            f"  plus the least work on the source at the test points "
-            f"({1e3 * delta['source_floor_s']:.1f} ms per iteration): {least:.2f}x"
-        )
         rows.append(
             {
                 "target": f"DeltaBO breakdown N={n}, d={dim}",
                 "baseline": base,
                 "deltabo": delta,
                 "at_baseline_cost": floor,
-                "with_least_source_work": least,
             }
         )
 
@@ -1057,12 +927,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         default="nll",
         help="the NLL pre-training the default prior is compared with: the meta "
         "track's (lr 5e-3, early stopping) or the paper's (lr 1e-3, all "
-        "--pretrain-steps steps; the issue's reference is 50,000)",
+        "--pretrain-steps steps; the paper's reference is 50,000)",
     )
     parser.add_argument(
         "--targets",
         action="store_true",
-        help="measure every cost target of the scale issue in one run and print "
+        help="measure every cost target of the package in one run and print "
         "each with its ratio and goal",
     )
     parser.add_argument(
