@@ -36,9 +36,9 @@ from torch import Tensor
 
 from botorch_transfer.benchmarks.context import parse_device
 from botorch_transfer.benchmarks.meta import (
-    _split,
     make_meta_problem,
     meta_training_data,
+    split_tasks,
 )
 from botorch_transfer.benchmarks.methods import MetaData, get_method
 from botorch_transfer.data import TaskData
@@ -123,7 +123,7 @@ def leave_one_task_out_coverage(
         averaged; min/max over the left-out tasks; seconds per prior build).
     """
     problem = make_meta_problem(problem_name)
-    train, _ = _split(problem, seed)
+    train, _ = split_tasks(problem, seed)
     tasks = meta_training_data(problem, train, seed, device=device)
     build = PRIORS[prior]
     covered, seconds = [], []

@@ -235,11 +235,21 @@ def make_meta_problem(name: str) -> MetaProblem:
     return META_PROBLEMS[name]()
 
 
-def _split(problem: MetaProblem, seed: int) -> tuple[list[int], list[int]]:
+def split_tasks(problem: MetaProblem, seed: int) -> tuple[list[int], list[int]]:
+    r"""The meta-training and the test tasks of ``problem`` for ``seed``: a random
+    ``test_fraction`` of the task indices (at least one) is held out for testing.
+
+    Returns:
+        The sorted indices of the meta-training tasks and of the test tasks.
+    """
     gen = torch.Generator().manual_seed(seed)
     order = torch.randperm(problem.n_tasks, generator=gen).tolist()
     n_test = max(1, math.ceil(problem.test_fraction * problem.n_tasks))
     return sorted(order[n_test:]), sorted(order[:n_test])
+
+
+#: :func:`split_tasks`, also importable under this name
+_split = split_tasks
 
 
 def meta_training_data(
@@ -390,7 +400,7 @@ def run_meta_experiment(
             else problem_name
         )
         T = problem.iterations if iterations is None else iterations
-        train_tasks, test_tasks = _split(problem, seed)
+        train_tasks, test_tasks = split_tasks(problem, seed)
         pool = split_pool(problem, seed)
         data = MetaData(
             pool.to(device),

@@ -32,10 +32,10 @@ import torch
 
 from botorch_transfer.benchmarks.meta import (
     MetaProblem,
-    _split,
     initial_points,
     make_meta_problem,
     split_pool,
+    split_tasks,
     task_generator,
 )
 from botorch_transfer.benchmarks.meta_methods import (
@@ -77,7 +77,7 @@ def oracle_regrets(
         them), as ``{"greedy": {task: cumulative regret}, "consensus": {...},
         "best task": {task: regret after one query}}``.
     """
-    train, test = _split(problem, seed)
+    train, test = split_tasks(problem, seed)
     pool = split_pool(problem, seed)
     values = torch.stack(
         [problem.evaluate(i, pool).squeeze(-1) for i in range(problem.n_tasks)]
