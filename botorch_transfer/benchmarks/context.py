@@ -37,7 +37,7 @@ def torch_run_context(
 
     The functions that own a run (``run_experiment``, ``run_meta_experiment``, the
     timing worker) enter this context; library code they call never sets threads
-    or seeds.
+    or seeds. Sparse tensor invariant checks are off inside it, as torch's default.
 
     Args:
         num_threads: Intra-op threads for the run (``torch.set_num_threads``);
@@ -56,7 +56,12 @@ def torch_run_context(
     cuda = []
     if device.type == "cuda":
         cuda = [torch.cuda.current_device() if device.index is None else device.index]
-    with torch.random.fork_rng(devices=cuda, enabled=seed is not None):
+    # torch's default (no sparse invariant checks), chosen explicitly: implicit,
+    # it warns from inside MultiTaskGP's posterior, which a run cannot act on
+    with (
+        torch.random.fork_rng(devices=cuda, enabled=seed is not None),
+        torch.sparse.check_sparse_tensor_invariants(enable=False),
+    ):
         if seed is not None:
             torch.manual_seed(seed)
         if num_threads is not None:
