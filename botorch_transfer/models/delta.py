@@ -23,6 +23,7 @@ test points.
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -74,7 +75,7 @@ DEFAULT_SOURCE_OFFSET_SD = 1.0
 class DeltaBOModel(SourceConditionedGP):
     r"""DeltaBO residual GP: ``f = g + delta`` with a frozen source posterior of ``g``.
 
-    The trainable part is the delta GP (``delta_covar_module``) and, when
+    The trainable part is the delta GP (``covar_module``) and, when
     ``train_Yvar`` is not given, the target noise ``sigma^2``;
     ``fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))`` fits
     exactly those. The source posterior is a frozen buffer (moved by ``.to()``).
@@ -107,9 +108,9 @@ class DeltaBOModel(SourceConditionedGP):
         likelihood: Likelihood of the residual GP. Default: BoTorch's noise model;
             under ``"diagonal"`` a ``FixedNoiseGaussianLikelihood`` carrying the
             source variance at each target point (plus a learned ``sigma^2``).
-        covar_module: Kernel ``k_delta`` of the difference GP (BoTorch's name for
-            ``delta_covar_module``). Defaults to a scaled RBF kernel with BoTorch's
-            priors, whose outputscale is ``tau^2``.
+        covar_module: Kernel ``k_delta`` of the difference GP (stored as the
+            ``delta_covar_module`` attribute). Defaults to a scaled RBF kernel with
+            BoTorch's priors, whose outputscale is ``tau^2``.
         mean_module: Prior mean of the difference GP (default: zero, the paper's).
         input_transform: Input transform (e.g. ``Normalize``), applied as
             ``SingleTaskGP`` applies it; a copy is given to sources built from
@@ -122,55 +123,32 @@ class DeltaBOModel(SourceConditionedGP):
             first source; later stacked sources use it for their difference layer).
             Defaults to a scaled RBF kernel. Its hyperparameters are fitted when
             ``fit_source=True``.
-        delta_covar_module: The paper's name for ``covar_module`` (give one).
-        residual_covariance: ``"full"`` (default, ours): the exact conditional with
-            prior mean ``mu_g,N`` and prior kernel ``k_g,N + k_delta``, so target
-            observations also correct the source's error near them. ``"diagonal"``
-            (the DeltaBO paper, eqs. 6-7): the source error at each target point is
-            independent noise of variance ``sigma^2_g,N(x_i)``; then no target
-            observation reduces the source's share ``sigma^2_g,N(x)`` of the
-            posterior variance, and where the source data are sparse the model lags
-            even on identical tasks. The default is chosen by the papers' track
-            (``benchmarks/RESULTS.md``): ``"full"`` had lower or equal cumulative
-            regret on all 11 problems (about half on the six Shilton shifts and
-            gaussian-bumps), at 1-2x the cost per iteration.
-        source_map: How the source enters the target. ``None`` (default):
-            ``"marginal-affine"`` under ``residual_covariance="full"`` (the default)
-            and ``"identity"`` under ``"diagonal"``. ``"identity"`` (the paper's):
-            ``f = g + delta``. ``"affine"`` (ours): ``f = a g + c + delta`` with a
-            learned scale ``a`` and offset ``c`` (``source_scale``,
-            ``source_offset``, fitted with the delta kernel from the least-squares
-            line of the target data on the source mean, or from 1 and 0 below 3
-            points), so a source in other units is rescaled and an unrelated one
-            weighted down (``a`` near 0) by the marginal likelihood.
-            ``"marginal-affine"`` (ours): the same ``f = a g + c + delta`` with ``a ~
-            N(1, source_scale_sd^2)`` and ``c ~ N(0, source_offset_sd^2)`` integrated
-            out instead of fitted (see :class:`MarginalAffineSourcePosterior`): the
-            prior mean stays ``mu_g,N`` and the source's share of the prior kernel
-            becomes ``(1 + s_a^2) Sigma_g,N + s_a^2 mu_g,N mu_g,N^T + s_c^2``. A
-            fitted ``a`` is a point estimate that a few clustered target points can
-            leave at 1 for an unrelated source (the model then exploits the source's
-            optimum for the whole run); integrated out, the scale stays uncertain
-            wherever the target data cannot fix it, and the acquisition explores
-            there. ``"affine"`` and ``"marginal-affine"`` need
-            ``residual_covariance="full"`` (the source's share of the prior
-            covariance changes with ``a``); ``"marginal-affine"`` adds nothing to
-            fit. The default is chosen by the default-settings track (20 seeds, 14
-            problems, ``benchmarks/RESULTS.md``): with ``Standardize(m=1)`` and
-            BoTorch's default fitting, ``"marginal-affine"`` had average rank 5.64
-            of 12 methods against 7.46 for the paper's identity map, which was
-            above the no-transfer GP's regret on four related real problems
-            (1.05x-1.99x) and 4.55x on the negatively correlated LCBench pair
-            (marginal-affine: 0.60x-1.53x and 2.98x). Inside
-            :class:`TransferGuard` it is the only transfer model at or below the
-            no-transfer GP on every related problem and within 10% (or the CI) of
-            it on every control. Pass ``Standardize(m=1)``: ``s_c`` is in model
-            units.
+        delta_covar_module: Deprecated alias of ``covar_module`` (emits a
+            ``DeprecationWarning``; giving both raises a ``ValueError``).
+        residual_covariance: How the source's error at the target points enters.
+            ``"full"`` (default): the exact conditional with prior mean ``mu_g,N``
+            and prior kernel ``k_g,N + k_delta``, so target observations also
+            correct the source's error near them (1-2x the cost per iteration).
+            ``"diagonal"`` (the paper's eqs. 6-7): independent noise of variance
+            ``sigma^2_g,N(x_i)`` at each target point, which no target observation
+            reduces.
+        source_map: How the source enters the target. ``"identity"`` (the
+            paper's): ``f = g + delta``. ``"affine"``: ``f = a g + c + delta`` with
+            a scale ``a`` and offset ``c`` (``source_scale``, ``source_offset``)
+            fitted with the delta kernel, so a source in other units is rescaled
+            and an unrelated one weighted down. ``"marginal-affine"``: the same map
+            with ``a ~ N(1, source_scale_sd^2)`` and ``c ~ N(0,
+            source_offset_sd^2)`` integrated out (see
+            :class:`MarginalAffineSourcePosterior`), so the scale stays uncertain
+            where the target data cannot fix it; pass ``Standardize(m=1)`` with it.
+            ``"affine"`` and ``"marginal-affine"`` need
+            ``residual_covariance="full"``. Default (``None``):
+            ``"marginal-affine"`` under ``"full"``, ``"identity"`` under
+            ``"diagonal"`` (see ``docs/decisions.md``, "DeltaBOModel's default
+            source map").
         source_scale_prior: Prior of ``a`` under ``source_map="affine"`` (default
-            ``N(1, 0.5^2)``: with two or three target points an unregularized ``a``
-            and ``c`` fit the points exactly and the model becomes confidently
-            wrong, measured on assumption-gp). ``c`` has no prior (its scale is the
-            outcomes').
+            ``N(1, 0.5^2)``, which keeps a few target points from fitting ``a`` and
+            ``c`` exactly). ``c`` has no prior.
         source_scale_sd: ``s_a`` under ``source_map="marginal-affine"`` (default
             0.5).
         source_offset_sd: ``s_c`` under ``source_map="marginal-affine"``, in model
@@ -233,7 +211,7 @@ class DeltaBOModel(SourceConditionedGP):
                 f"`residual_covariance` must be one of {RESIDUAL_COVARIANCES}, got "
                 f"{residual_covariance!r}."
             )
-        if source_map is None:  # the track's choice; the paper's map under its own
+        if source_map is None:  # docs/decisions.md; the paper's map under its own
             full = residual_covariance == "full"
             source_map = "marginal-affine" if full else "identity"
         if source_map not in SOURCE_MAPS:
@@ -279,11 +257,19 @@ class DeltaBOModel(SourceConditionedGP):
                 f"variance at which the source's factor stops), got "
                 f"{source_tolerance!r}."
             )
-        if covar_module is not None and delta_covar_module is not None:
-            raise ValueError(
-                "Give the difference kernel once: `covar_module` (BoTorch's name) or "
-                "`delta_covar_module` (the paper's), not both."
+        if delta_covar_module is not None:
+            if covar_module is not None:
+                raise ValueError(
+                    "Give the difference GP's kernel once, as `covar_module`: "
+                    "`delta_covar_module` is its deprecated alias, not both."
+                )
+            warnings.warn(
+                "`delta_covar_module` is deprecated: pass the difference GP's kernel "
+                "as `covar_module`.",
+                DeprecationWarning,
+                stacklevel=2,
             )
+            covar_module = delta_covar_module
         self.residual_covariance = residual_covariance
         self.source_map = source_map
         # a tuple: a Module cannot be assigned before Module.__init__
@@ -320,9 +306,7 @@ class DeltaBOModel(SourceConditionedGP):
             target_task_value=target_task_value,
             source_only_features=source_only_features,
             likelihood=likelihood,
-            covar_module=covar_module
-            if covar_module is not None
-            else delta_covar_module,
+            covar_module=covar_module,
             mean_module=mean_module,
             input_transform=input_transform,
             outcome_transform=outcome_transform,
@@ -472,7 +456,7 @@ class DeltaBOModel(SourceConditionedGP):
                 (s.Y - offset) / scale,
                 None if s.Yvar is None else s.Yvar / scale**2,
                 source=stack,
-                delta_covar_module=copy.deepcopy(kernel),
+                covar_module=copy.deepcopy(kernel),
                 input_transform=copy.deepcopy(input_transform),
                 source_max_rank=max_rank,
                 source_tolerance=tolerance,

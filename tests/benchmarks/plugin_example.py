@@ -32,7 +32,7 @@ register_method(
             Y,
             train_Yvar=state.target_noise(Y),
             source=state.source,
-            delta_covar_module=state.problem.kernels["delta"](state.problem.dim),
+            covar_module=state.problem.kernels["delta"](state.problem.dim),
         )
     ),
 )

@@ -91,7 +91,7 @@ def make_model(source, X, Y, mode="diagonal", **kwargs):
         Y,
         source=source,
         source_covar_module=source_kernel().to(X),
-        delta_covar_module=delta_kernel().to(X),
+        covar_module=delta_kernel().to(X),
         residual_covariance=mode,
         fit_source=False,
         **kwargs,
@@ -352,7 +352,7 @@ def test_fitted_model_source_with_transforms_matches_its_posterior():
         Y,
         source=gp,
         train_Yvar=torch.full_like(Y, TARGET_NOISE),
-        delta_covar_module=delta_kernel(),
+        covar_module=delta_kernel(),
         source_map="identity",
     )
 
@@ -399,14 +399,14 @@ def test_any_botorch_model_can_be_the_source():
         Y,
         source=gp,
         train_Yvar=torch.full_like(Y, TARGET_NOISE),
-        delta_covar_module=delta_kernel(),
+        covar_module=delta_kernel(),
     )
     generic = DeltaBOModel(
         X,
         Y,
         source=ModelListGP(gp),
         train_Yvar=torch.full_like(Y, TARGET_NOISE),
-        delta_covar_module=delta_kernel(),
+        covar_module=delta_kernel(),
     )
     assert isinstance(generic.source_posterior, ModelSourcePosterior)
     assert isinstance(cached.source_posterior, GPSourcePosterior)
@@ -623,7 +623,7 @@ def test_deltabo_model_as_source_of_another(mode):
         Y2,
         source=first,
         train_Yvar=torch.full_like(Y2, TARGET_NOISE),
-        delta_covar_module=delta_kernel(),
+        covar_module=delta_kernel(),
     )
     X_test = torch.rand(3, 2, dtype=F64)
     post_first = first.posterior(X_test)
@@ -705,7 +705,7 @@ def test_construct_inputs_builds_the_model():
     model = DeltaBOModel(
         **inputs,
         source_covar_module=source_kernel(),
-        delta_covar_module=delta_kernel(),
+        covar_module=delta_kernel(),
         fit_source=False,
     )
     direct = make_model(source, X, Y, mode="full", source_map=None)  # the default
@@ -1042,3 +1042,31 @@ def test_source_factor_options_are_checked(option, value):
     X, Y = make_target()
     with pytest.raises(ValueError, match=f"`{option}` must be"):
         DeltaBOModel(X, Y, source=make_source(), **{option: value})
+
+
+def test_delta_covar_module_is_a_deprecated_alias_of_covar_module():
+    source, (X, Y) = make_source(), make_target()
+    kwargs = dict(
+        source=source,
+        train_Yvar=torch.full_like(Y, TARGET_NOISE),
+        source_covar_module=source_kernel(),
+        fit_source=False,
+    )
+    kernel = delta_kernel()
+    with pytest.warns(DeprecationWarning, match="`delta_covar_module`.*`covar_module`"):
+        aliased = DeltaBOModel(X, Y, delta_covar_module=kernel, **kwargs)
+    model = DeltaBOModel(X, Y, covar_module=delta_kernel(), **kwargs)
+    assert aliased.delta_covar_module is kernel
+    assert aliased.state_dict().keys() == model.state_dict().keys()
+    X_test = torch.rand(4, 2, dtype=F64)
+    post, post_aliased = model.posterior(X_test), aliased.posterior(X_test)
+    torch.testing.assert_close(post_aliased.mean, post.mean, rtol=0, atol=0)
+    torch.testing.assert_close(post_aliased.variance, post.variance, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="`covar_module`.*`delta_covar_module`"):
+        DeltaBOModel(
+            X,
+            Y,
+            covar_module=delta_kernel(),
+            delta_covar_module=delta_kernel(),
+            **kwargs,
+        )
