@@ -6,7 +6,7 @@ size (one thread per worker process, as the runs use one torch thread), each int
 its own results directory, so no run is reused. Printed: the wall time per worker
 count and the speed-up over the first count. Needs the ``[dask]`` extra.
 
-Run (the 40-run sweep of RESULTS.md)::
+Run (40 runs: 2 methods x 20 seeds, on 1 and 2 workers)::
 
     python -m botorch_transfer.benchmarks.scaling --workers 1 2 --seeds 20 \
         --methods gp-ucb-fitted deltabo-fitted --problem bohachevsky

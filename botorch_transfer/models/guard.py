@@ -189,8 +189,7 @@ def predictive_log_density(
 CRITERIA = ("loo", "prequential", "sequential")
 #: The criteria that sum clipped per-point gains over the run.
 SUMMED_CRITERIA = ("prequential", "sequential")
-#: Nats one observation can move a prequential guard's sum (RESULTS.md, "A
-#: prequential guard": 3 nats against none on the default-settings track).
+#: Nats one observation can move a prequential or sequential guard's sum.
 DEFAULT_PREQUENTIAL_CLIP = 3.0
 
 
@@ -222,29 +221,14 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     on the target points before it (no ``previous``; see the module docstring).
     Each point's gain (target-only minus transfer log density) is clipped to
     ``[-prequential_clip, prequential_clip]`` (default 3 nats) before it is summed,
-    so that the sum counts points won rather than a few heavy-tailed ones: on the
-    default-settings track (RESULTS.md, "A prequential guard") the clip halved the
-    loss on the negative LCBench pair (1.29x the no-transfer GP, unclipped 1.89x) and
-    kept the gain on the related pairs.
+    so that the sum counts points won rather than a few heavy-tailed ones.
 
-    Which to use (default-settings track, 20 seeds, 14 problems; RESULTS.md): the
-    prequential guard with its defaults keeps the source's gain (0.65x the
-    no-transfer GP's regret on the related problems on average; second of 18 methods
-    by average rank, MultiTaskGP fourth) and is within the noise of the no-transfer
-    GP on every negative-transfer control (the negatively correlated LCBench pair:
-    1.19x at 40 seeds; docs/decisions.md, "TransferGuard's hand-over under the
-    prequential criterion"). Its
-    default ``hand_back=False`` makes the first hand-over to the target-only GP
-    final; with ``hand_back=True`` the transfer
-    model can win the run back at the target-only GP's own picks, and loses 1.46x
-    on that LCBench pair, a real loss (the final hand-over's paired difference:
-    -0.27 +- 0.21 of the no-transfer GP's regret), for no significant gain on any
-    problem. The
-    leave-one-out guard, the default of a guard built without the run's history,
-    never lost more than the noise but gave up most of the gain (0.73x); the
-    sequential guard, the prequential sum in hindsight, is as safe on the controls
-    with a little more gain (0.71x): hyperparameters fitted on all points let the
-    target-only GP score the early points as well as the transfer model did.
+    Which to use: in a BO loop, the prequential guard with its defaults (pass each
+    iteration's guard as ``previous``; the hand-over to the target-only GP is final,
+    see ``docs/decisions.md``, "TransferGuard's hand-over under the prequential
+    criterion"). Where no previous guard is at hand (a guard built anew every
+    iteration, or by Ax), ``"sequential"``, or ``"loo"`` (the default), which is
+    as safe and keeps less of a related source's gain.
 
     Args:
         model: A fitted, non-batched source-conditioned model (``DeltaBOModel``,
@@ -254,14 +238,12 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             input transform, and fitted here with ``fit_gpytorch_mll``).
         margin: Nats the target-only GP must gain before it is used: per point
             under ``"loo"``, in total under ``"prequential"`` and ``"sequential"``.
-        min_points: Fewest target points at which the guard compares (default
-            3); under ``"prequential"``, at which the target-only GP is fitted so
-            that it predicts the next observations; under ``"sequential"``, the
-            first point scored is the one after ``min_points`` (default 2 for
-            both: a BO run's initial
-            design already predicts its first query; on the default-settings
-            track this moved an unrelated synthetic source from 1.24x to 0.99x the
-            no-transfer GP's regret, RESULTS.md).
+        min_points: Fewest target points at which the guard compares; under
+            ``"prequential"``, at which the target-only GP is fitted so that it
+            predicts the next observations; under ``"sequential"``, the first point
+            scored is the one after ``min_points``. Default (``None``): 3 under
+            ``"loo"``, 2 under ``"prequential"`` and ``"sequential"`` (so that a BO
+            run's initial design already predicts its first query).
         criterion: ``"loo"`` (default), ``"prequential"`` or ``"sequential"`` (see
             above).
         previous: Under ``"prequential"``, the guard of the previous BO iteration,
@@ -280,11 +262,10 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             again after the target-only GP has acted (``None``: the default,
             ``False``; not applicable to the other criteria). With ``False`` the
             points observed while the target-only GP acted are not scored, so a
-            hand-over is final. Those points are the target-only GP's own UCB
-            picks, where it was most optimistic: scoring them weighs against it,
-            and on the default-settings track a transfer model with a wide
-            predictive won runs back that way and then searched worse
-            (RESULTS.md, "A final hand-over").
+            hand-over is final. Those points are the target-only GP's own
+            acquisition picks, where it was most optimistic: scoring them weighs
+            against it, and lets a transfer model with a wide predictive win the
+            run back without predicting better.
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))

@@ -97,10 +97,9 @@ def source_fitted_kernel(
     :class:`~botorch_transfer.models.diff_gp.DiffGP`, this kernel makes
     ``fit_gpytorch_mll`` fit only what the target data inform (stretch noise, source
     map, prior mean, target noise) and lets ``inference="low_rank"`` factor the kernel
-    once per model instead of at every optimizer step (N=2,000, d=4 on 2 cores: an
-    EnvGP iteration of about 0.5 s against 7-10 s with the kernel fitted every
-    iteration; the benchmarks' RESULTS.md). The same kernel object can serve every
-    model of a BO loop.
+    once per model instead of at every optimizer step (an order of magnitude less
+    time per BO iteration at a few thousand source points). The same kernel object
+    can serve every model of a BO loop.
 
     The kernel is that of a ``SingleTaskGP`` with ``Standardize(m=1)`` outcomes,
     fitted with BoTorch's defaults on the pooled source points: its outputscale is in

@@ -46,9 +46,7 @@ from botorch_transfer.priors_io import (
 )
 
 #: Smallest number of tasks in a cluster: the empirical prior of a cluster estimates
-#: a covariance from its tasks (and leaves one out to shrink it; 3 finds every
-#: synthetic cluster count but split a 4-task cluster off an LCBench split and lost
-#: there), so a clustering
+#: a covariance from its tasks (and leaves one out to shrink it), so a clustering
 #: with a smaller cluster is refused and one prior is pre-trained on all tasks.
 MIN_CLUSTER_SIZE = 5
 
