@@ -366,7 +366,7 @@ def deltabo_model(
         Y,
         train_Yvar=state.target_noise(Y),
         source=state.source_model,
-        delta_covar_module=problem.kernels["delta"](problem.dim),
+        covar_module=problem.kernels["delta"](problem.dim),
         residual_covariance=residual_covariance,
         source_map="identity",  # the paper's f = g + delta
     )

@@ -50,10 +50,11 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import SourceConditionedGP, _on_target_inputs
+from botorch_transfer.models.base import SourceConditionedGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
+from botorch_transfer.models.task_column import on_target_inputs
 
 #: Fitted source GPs kept by value (a BO loop rebuilds the model every iteration
 #: with the same source data; the source GP is fitted once).
@@ -277,7 +278,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             d = train_X.shape[-1]
             width = d + source_only_features + 1
             columns = [i for i in range(width) if i != task_feature % width][:d]
-            input_transform = _on_target_inputs(input_transform, columns, width)
+            input_transform = on_target_inputs(input_transform, columns, width)
         source_gp = self._source_gp(source, train_X, input_transform)
         # the difference shares the source kernel's shape, with its own amplitude
         shape = copy.deepcopy(source_gp.covar_module)
@@ -290,9 +291,9 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             outcome_transform=copy.deepcopy(outcome_transform),
             input_transform=copy.deepcopy(input_transform),
             source=source_gp,
-            delta_covar_module=ScaleKernel(
-                shape, outputscale_prior=GammaPrior(2.0, 4.0)
-            ).to(train_X),
+            covar_module=ScaleKernel(shape, outputscale_prior=GammaPrior(2.0, 4.0)).to(
+                train_X
+            ),
             source_map=source_map,
             source_tolerance=source_tolerance,
             progress=False,
