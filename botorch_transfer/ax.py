@@ -379,14 +379,14 @@ def transfer_generation_strategy(
                     # input-space transforms only: outcomes must stay in the
                     # source's units
                     "transforms": MBM_X_trans,
-                    **_device_kwargs(torch_device),
+                    **device_generator_kwargs(torch_device),
                 },
             )
         ],
         should_deduplicate=True,
         on_transfer_failure=on_transfer_failure,
     )
-    return _with_sobol(
+    return with_sobol_initialization(
         transfer_node, initialization_trials, seed, name or f"Sobol+{config.name}"
     )
 
@@ -399,16 +399,34 @@ def _check_on_transfer_failure(on_transfer_failure: Any) -> None:
         )
 
 
-def _device_kwargs(torch_device: torch.device | None) -> dict[str, Any]:
-    r"""The generator kwargs that put Ax's model on ``torch_device`` (none: Ax's
-    default, the CPU)."""
+def device_generator_kwargs(torch_device: torch.device | None) -> dict[str, Any]:
+    r"""The generator kwargs that put Ax's model on a torch device.
+
+    Args:
+        torch_device: The device (``None``: Ax's default, the CPU).
+
+    Returns:
+        ``{"torch_device": torch_device}``, or ``{}`` for ``None``; update a
+        ``GeneratorSpec``'s ``generator_kwargs`` with it.
+    """
     return {} if torch_device is None else {"torch_device": torch.device(torch_device)}
 
 
-def _with_sobol(
+def with_sobol_initialization(
     node: GenerationNode, initialization_trials: int, seed: int | None, name: str
 ) -> GenerationStrategy:
-    r"""``node`` after ``initialization_trials`` Sobol trials (if any)."""
+    r"""A generation strategy that runs ``node`` after a Sobol initialization.
+
+    Args:
+        node: The model's generation node.
+        initialization_trials: Sobol trials before ``node`` (0: ``node`` only).
+            Failed and abandoned trials do not count.
+        seed: Seed of the Sobol generator.
+        name: Name of the generation strategy.
+
+    Returns:
+        A ``GenerationStrategy`` of the Sobol node (if any) and ``node``.
+    """
     nodes = [node]
     if initialization_trials > 0:
         sobol = GenerationNode(
@@ -429,6 +447,9 @@ def _with_sobol(
         )
         nodes = [sobol, node]
     return GenerationStrategy(name=name, nodes=nodes)
+
+
+_with_sobol = with_sobol_initialization  # the private name, for existing imports
 
 
 def transfer_learning_generation_strategy(
@@ -513,7 +534,7 @@ def transfer_learning_generation_strategy(
     # Ax's config sets no outcome transform for the model; ours standardizes source
     # and target outcomes together (as `transfer_model_config`)
     for spec in specs:
-        spec.generator_kwargs.update(_device_kwargs(torch_device))
+        spec.generator_kwargs.update(device_generator_kwargs(torch_device))
     kwargs = specs[0].generator_kwargs
     fixed_units = getattr(botorch_model_class, "fixes_outcome_units", False)
     kwargs["surrogate_spec"] = replace(
@@ -531,7 +552,9 @@ def transfer_learning_generation_strategy(
         should_deduplicate=True,
         on_transfer_failure=on_transfer_failure,
     )
-    return _with_sobol(node, initialization_trials, seed, name or f"Sobol+{node_name}")
+    return with_sobol_initialization(
+        node, initialization_trials, seed, name or f"Sobol+{node_name}"
+    )
 
 
 def task_data_from_dataframe(

@@ -213,7 +213,7 @@ def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
     )
 
     from botorch_transfer import RandomizedNNEnsemble
-    from botorch_transfer.ax import _with_sobol
+    from botorch_transfer.ax import with_sobol_initialization
 
     options = {"num_members": 4, "hidden": (16,), "num_steps": 60, "seed": 0}
     # Ax's own BoTorch generator, default transforms, the ensemble as model class
@@ -235,7 +235,7 @@ def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
             )
         ],
     )
-    strategy = _with_sobol(node, 3, 0, "Sobol+RandomizedNN")
+    strategy = with_sobol_initialization(node, 3, 0, "Sobol+RandomizedNN")
     client = run_client(None, None, trials=6, strategy=strategy)
     summary = client.summarize()
     assert (summary.generation_node == "RandomizedNN").sum() == 3

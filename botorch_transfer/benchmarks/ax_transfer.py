@@ -47,9 +47,9 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
     ) from e
 
 from botorch_transfer.ax import (
-    _device_kwargs,
-    _with_sobol,
+    device_generator_kwargs,
     transfer_learning_generation_strategy,
+    with_sobol_initialization,
 )
 
 
@@ -76,11 +76,13 @@ def _axs_multitask_strategy(
         model_class=MultiTaskGP, use_model_selection=False
     )
     for spec in specs:
-        spec.generator_kwargs.update(_device_kwargs(device))
+        spec.generator_kwargs.update(device_generator_kwargs(device))
     tl = GenerationNode(name="TL-MultiTaskGP", generator_specs=specs)
     # the same Sobol start as `transfer_learning_generation_strategy` (seeded Sobol
     # points do not repeat, so its deduplication never redraws them)
-    return _with_sobol(tl, initialization_trials, seed, "Sobol+TL-MultiTaskGP")
+    return with_sobol_initialization(
+        tl, initialization_trials, seed, "Sobol+TL-MultiTaskGP"
+    )
 
 
 def ax_transfer_comparison(

@@ -42,7 +42,7 @@ from botorch_transfer.benchmarks.meta_methods import (
     greedy_portfolio,
     normalized_regrets,
 )
-from botorch_transfer.benchmarks.report import _meta_cumulative
+from botorch_transfer.benchmarks.report import meta_cumulative_regret
 from botorch_transfer.benchmarks.runner import load_results
 
 #: The meta track's records shipped with the package (``export``).
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> list[tuple]:
         if r["method"] == args.reference and r.get("seed", 0) < args.seeds
     ]
     # the reference's own shortest T (other methods' records may be shorter)
-    cumulative = _meta_cumulative(records)
+    cumulative = meta_cumulative_regret(records)
     rows = []
     print(
         f"{'problem':<13} {'pairs':>5} {'T':>3} {'reference':>10} {'greedy':>7} "

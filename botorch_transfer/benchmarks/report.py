@@ -808,11 +808,19 @@ NO_META_SKIPPING_BETA1 = "stbo-ucb1-skip"
 META_MODELS_SKIPPING_BETA1 = ("hyperbo-clustered-ucb1-skip",)
 
 
-def _meta_cumulative(
+def meta_cumulative_regret(
     records: list[dict],
 ) -> dict[str, dict[str, dict[tuple[int, int], float]]]:
     r"""Meta track: per problem and method, each (seed, test task)'s cumulative
-    simple regret ``sum_{t=1..T} r_t``, at the problem's shortest ``T``."""
+    simple regret ``sum_{t=1..T} r_t``, at the problem's shortest ``T``.
+
+    Args:
+        records: Run records of the meta track (those without simple regrets or
+            per-task results are skipped).
+
+    Returns:
+        ``{problem: {method: {(seed, task): cumulative simple regret}}}``.
+    """
     groups = _group([r for r in records if _is_simple_regret(r) and r.get("tasks")])
     out: dict[str, dict[str, dict[tuple[int, int], float]]] = {}
     for problem in sorted({p for p, _ in groups}):
@@ -827,6 +835,9 @@ def _meta_cumulative(
             for method, runs in runs_of.items()
         }
     return out
+
+
+_meta_cumulative = meta_cumulative_regret  # the private name, for existing imports
 
 
 def _meta_ratios(
@@ -936,7 +947,7 @@ def meta_cumulative_regret_ratio_table(
         The table, or ``""`` without meta records of ``reference``.
     """
     rows = []
-    for problem, methods in _meta_cumulative(records).items():
+    for problem, methods in meta_cumulative_regret(records).items():
         if reference not in methods:
             continue
         for method, values in sorted(methods.items()):
@@ -998,7 +1009,7 @@ def meta_targets_table(
     Returns:
         One line per model that ran with ``reference``, or ``""``.
     """
-    table = _meta_cumulative(records)
+    table = meta_cumulative_regret(records)
     lines = []
     for model in models:
         families, targets_above, vs_random, vs_peers = [], [], [], []

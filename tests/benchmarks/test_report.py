@@ -5,12 +5,12 @@ import pytest
 from scipy.stats import norm
 
 from botorch_transfer.benchmarks.report import (
-    _meta_cumulative,
     _targets_above_from_seed_noise,
     average_rank_table,
     budget_to_target,
     guard_table,
     mean_ci,
+    meta_cumulative_regret,
     meta_cumulative_regret_ratio_table,
     meta_targets_table,
     no_transfer_ratio_table,
@@ -560,13 +560,13 @@ def test_meta_target_says_how_many_targets_seed_noise_puts_above():
     ]
     line = meta_targets_table(records)
     assert "every target <= 1.0: MISSED (m 2/2 above (~1 from the seeds' spread" in line
-    cumulative = _meta_cumulative(records)["m"]
+    cumulative = meta_cumulative_regret(records)["m"]
     expected = _targets_above_from_seed_noise(
         cumulative["hyperbo"], cumulative["stbo-ucb"]
     )
     assert expected == pytest.approx(2 * norm.cdf(-0.25), rel=1e-12)
     # one seed: no within-task spread to go by, no count
-    one = _meta_cumulative([r for r in records if r["seed"] == 0])["m"]
+    one = meta_cumulative_regret([r for r in records if r["seed"] == 0])["m"]
     assert _targets_above_from_seed_noise(one["hyperbo"], one["stbo-ucb"]) is None
 
 
