@@ -87,7 +87,7 @@ def parse_device(text: str) -> torch.device:
             device this machine does not have.
 
     Example:
-        >>> parser.add_argument("--device", type=parse_device, default="cpu")
+        >>> action = parser.add_argument("--device", type=parse_device, default="cpu")
     """
     try:
         device = torch.device(text)

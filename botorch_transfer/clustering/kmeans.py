@@ -145,7 +145,7 @@ def gaussian_kmeans(
 
     Example:
         >>> result = gaussian_kmeans(means, covs, n_clusters=3, distance="wasserstein")
-        >>> result.assignments  # cluster index of each Gaussian
+        >>> assignments = result.assignments  # cluster index of each Gaussian
     """
     _check_set(means, covs)
     distance = check_distance(distance)
@@ -365,7 +365,7 @@ def select_n_clusters(
 
     Example:
         >>> selection = select_n_clusters(means, covs, candidates=range(1, 7))
-        >>> selection.n_clusters, selection.scores
+        >>> n_clusters, scores = selection.n_clusters, selection.scores
     """
     _check_set(means, covs)
     if criterion not in CLUSTER_COUNT_CRITERIA:

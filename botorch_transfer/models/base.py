@@ -915,8 +915,9 @@ class SourceConditionedGP(
             ``n`` log densities (a non-batched model with at least 2 target points).
 
         Example:
-            >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-            >>> model.loo_log_density().mean()  # compare with a target-only GP
+            >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+            >>> mll = fit_gpytorch_mll(mll)
+            >>> score = model.loo_log_density().mean()  # compare with a target-only GP
         """
         n = self._target_X.shape[-2]
         if n < 2:
@@ -943,8 +944,9 @@ class SourceConditionedGP(
             ``start`` target points; an empty tensor otherwise).
 
         Example:
-            >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-            >>> model.sequential_log_density(start=2).sum()
+            >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+            >>> mll = fit_gpytorch_mll(mll)
+            >>> score = model.sequential_log_density(start=2).sum()
         """
         if isinstance(start, bool) or not isinstance(start, int) or start < 1:
             raise ValueError(f"`start` must be an int >= 1, got {start!r}.")

@@ -175,7 +175,8 @@ class DeltaBOModel(SourceConditionedGP):
     Example:
         >>> source = TaskData(X_src, Y_src)
         >>> model = DeltaBOModel(train_X, train_Y, source=source)
-        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        >>> mll = fit_gpytorch_mll(mll)
         >>> UCB = UpperConfidenceBound(model, beta=beta_t(t, domain_size, rho=0.1))
     """
 

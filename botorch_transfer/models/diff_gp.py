@@ -103,7 +103,8 @@ class DiffGP(PooledTransferGP):
 
     Example:
         >>> model = DiffGP(train_X, train_Y, source=TaskData(X_src, Y_src))
-        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        >>> mll = fit_gpytorch_mll(mll)
         >>> acqf = UpperConfidenceBound(model, beta=0.3)
     """
 

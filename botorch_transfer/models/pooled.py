@@ -125,7 +125,8 @@ def source_fitted_kernel(
         >>> model = EnvGP(X, Y, source=TaskData(X_src, Y_src, Yvar_src),
         ...               covar_module=kernel, inference="low_rank",
         ...               outcome_transform=Standardize(m=1))
-        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        >>> mll = fit_gpytorch_mll(mll)
     """
     first = source[0] if isinstance(source, (list, tuple)) and source else source
     reference = first.X if isinstance(first, TaskData) else None

@@ -219,8 +219,9 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         ...     train_X, train_Y, source=TaskData(X_src, Y_src),
         ...     input_transform=Normalize(d, bounds=bounds),
         ... )
-        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        >>> model.transfer_weight  # how much the transfer model acts, in [0, 1]
+        >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        >>> mll = fit_gpytorch_mll(mll)
+        >>> w = model.transfer_weight  # how much the transfer model acts, in [0, 1]
         >>> acqf = LogExpectedImprovement(model, best_f=train_Y.max())
     """
 

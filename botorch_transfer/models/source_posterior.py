@@ -696,7 +696,7 @@ class MarginalAffineSourcePosterior(SourcePosterior):
 
     Example:
         >>> prior = MarginalAffineSourcePosterior(source, scale_sd=0.5, offset_sd=1.0)
-        >>> prior.variance(X)  # (1.25) var_g + 0.25 mu_g^2 + 1
+        >>> variance = prior.variance(X)  # (1.25) var_g + 0.25 mu_g^2 + 1
     """
 
     def __init__(
