@@ -375,6 +375,10 @@ def _selected(args: argparse.Namespace) -> list[dict]:
     return records
 
 
+#: Seeds behind the real track's published claims (RESULTS.md).
+CLAIM_SEEDS = 20
+
+
 def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -> None:
     records = _selected(args) if records is None else records
     print(summary_table(records))
@@ -387,6 +391,13 @@ def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -
         table = real_track_half_table(records, problems)
         if table:
             print(f"\nReal track, {half} half:\n{table}")
+            seeds = len({r["seed"] for r in records if r["problem"] in problems})
+            if seeds < CLAIM_SEEDS:
+                print(
+                    f"({seeds} seeds: single runs on these noisy problems vary a "
+                    f"lot; the {CLAIM_SEEDS}-seed results are in "
+                    "botorch_transfer/benchmarks/RESULTS.md)"
+                )
 
 
 def cmd_plot(args: argparse.Namespace, records: list[dict] | None = None) -> None:

@@ -505,3 +505,20 @@ def test_run_environment_names_versions_commit_and_cpu():
     # a git checkout names its commit (CI installs from a clone); elsewhere None
     commit = environment["git_commit"]
     assert commit is None or (len(commit) == 40 and int(commit, 16) >= 0)
+
+
+def test_summarize_says_few_seeds_of_the_real_track_vary(tmp_path, capsys):
+    # the committed confirmation records, seeds 0-2 (the main job's seeds)
+    import gzip
+    from pathlib import Path
+
+    records = Path(cli.__file__).parent / "real_track_records.jsonl.gz"
+    with gzip.open(records, "rt") as lines:
+        kept = [line for line in lines if json.loads(line)["seed"] < 3]
+    (tmp_path / "results.jsonl").write_text("".join(kept))
+    main(["summarize", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "Real track, confirmation half:" in out
+    assert (
+        "(3 seeds: single runs on these noisy problems vary a lot; the 20-seed" in out
+    )
