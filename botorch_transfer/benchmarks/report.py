@@ -13,6 +13,10 @@ import numpy as np
 from botorch_transfer._io import atomic_write
 
 
+def _geometric_mean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(np.maximum(values, 1e-12)))))
+
+
 def _optimum_unknown(record: dict) -> bool:
     return "error" not in record and "optimum" in record and record["optimum"] is None
 
@@ -786,7 +790,7 @@ def transfer_targets_table(
     if gains:
         ratios = [mean(p, recommended) / mean(p, reference) for p in gains]
         average = float(np.mean(ratios))
-        geometric = float(np.exp(np.mean(np.log(np.maximum(ratios, 1e-12)))))
+        geometric = _geometric_mean(ratios)
         lines.append(
             f"4. a real gain: mean ratio to {reference} over {len(gains)} related "
             f"problems {average:.2f} (geometric {geometric:.2f}; goal <= 0.70: "
@@ -1463,12 +1467,9 @@ def real_track_table(
         "  ".join(f"{c!s:<{w}}" for c, w in zip(row, widths)).rstrip() for row in rows
     ]
 
-    def geometric(values: list[float]) -> float:
-        return float(np.exp(np.mean(np.log(np.maximum(values, 1e-12)))))
-
     if wins:
         share = sum(wins) / len(wins)
-        g = geometric(related_peer)
+        g = _geometric_mean(related_peer)
         lines.append(
             f"at or below the better peer (or inside its 95% CI) on {sum(wins)}/"
             f"{len(wins)} related problems ({share:.0%}; goal >= 75%: "
@@ -1476,7 +1477,7 @@ def real_track_table(
             f"{g:.2f} (goal <= 0.9: {'met' if g <= 0.9 else 'MISSED'})"
         )
     if related_gp:
-        g = geometric(related_gp)
+        g = _geometric_mean(related_gp)
         lines.append(
             f"geometric-mean ratio to {reference} on the related problems {g:.2f} "
             f"(goal <= 0.6: {'met' if g <= 0.6 else 'MISSED'})"
@@ -1514,10 +1515,6 @@ def real_track_half_table(records: list[dict], problems: list[str]) -> str:
 
 #: The real track's methods compared in :func:`real_track_methods_table`.
 REAL_TRACK_METHODS = (RECOMMENDED, "mtgp", "rgpe", "random")
-
-
-def _geometric_mean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(np.maximum(values, 1e-12)))))
 
 
 def real_track_methods_table(

@@ -9,21 +9,6 @@ from tests.models.test_pretrained import data
 from tests.pretraining.test_objectives import make_prior
 
 
-def test_importable_from_the_package_and_the_models():
-    import botorch_transfer
-    from botorch_transfer.models import pretrained
-
-    assert botorch_transfer.hyperbo_probability_of_improvement is (
-        hyperbo_probability_of_improvement
-    )
-    assert botorch_transfer.models.hyperbo_probability_of_improvement is (
-        hyperbo_probability_of_improvement
-    )
-    assert pretrained.hyperbo_probability_of_improvement is (
-        hyperbo_probability_of_improvement
-    )
-
-
 def test_hyperbo_pi_takes_the_incumbent_from_the_target_data():
     # on a model whose train_targets are residuals, best_f is still max(y) + margin
     X, Y = make_target()

@@ -7,21 +7,6 @@ from botorch_transfer.acquisition import randomized_nn_thompson_candidate
 from tests.models.test_randomized_nn import BOUNDS, F64, data, f
 
 
-def test_importable_from_the_package_and_the_models():
-    import botorch_transfer
-    from botorch_transfer.models import randomized_nn
-
-    assert botorch_transfer.randomized_nn_thompson_candidate is (
-        randomized_nn_thompson_candidate
-    )
-    assert botorch_transfer.models.randomized_nn_thompson_candidate is (
-        randomized_nn_thompson_candidate
-    )
-    assert randomized_nn.randomized_nn_thompson_candidate is (
-        randomized_nn_thompson_candidate
-    )
-
-
 @pytest.mark.parametrize("loss", ["squared", "cross_entropy"])
 def test_thompson_sampling_loop(loss):
     X, Y = data(n=4, seed=2)
