@@ -52,6 +52,7 @@ from torch import Tensor
 
 from botorch_transfer.models.base import SingleOutputTargetMixin, SourceConditionedGP
 from botorch_transfer.models.guard_scoring import normal_log_density, same_fingerprint
+from botorch_transfer.models.loo import exact_loo_log_density, training_marginal
 
 
 def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:
@@ -84,7 +85,8 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
 
     With ``K`` the training covariance plus noise, ``r`` the centred targets and
     ``alpha = K^{-1} r``: point ``i``'s LOO predictive has mean ``y_i - alpha_i /
-    [K^{-1}]_ii`` and variance ``1 / [K^{-1}]_ii`` (Rasmussen & Williams, eq. 5.12).
+    [K^{-1}]_ii`` and variance ``1 / [K^{-1}]_ii`` (Rasmussen & Williams, eq. 5.12;
+    :func:`~botorch_transfer.models.loo.exact_loo_log_density`).
 
     Args:
         model: A fitted ``SingleTaskGP`` (optionally with a ``Standardize`` outcome
@@ -95,13 +97,9 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
     """
     if model.num_outputs != 1 or len(model.batch_shape) > 0:
         raise ValueError("`model` must be a single-output, non-batched SingleTaskGP.")
-    marginal, y, log_scale = _training_marginal(model)
-    K_inv = torch.cholesky_inverse(torch.linalg.cholesky(marginal.covariance_matrix))
-    alpha = K_inv @ (y - marginal.mean)
-    precision = K_inv.diagonal()
-    log_density = normal_log_density(y, y - alpha / precision, precision.reciprocal())
+    log_scale = _log_outcome_scale(model)
     # Standardize: y_user = y * std + mean, so densities shrink by log(std)
-    return log_density - log_scale
+    return exact_loo_log_density(model) - log_scale
 
 
 def single_task_sequential_log_density(model: SingleTaskGP, start: int = 1) -> Tensor:
@@ -126,38 +124,28 @@ def single_task_sequential_log_density(model: SingleTaskGP, start: int = 1) -> T
         raise ValueError(f"`start` must be an int >= 1, got {start!r}.")
     if model.num_outputs != 1 or len(model.batch_shape) > 0:
         raise ValueError("`model` must be a single-output, non-batched SingleTaskGP.")
-    marginal, y, log_scale = _training_marginal(model)
-    L = torch.linalg.cholesky(marginal.covariance_matrix)
-    residual = (y - marginal.mean).unsqueeze(-1)
+    log_scale = _log_outcome_scale(model)
+    mean, K, _ = training_marginal(model)
+    L = torch.linalg.cholesky(K)
+    residual = (model.train_targets - mean).unsqueeze(-1)
     z = torch.linalg.solve_triangular(L, residual, upper=False).squeeze(-1)
     sd = L.diagonal()
     log_density = -0.5 * (math.log(2 * math.pi) + z**2) - sd.log() - log_scale
     return log_density[start:]
 
 
-def _training_marginal(model: SingleTaskGP) -> tuple[Any, Tensor, Tensor | float]:
-    r"""The prior marginal (with noise) of ``model``'s training targets, the targets
-    (model units), and the log of the outcome scale (user units = model units times
-    the ``Standardize`` scale)."""
+def _log_outcome_scale(model: SingleTaskGP) -> Tensor | float:
+    r"""The log of ``model``'s outcome scale (user units = model units times the
+    ``Standardize`` scale; 0 without an outcome transform)."""
     transform = getattr(model, "outcome_transform", None)
     if isinstance(transform, Standardize):
-        log_scale: Tensor | float = transform.stdvs.squeeze().log()
-    elif transform is None:
-        log_scale = 0.0
-    else:
-        raise ValueError(
-            "`model` may only have a Standardize outcome transform, got "
-            f"{type(transform).__name__}."
-        )
-    was_training = model.training
-    model.train()
-    try:
-        with torch.no_grad():
-            inputs = model.train_inputs
-            marginal = model.likelihood(model(*inputs), *inputs)
-    finally:
-        model.train(was_training)
-    return marginal, model.train_targets, log_scale
+        return transform.stdvs.squeeze().log()
+    if transform is None:
+        return 0.0
+    raise ValueError(
+        "`model` may only have a Standardize outcome transform, got "
+        f"{type(transform).__name__}."
+    )
 
 
 def predictive_log_density(

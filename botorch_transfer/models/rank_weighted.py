@@ -52,6 +52,7 @@ from torch import Tensor
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP
 from botorch_transfer.models.delta import DeltaBOModel
+from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
 from botorch_transfer.models.task_column import on_target_inputs
@@ -129,43 +130,6 @@ def fitted_source_gp(
     while len(_SOURCE_GPS) > _SOURCE_GPS_KEPT:
         _SOURCE_GPS.popitem(last=False)
     return model
-
-
-def exact_loo_posterior(model: Model) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Closed-form leave-one-out posteriors of an exact GP at its training inputs.
-
-    With ``K`` the training targets' marginal covariance (noise included), ``r`` the
-    targets minus the prior mean and ``alpha = K^{-1} r``, point ``i`` predicted from
-    the others has mean ``t_i - alpha_i / [K^{-1}]_ii`` and latent variance ``1 /
-    [K^{-1}]_ii - noise_i`` (Rasmussen and Williams, eq. 5.12). For a residual model
-    (targets ``t = y - m(x)`` with ``m`` fixed by the source) the same shift applies
-    to ``y``, so the predictions of the observations are ``y_i - alpha_i /
-    [K^{-1}]_ii``.
-
-    Args:
-        model: A non-batched exact GP (``train_inputs``, ``train_targets``, a
-            Gaussian likelihood) with its current hyperparameters.
-
-    Returns:
-        ``(shift, variance, noise)``, each ``n``: the LOO prediction of observation
-        ``i`` is the observation (in the model's units) minus ``shift_i``.
-    """
-    was_training = model.training
-    model.train()
-    try:
-        with torch.no_grad():
-            inputs = model.train_inputs
-            prior = model(*inputs)
-            marginal = model.likelihood(prior, *inputs)
-            K = marginal.covariance_matrix
-            noise = K.diagonal() - prior.covariance_matrix.diagonal()
-            K_inv = torch.cholesky_inverse(torch.linalg.cholesky(K))
-            alpha = K_inv @ (model.train_targets - marginal.mean)
-            precision = K_inv.diagonal()
-    finally:
-        model.train(was_training)
-    variance = (precision.reciprocal() - noise).clamp_min(1e-12)
-    return alpha / precision, variance, noise
 
 
 class RankWeightedTransferGP(Model, GP, FantasizeMixin):

@@ -54,6 +54,7 @@ from botorch_transfer.models.base import (
     default_transfer_kernel,
     refuse_pathwise_sampling,
 )
+from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.source_posterior import (
     SourceLike,
     SourcePosterior,
@@ -321,25 +322,14 @@ class RGPE(SourceConditionedGP):
 
         With ``K_y = K + Sigma_noise`` and ``a = K_y^-1 (y - m)``:
         ``mu_{-j} = y_j - a_j / [K_y^-1]_jj`` and
-        ``sigma^2_{-j} = 1 / [K_y^-1]_jj - noise_j`` (the latent ``f``, not ``y``).
+        ``sigma^2_{-j} = 1 / [K_y^-1]_jj - noise_j`` (the latent ``f``, not ``y``;
+        :func:`~botorch_transfer.models.loo.exact_loo_posterior`).
 
         Returns:
             ``(mean, variance)``, each ``batch x n`` (model units).
         """
-        self.eval()
-        X = self.train_inputs[0]  # transformed in eval mode
-        y = self._target_Y
-        noise = (
-            self.likelihood.noise.expand(y.shape)
-            if self.learns_target_noise
-            else (self._target_Yvar)
-        )
-        K = self.covar_module(X).to_dense() + torch.diag_embed(noise)
-        L = psd_safe_cholesky(K)
-        K_inv = torch.cholesky_inverse(L)
-        a = (K_inv @ (y - self.mean_module(X)).unsqueeze(-1)).squeeze(-1)
-        diag = K_inv.diagonal(dim1=-2, dim2=-1)
-        return y - a / diag, (1.0 / diag - noise).clamp_min(1e-12)
+        shift, variance, _ = exact_loo_posterior(self)
+        return self._target_Y - shift, variance
 
     def ranking_losses(self, generator: torch.Generator) -> Tensor:
         r"""``batch x (K + 1) x S`` ranking losses of every model's draws."""

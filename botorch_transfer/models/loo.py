@@ -1,0 +1,134 @@
+r"""Closed-form leave-one-out (LOO) predictions of an exact GP at its training inputs.
+
+With ``K`` the training targets' marginal covariance (noise included), ``r`` the
+targets minus the prior mean and ``alpha = K^{-1} r``, training point ``i``
+predicted from the other points, with the same hyperparameters, has mean ``t_i -
+alpha_i / [K^{-1}]_ii``, observation variance ``1 / [K^{-1}]_ii`` and latent
+variance ``1 / [K^{-1}]_ii - noise_i`` (Rasmussen and Williams 2006, eq. 5.12): one
+Cholesky factor of ``K`` gives all ``n`` predictions, no refit and no rebuild.
+
+:func:`exact_loo_posterior` computes them; :func:`exact_loo_log_density` scores the
+training targets with them; :func:`training_marginal` is the prior marginal of the
+training targets both start from. Every model of the package that needs LOO
+predictions of an exact GP (the target-only GP of
+:class:`~botorch_transfer.models.guard.TransferGuard`, both parts of
+:class:`~botorch_transfer.models.rank_weighted.RankWeightedTransferGP`, the target
+GP of :class:`~botorch_transfer.models.rgpe.RGPE`) uses these functions.
+"""
+
+from __future__ import annotations
+
+import torch
+from botorch.models.model import Model
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from torch import Tensor
+
+from botorch_transfer.models.guard_scoring import normal_log_density
+
+#: Floor of the latent LOO variance (round-off can take ``1 / [K^{-1}]_ii - noise_i``
+#: to zero or below when the noise dominates).
+MIN_LOO_VARIANCE = 1e-12
+
+
+def training_marginal(model: Model) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The prior marginal of an exact GP's training targets, noise included.
+
+    The model is evaluated in train mode (the prior at its training inputs, inputs
+    transformed as in a fit) under ``torch.no_grad()``, and put back in its mode.
+
+    Args:
+        model: An exact GP (``train_inputs``, ``train_targets``, a Gaussian
+            likelihood) with its current hyperparameters, batched or not.
+
+    Returns:
+        ``(mean, covariance, noise)``: the ``batch x n`` prior mean, the ``batch x n
+        x n`` covariance of the training targets (noise included) and the ``batch x
+        n`` noise variances (the covariance's diagonal minus the prior's: the noise
+        as it enters the rounded covariance), in the model's units.
+    """
+    was_training = model.training
+    model.train()
+    try:
+        with torch.no_grad():
+            inputs = model.train_inputs
+            prior = model(*inputs)
+            marginal = model.likelihood(prior, *inputs)
+            K = marginal.covariance_matrix
+            prior_variance = prior.covariance_matrix.diagonal(dim1=-2, dim2=-1)
+            noise = K.diagonal(dim1=-2, dim2=-1) - prior_variance
+            mean = marginal.mean
+    finally:
+        model.train(was_training)
+    return mean, K, noise
+
+
+def exact_loo_posterior(
+    model: Model, observation_noise: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Closed-form leave-one-out posteriors of an exact GP at its training inputs.
+
+    With ``K`` the training targets' marginal covariance (noise included), ``r`` the
+    targets minus the prior mean and ``alpha = K^{-1} r``, point ``i`` predicted from
+    the others has mean ``t_i - alpha_i / [K^{-1}]_ii`` and latent variance ``1 /
+    [K^{-1}]_ii - noise_i`` (Rasmussen and Williams, eq. 5.12). For a residual model
+    (targets ``t = y - m(x)`` with ``m`` fixed by the source) the same shift applies
+    to ``y``, so the predictions of the observations are ``y_i - alpha_i /
+    [K^{-1}]_ii``. ``K`` is factored by ``psd_safe_cholesky`` (jitter is added only
+    where the plain Cholesky factorization fails).
+
+    Example:
+        >>> from botorch.models import SingleTaskGP
+        >>> model = SingleTaskGP(train_X, train_Y)
+        >>> shift, variance, noise = exact_loo_posterior(model)
+        >>> loo_mean = model.train_targets - shift  # point i without point i
+        >>> shift.shape == variance.shape == noise.shape == (train_X.shape[0],)
+        True
+
+    Args:
+        model: An exact GP (``train_inputs``, ``train_targets``, a Gaussian
+            likelihood) with its current hyperparameters; batched models give
+            batched results.
+        observation_noise: If ``True``, ``variance`` is the predictive variance of
+            the left-out observation, ``1 / [K^{-1}]_ii`` (noise included), instead
+            of the latent variance.
+
+    Returns:
+        ``(shift, variance, noise)``, each ``batch x n`` (model units): the LOO
+        prediction of observation ``i`` is the observation (in the model's units)
+        minus ``shift_i``, with variance ``variance_i``; ``noise_i`` is its noise
+        variance. The latent variance is floored at ``MIN_LOO_VARIANCE``.
+    """
+    mean, K, noise = training_marginal(model)
+    with torch.no_grad():
+        K_inv = torch.cholesky_inverse(psd_safe_cholesky(K))
+        residual = (model.train_targets - mean).unsqueeze(-1)
+        alpha = (K_inv @ residual).squeeze(-1)
+        precision = K_inv.diagonal(dim1=-2, dim2=-1)
+        variance = precision.reciprocal()
+        if not observation_noise:
+            variance = (variance - noise).clamp_min(MIN_LOO_VARIANCE)
+        return alpha / precision, variance, noise
+
+
+def exact_loo_log_density(model: Model) -> Tensor:
+    r"""Leave-one-out log predictive density of each training target of an exact GP.
+
+    Target ``i`` is scored under its LOO predictive ``N(t_i - shift_i, 1 /
+    [K^{-1}]_ii)`` (:func:`exact_loo_posterior` with ``observation_noise=True``),
+    in the model's units: for densities of outcomes in other units, subtract the
+    log of the outcome scale.
+
+    Example:
+        >>> from botorch.models import SingleTaskGP
+        >>> model = SingleTaskGP(train_X, train_Y, outcome_transform=None)
+        >>> score = exact_loo_log_density(model).mean()  # higher is better
+
+    Args:
+        model: An exact GP (see :func:`exact_loo_posterior`).
+
+    Returns:
+        ``batch x n`` log densities.
+    """
+    shift, variance, _ = exact_loo_posterior(model, observation_noise=True)
+    targets = model.train_targets
+    return normal_log_density(targets, targets - shift, variance)
