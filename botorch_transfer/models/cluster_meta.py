@@ -92,9 +92,11 @@ class ClusterMetaPriorGP(SourceConditionedGP):
         >>> weights = None
         >>> for t in range(T):
         ...     model = ClusterMetaPriorGP(X, Y, prior=prior, weights=weights)
-        ...     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        ...     mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        ...     mll = fit_gpytorch_mll(mll)
         ...     x_next, _ = optimize_acqf(
-        ...         UpperConfidenceBound(model, beta=3.0), bounds, q=1, ...
+        ...         UpperConfidenceBound(model, beta=3.0), bounds, q=1,
+        ...         num_restarts=4, raw_samples=128,
         ...     )
         ...     weights = model.updated_weights()  # p(cluster | target data)
         ...     X, Y = torch.cat([X, x_next]), torch.cat([Y, f(x_next)])

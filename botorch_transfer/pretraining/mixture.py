@@ -67,7 +67,7 @@ class PretrainedPriorMixture(Module):
 
     Example:
         >>> mixture = PretrainedPriorMixture([prior_a, prior_b], cluster_sizes=[12, 7])
-        >>> weights = mixture.posterior_weights(X, Y)  # p(cluster | X, Y)
+        >>> weights = mixture.posterior_weights(X, Y.squeeze(-1))  # p(cluster | X, Y)
         >>> mixture.mean(X_test, weights).shape
         torch.Size([5])
     """
@@ -221,7 +221,19 @@ class PretrainedPriorMixture(Module):
 
         Returns:
             ``batch_shape x C`` log marginal likelihoods (0 for ``n = 0``).
+
+        Raises:
+            ValueError: If ``Y`` (or ``Yvar``) is not shaped like ``X`` without its
+                last dimension (e.g. an ``n x 1`` ``train_Y``, which would
+                broadcast into ``n`` batches).
         """
+        for name, value in (("Y", Y), ("Yvar", Yvar)):
+            if value is not None and value.shape != X.shape[:-1]:
+                raise ValueError(
+                    f"`{name}` must have shape {tuple(X.shape[:-1])} (`X`'s without "
+                    f"its last dimension; squeeze an n x 1 `train_Y`), got "
+                    f"{tuple(value.shape)}."
+                )
         values = []
         eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
         for component in self.components:

@@ -278,6 +278,12 @@ def test_bad_input(mixture):
         PretrainedPriorGP(X, Y, prior=mixture, fine_tune=True)
     with pytest.raises(UnsupportedError, match="PretrainedPriorMixture"):
         PretrainedPriorGP(X, Y, prior=two_d).cluster_weights
+    # an n x 1 train_Y would broadcast into n batches of weights
+    X2 = torch.rand(3, 2, dtype=F64)
+    with pytest.raises(ValueError, match="`Y` must have shape"):
+        mixture.posterior_weights(X2, Y)
+    with pytest.raises(ValueError, match="`Yvar` must have shape"):
+        mixture.log_likelihoods(X2, Y.squeeze(-1), torch.ones(3, 1, dtype=F64))
 
 
 def test_save_and_load(mixture, tmp_path):
