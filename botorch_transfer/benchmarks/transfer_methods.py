@@ -59,14 +59,16 @@ from botorch_transfer.benchmarks.methods import (
 )
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.pooled import source_fitted_kernel
+from botorch_transfer.models.rank_weighted import fitted_source_gp
 from botorch_transfer.models.source_posterior import (
+    FIT_MAX_POINTS,
     GPSourcePosterior,
     SourcePosterior,
     source_posterior_from_model,
 )
 
 #: Largest number of source points ``deltabo-fitted`` fits its source GP on.
-SOURCE_FIT_MAX_N = 1000
+SOURCE_FIT_MAX_N = FIT_MAX_POINTS
 
 
 def maximize(problem: TransferProblem, acqf: AcquisitionFunction) -> Tensor:
@@ -412,35 +414,20 @@ def _unit_cube(problem: TransferProblem) -> Normalize:
 def fitted_source_model(problem: TransferProblem, source: TaskData) -> SingleTaskGP:
     r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run.
 
-    Above ``SOURCE_FIT_MAX_N`` points the hyperparameters are fitted on a fixed
-    random subset of that size (an exact fit costs O(N^3) per optimizer step),
-    then the GP on all points uses them.
+    :func:`~botorch_transfer.models.rank_weighted.fitted_source_gp` on the unit
+    cube: above ``SOURCE_FIT_MAX_N`` points the hyperparameters are fitted on a
+    fixed random subset of that size (an exact fit costs O(N^3) per optimizer
+    step), then the GP on all points uses them.
 
     Args:
         problem: The problem (its bounds).
         source: The source observations with their noise variances.
 
     Returns:
-        The fitted ``SingleTaskGP`` on all source points.
+        The fitted ``SingleTaskGP`` on all source points (shared by the runs with
+        the same source data: do not modify it).
     """
-    X, Y, Yvar = source.X, source.Y, source.Yvar
-    n = X.shape[0]
-    subset = slice(None)
-    if n > SOURCE_FIT_MAX_N:
-        gen = torch.Generator().manual_seed(0)
-        subset = torch.randperm(n, generator=gen)[:SOURCE_FIT_MAX_N]
-    model = SingleTaskGP(
-        X[subset],
-        Y[subset],
-        train_Yvar=Yvar[subset],
-        input_transform=_unit_cube(problem),
-    )
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    if n <= SOURCE_FIT_MAX_N:
-        return model
-    full = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=_unit_cube(problem))
-    full.load_state_dict(hyperparameters(model), strict=False)
-    return full
+    return fitted_source_gp(source, _unit_cube(problem))
 
 
 def fitted_source_posterior(
