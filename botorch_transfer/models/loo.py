@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 from botorch.models.model import Model
+from gpytorch.models import ExactGP
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
@@ -34,7 +35,8 @@ def training_marginal(model: Model) -> tuple[Tensor, Tensor, Tensor]:
     r"""The prior marginal of an exact GP's training targets, noise included.
 
     The model is evaluated in train mode (the prior at its training inputs, inputs
-    transformed as in a fit) under ``torch.no_grad()``, and put back in its mode.
+    transformed as in a fit) under ``torch.no_grad()``, and put back in its mode
+    with its prediction caches.
 
     Args:
         model: An exact GP (``train_inputs``, ``train_targets``, a Gaussian
@@ -47,6 +49,16 @@ def training_marginal(model: Model) -> tuple[Tensor, Tensor, Tensor]:
         as it enters the rounded covariance), in the model's units.
     """
     was_training = model.training
+    # neither the data nor the hyperparameters change: a model in eval mode keeps
+    # its prediction caches, which train() would drop (an acquisition function
+    # evaluating the model would otherwise rebuild them)
+    strategies = {}
+    if not was_training:
+        strategies = {
+            name: module.prediction_strategy
+            for name, module in model.named_modules()
+            if isinstance(module, ExactGP)
+        }
     model.train()
     try:
         with torch.no_grad():
@@ -59,6 +71,9 @@ def training_marginal(model: Model) -> tuple[Tensor, Tensor, Tensor]:
             mean = marginal.mean
     finally:
         model.train(was_training)
+        for name, module in model.named_modules():
+            if name in strategies:
+                module.prediction_strategy = strategies[name]
     return mean, K, noise
 
 

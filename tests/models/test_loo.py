@@ -170,5 +170,19 @@ def test_the_model_keeps_its_mode_and_its_training_inputs(training):
     torch.testing.assert_close(model.train_inputs[0], inputs, rtol=0, atol=0)
 
 
+def test_a_model_in_eval_mode_keeps_its_prediction_cache():
+    # acquisition functions evaluate a model whose weights need the LOO (RGPE):
+    # the LOO must not make every later posterior rebuild the cache
+    model = make_gp(fixed_noise=False)
+    model.eval()
+    X = torch.rand(3, model.train_inputs[0].shape[-1], dtype=torch.float64)
+    before = model.posterior(X).mean
+    strategy = model.prediction_strategy
+    assert strategy is not None
+    exact_loo_posterior(model)
+    assert model.prediction_strategy is strategy
+    torch.testing.assert_close(model.posterior(X).mean, before, rtol=0, atol=0)
+
+
 def test_rank_weighted_module_exports_the_same_function():
     assert rank_weighted.exact_loo_posterior is exact_loo_posterior
