@@ -15,6 +15,9 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   weight;
 - ``hyperbo-clustered-ucb1-skip``: the README's PretrainedPriorGP loop:
   ``pretrain_clustered_prior`` and UCB with ``beta = 1``, without re-queries;
+- ``hyperbo-clustered-ranked-ucb1-skip``: the same with the prior weighed against
+  a target-only GP by leave-one-out ranking
+  (:class:`~botorch_transfer.RankWeightedPriorGP`);
 - ``hyperbo-nll`` / ``hyperbo-ekl``: :class:`~botorch_transfer.PretrainedPriorGP` on a
   prior pre-trained once per split with that objective, PI with threshold
   ``max(y) + 0.1`` in the prior's standardized units;
@@ -54,6 +57,7 @@ from botorch_transfer import (
     PretrainedPrior,
     PretrainedPriorGP,
     PretrainedPriorMixture,
+    RankWeightedPriorGP,
     TaskData,
     build_cluster_prior,
     hyperbo_probability_of_improvement,
@@ -214,6 +218,9 @@ class HyperBO(Method):
             (``pretrain_clustered_prior``, the default objective) and mix them
             with the clusters' posterior probabilities.
         beta: UCB's weight (default ``README_UCB_BETA``, stbo-ucb's).
+        ranked: Weigh the prior against a target-only GP by leave-one-out ranking
+            (:class:`~botorch_transfer.RankWeightedPriorGP`, fitted every
+            iteration; the prior alone before the first target point).
     """
 
     protocols = (META,)
@@ -227,9 +234,15 @@ class HyperBO(Method):
         prior_scale_dof: float | None = None,
         clustered: bool = False,
         beta: float = README_UCB_BETA,
+        ranked: bool = False,
     ) -> None:
         if clustered and objective is not None:
             raise ValueError("`clustered` pre-trains the default objective only.")
+        if ranked and (fine_tune or prior_scale_dof is not None):
+            raise ValueError(
+                "`ranked` weighs the frozen prior: no `fine_tune` or `prior_scale_dof`."
+            )
+        self.ranked = ranked
         self.clustered = clustered
         self.objective = objective
         self.acquisition = acquisition
@@ -251,14 +264,17 @@ class HyperBO(Method):
         return HyperBOState(prior, data.pool)
 
     def propose(self, state: HyperBOState, X: Tensor, Y: Tensor) -> Tensor:
-        model = PretrainedPriorGP(
-            X,
-            Y,
-            prior=state.prior,
-            fine_tune=self.fine_tune,
-            prior_scale_dof=self.prior_scale_dof,
-        )
-        if self.fine_tune:
+        if self.ranked and X.shape[-2] > 0:
+            model = RankWeightedPriorGP(X, Y, prior=state.prior)
+        else:
+            model = PretrainedPriorGP(
+                X,
+                Y,
+                prior=state.prior,
+                fine_tune=self.fine_tune,
+                prior_scale_dof=self.prior_scale_dof,
+            )
+        if self.fine_tune or isinstance(model, RankWeightedPriorGP):
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         if self.acquisition == "ucb":
             acqf = UpperConfidenceBound(model, beta=self.beta)
@@ -735,6 +751,19 @@ register_method(
         None, "ucb", skip_queried=True, clustered=True, beta=PRETRAINED_PRIOR_UCB_BETA
     ),
     "the README's PretrainedPriorGP loop: hyperbo-clustered-skip with UCB beta = 1",
+)
+register_method(
+    "hyperbo-clustered-ranked-ucb1-skip",
+    HyperBO(
+        None,
+        "ucb",
+        skip_queried=True,
+        clustered=True,
+        beta=PRETRAINED_PRIOR_UCB_BETA,
+        ranked=True,
+    ),
+    "hyperbo-clustered-ucb1-skip with the prior weighed against a target-only GP by "
+    "leave-one-out ranking (RankWeightedPriorGP)",
 )
 register_method(
     "hyperbo-clustered-scale-ucb1-skip",

@@ -24,6 +24,7 @@ from botorch_transfer.models.randomized_nn import (
     RandomizedNNEnsemble,
 )
 from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
+from botorch_transfer.models.rank_weighted_prior import RankWeightedPriorGP
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
@@ -47,6 +48,7 @@ __all__ = [
     "PretrainedPriorGP",
     "RGPE",
     "RandomizedNNEnsemble",
+    "RankWeightedPriorGP",
     "RankWeightedTransferGP",
     "SourceConditionedGP",
     "SourcePosterior",

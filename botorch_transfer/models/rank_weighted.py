@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -130,6 +131,52 @@ def fitted_source_gp(
     while len(_SOURCE_GPS) > _SOURCE_GPS_KEPT:
         _SOURCE_GPS.popitem(last=False)
     return model
+
+
+def loo_ranking_losses(
+    parts: Sequence[tuple[Model, Tensor]], num_samples: int, seed: int
+) -> Tensor:
+    r"""Ranking losses of leave-one-out draws of exact GPs on the same target points.
+
+    Each model's closed-form leave-one-out posteriors at its training points
+    (:func:`exact_loo_posterior`) are drawn ``num_samples`` times (one generator
+    seeded with ``seed``, drawn on the CPU for every model in turn, so that a seed
+    gives the same losses on every device), and each draw's misordered pairs of
+    the observations are counted (:func:`~botorch_transfer.models.rgpe.ranking_loss`).
+
+    Args:
+        parts: ``(model, y)`` pairs: an exact GP and its ``n`` observations in the
+            units of its training targets (for a residual model, the observations,
+            not the residuals).
+        num_samples: Draws per model.
+        seed: Seed of the draws.
+
+    Returns:
+        ``len(parts) x num_samples`` losses.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
+    for model, y in parts:
+        shift, variance, _ = exact_loo_posterior(model)
+        z = torch.randn(num_samples, y.shape[-1], generator=generator, dtype=y.dtype)
+        draws = (y - shift) + variance.sqrt() * z.to(y.device)
+        losses.append(ranking_loss(draws, y))
+    return torch.stack(losses)
+
+
+def weighted_combination(
+    parts: Sequence[GPyTorchPosterior], weights: Sequence[float]
+) -> GPyTorchPosterior:
+    r"""RGPE's combination of single-output posteriors over the same points: mean
+    ``sum_k w_k mu_k``, covariance ``sum_k w_k^2 Sigma_k`` (the weighted sum of
+    independent GPs). A part without weight adds nothing (not even a NaN)."""
+    mean, covariance = 0.0, 0.0
+    for weight, part in zip(weights, parts, strict=True):
+        if weight == 0.0:
+            continue
+        mean = mean + weight * part.mean.squeeze(-1)
+        covariance = covariance + weight**2 * part.distribution.covariance_matrix
+    return GPyTorchPosterior(MultivariateNormal(mean, covariance))
 
 
 class RankWeightedTransferGP(Model, GP, FantasizeMixin):
@@ -406,21 +453,11 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     def ranking_losses(self) -> Tensor:
         r"""``2 x num_samples`` ranking losses of leave-one-out draws of the
         transfer model (first) and the target-only GP (second)."""
-        generator = torch.Generator().manual_seed(self.seed)
-        losses = []
-        for model, y in (
+        parts = (
             (self.transfer_model, self.transfer_model._target_Y),
             (self.target_model, self.target_model.train_targets),
-        ):
-            shift, variance, _ = exact_loo_posterior(model)
-            # drawn on the CPU (the generator's device), so a seed gives the same
-            # weight on every device
-            z = torch.randn(
-                self.num_samples, y.shape[-1], generator=generator, dtype=y.dtype
-            )
-            draws = (y - shift) + variance.sqrt() * z.to(y.device)
-            losses.append(ranking_loss(draws, y))
-        return torch.stack(losses)
+        )
+        return loo_ranking_losses(parts, self.num_samples, self.seed)
 
     def update_weight(self) -> float:
         r"""Recompute :attr:`transfer_weight` from the target data (0.5 with fewer
@@ -475,13 +512,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             model.posterior(X, observation_noise=observation_noise)
             for model in (self.transfer_model, self.target_model)
         ]
-        mean, covariance = 0.0, 0.0
-        for weight, part in zip((w, 1.0 - w), parts, strict=True):
-            if weight == 0.0:  # a model without weight adds nothing (not even NaN)
-                continue
-            mean = mean + weight * part.mean.squeeze(-1)
-            covariance = covariance + weight**2 * part.distribution.covariance_matrix
-        posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
+        posterior = weighted_combination(parts, (w, 1.0 - w))
         if posterior_transform is not None:
             return posterior_transform(posterior)
         return posterior
