@@ -393,7 +393,10 @@ class WorkerPool:
             records (e.g. ``"worker process 123 was killed by SIGKILL (e.g. by the
             out-of-memory killer)"``).
         """
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # a broken pool's manager thread fails the futures first and then reaps its
+        # workers: waiting for it means no two threads reap one worker (the loser
+        # of that race would read no exit status)
+        self._pool.shutdown(wait=True, cancel_futures=True)
         lost = []
         for pid, process in self._processes.items():
             # a killed process closes its pipes before its exit status is known
