@@ -147,3 +147,43 @@ def exact_loo_log_density(model: Model) -> Tensor:
     shift, variance, _ = exact_loo_posterior(model, observation_noise=True)
     targets = model.train_targets
     return normal_log_density(targets, targets - shift, variance)
+
+
+def leave_input_out_shift(
+    covariance: Tensor, residual: Tensor, inputs: Tensor
+) -> Tensor:
+    r"""Closed-form leave-input-out predictions: all observations at one input
+    predicted from the observations at the other inputs.
+
+    Replicates at one input predict each other, so plain LOO credits a GP that
+    explains only its replicates. Leaving out the group ``G`` of observations at
+    one input, with ``alpha = K^{-1} r``, the group's prediction is ``t_G -
+    ([K^{-1}]_GG)^{-1} alpha_G`` (the block form of Rasmussen and Williams, eq.
+    5.12; at an input without replicates, plain LOO).
+
+    Args:
+        covariance: ``n x n`` marginal covariance of the targets (noise included).
+        residual: ``n`` targets minus the prior mean.
+        inputs: ``n x d`` inputs; rows that are exactly equal form one group.
+
+    Returns:
+        ``n`` shifts: the leave-input-out prediction of target ``i`` is the target
+        minus ``shift_i``.
+    """
+    if covariance.dim() != 2 or residual.dim() != 1 or inputs.dim() != 2:
+        raise ValueError(
+            "`covariance`, `residual` and `inputs` must be n x n, n and n x d "
+            f"(not batched), got {tuple(covariance.shape)}, {tuple(residual.shape)} "
+            f"and {tuple(inputs.shape)}."
+        )
+    K_inv = torch.cholesky_inverse(psd_safe_cholesky(covariance))
+    alpha = K_inv @ residual
+    shift = alpha / K_inv.diagonal()
+    _, group, counts = torch.unique(
+        inputs, dim=0, return_inverse=True, return_counts=True
+    )
+    for g in torch.nonzero(counts > 1).flatten().tolist():
+        rows = torch.nonzero(group == g).flatten()
+        block = K_inv[rows][:, rows]
+        shift[rows] = torch.linalg.solve(block, alpha[rows])
+    return shift

@@ -24,12 +24,23 @@ median loss is above the target-only GP's 95th percentile (RGPE's weight-dilutio
 rule). The weight is recomputed from all target data at every fit: nothing a few
 noisy points decide is final, and nothing carries over from one iteration to the
 next.
+
+A source whose GP cannot predict its own observations at left-out inputs (its
+leave-input-out ``R^2``, :func:`~botorch_transfer.models.source_skill.source_skill`,
+below ``min_source_skill``) carries no structure to transfer: the transfer model
+then gets weight 0 at every fit, and the model warns once
+(``UninformativeSourceWarning``). The ranking cannot see this from a few target
+points: a transfer model with its own fitted difference ranks them about as well
+as the target-only GP, while away from them it follows a source that says
+nothing.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import math
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -56,6 +67,10 @@ from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
+from botorch_transfer.models.source_skill import (
+    UninformativeSourceWarning,
+    source_skill,
+)
 from botorch_transfer.models.task_column import on_target_inputs
 
 #: Fitted source GPs kept by value (a BO loop rebuilds the model every iteration
@@ -179,6 +194,18 @@ def weighted_combination(
     return GPyTorchPosterior(MultivariateNormal(mean, covariance))
 
 
+def _checked_min_skill(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`min_source_skill` must be a float or None, got {value!r}.")
+    if math.isnan(value) or value > 1.0:
+        raise ValueError(
+            f"`min_source_skill` must be at most 1 (an R^2), got {value!r}."
+        )
+    return float(value)
+
+
 class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     r"""A source-kernel transfer GP and a target-only GP, weighted by ranking evidence.
 
@@ -210,6 +237,10 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             a smaller factor makes each acquisition evaluation cheaper on large
             sources. ``1e-10`` gives the factor of the exact posterior's numerical
             rank.
+        min_source_skill: The source GP's leave-input-out ``R^2`` on its own data
+            below which the source is taken to carry no structure and the transfer
+            model gets weight 0 (default ``0.1``); ``None`` never does this. The
+            skill is not measured with fewer than 10 distinct source inputs.
         num_samples: Draws of the leave-one-out ranking losses.
         seed: Seed of the draws (the weight is a deterministic function of the data
             and the hyperparameters).
@@ -252,6 +283,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         source: TaskData | SingleTaskGP,
         source_map: str = "affine",
         source_tolerance: float = 1e-6,
+        min_source_skill: float | None = 0.1,
         num_samples: int = 256,
         seed: int = 0,
         task_feature: int | None = None,
@@ -292,6 +324,18 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             columns = [i for i in range(width) if i != task_feature % width][:d]
             input_transform = on_target_inputs(input_transform, columns, width)
         source_gp = self._source_gp(source, train_X, input_transform)
+        self.source_skill = source_skill(source_gp)
+        self.min_source_skill = _checked_min_skill(min_source_skill)
+        if self.source_uninformative:
+            warnings.warn(
+                "The source GP predicts its own observations at left-out inputs with "
+                f"R^2 = {self.source_skill:.3f}, below `min_source_skill` = "
+                f"{self.min_source_skill}: the source carries no structure to "
+                "transfer, and the model acts as its target-only GP (transfer_weight "
+                "0). Check that the source's inputs and outcomes belong together.",
+                UninformativeSourceWarning,
+                stacklevel=2,
+            )
         # the difference shares the source kernel's shape, with its own amplitude
         shape = copy.deepcopy(source_gp.covar_module)
         for p in shape.parameters():
@@ -459,9 +503,22 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         )
         return loo_ranking_losses(parts, self.num_samples, self.seed)
 
+    @property
+    def source_uninformative(self) -> bool:
+        r"""Whether the source's skill (:attr:`source_skill`, the source GP's
+        leave-input-out ``R^2``) is below ``min_source_skill``: the transfer model
+        then has weight 0."""
+        if self.min_source_skill is None or math.isnan(self.source_skill):
+            return False
+        return self.source_skill < self.min_source_skill
+
     def update_weight(self) -> float:
-        r"""Recompute :attr:`transfer_weight` from the target data (0.5 with fewer
-        than 2 target points: no pair to rank)."""
+        r"""Recompute :attr:`transfer_weight` from the target data (0 for an
+        uninformative source, see :attr:`source_uninformative`; 0.5 with fewer than
+        2 target points: no pair to rank)."""
+        if self.source_uninformative:
+            self._weight = 0.0
+            return self._weight
         if self.target_model.train_targets.shape[-1] < 2:
             self._weight = 0.5
             return self._weight
