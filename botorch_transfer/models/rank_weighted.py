@@ -470,9 +470,14 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     ) -> MarginalLogLikelihood:
         r"""Called by ``fit_gpytorch_mll``: fits the transfer model and the
         target-only GP (each by its exact marginal likelihood, with
-        ``fit_gpytorch_mll``'s keyword arguments), then recomputes the weight."""
+        ``fit_gpytorch_mll``'s keyword arguments), then recomputes the weight. For
+        an uninformative source (:attr:`source_uninformative`) only the target-only
+        GP is fitted: the transfer model has no weight."""
         kwargs.pop("closure", None)  # a closure of the outer mll fits neither GP
-        for model in (self.transfer_model, self.target_model):
+        models = (self.transfer_model, self.target_model)
+        if self.source_uninformative:  # the transfer model has no weight
+            models = (self.target_model,)
+        for model in models:
             fit_gpytorch_mll(
                 ExactMarginalLogLikelihood(model.likelihood, model), **kwargs
             )
@@ -565,11 +570,13 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
                 f"{output_indices!r}."
             )
         w = self.transfer_weight
+        weighted = [(w, self.transfer_model), (1.0 - w, self.target_model)]
+        weighted = [(weight, model) for weight, model in weighted if weight > 0.0]
         parts = [
             model.posterior(X, observation_noise=observation_noise)
-            for model in (self.transfer_model, self.target_model)
+            for _, model in weighted
         ]
-        posterior = weighted_combination(parts, (w, 1.0 - w))
+        posterior = weighted_combination(parts, [weight for weight, _ in weighted])
         if posterior_transform is not None:
             return posterior_transform(posterior)
         return posterior

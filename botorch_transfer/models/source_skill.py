@@ -64,7 +64,7 @@ def source_skill(source_gp: SingleTaskGP) -> float:
     if source_gp in _SKILLS:
         return _SKILLS[source_gp]
     (X,) = source_gp.train_inputs  # transformed inputs, as the kernel sees them
-    t = source_gp.train_targets
+    t = source_gp.train_targets.detach()
     if X.dim() != 2 or t.dim() != 1:
         raise ValueError(
             "`source_gp` must be a single-output, non-batched SingleTaskGP, got "

@@ -13,6 +13,7 @@ from botorch_transfer.models import rank_weighted
 from botorch_transfer.models.loo import (
     exact_loo_log_density,
     exact_loo_posterior,
+    leave_input_out_shift,
     training_marginal,
 )
 
@@ -186,3 +187,43 @@ def test_a_model_in_eval_mode_keeps_its_prediction_cache():
 
 def test_rank_weighted_module_exports_the_same_function():
     assert rank_weighted.exact_loo_posterior is exact_loo_posterior
+
+
+def test_leave_input_out_predicts_each_inputs_replicates_from_the_other_inputs():
+    # 6 inputs, three of them observed 2-3 times: each group of replicates left out
+    # together, predicted by plain Gaussian conditioning on the rest
+    gen = torch.Generator().manual_seed(3)
+    inputs = torch.rand(6, D, generator=gen, dtype=F64)
+    X = inputs[torch.tensor([0, 1, 1, 2, 3, 3, 3, 4, 5, 5])]
+    n = X.shape[0]
+    y = torch.sin(4 * X).sum(-1) + 0.1 * torch.randn(n, generator=gen, dtype=F64)
+    sq = (X.unsqueeze(-2) - X.unsqueeze(-3)).square().sum(-1)
+    K = torch.exp(-sq / (2 * 0.4**2)) + torch.diag(
+        0.01 + 0.02 * torch.rand(n, generator=gen, dtype=F64)
+    )
+    m = 0.3
+    shift = leave_input_out_shift(K, y - m, X)
+    for row in range(n):
+        out = (X == X[row]).all(-1)
+        keep = ~out
+        K_rest = K[keep][:, keep]
+        mean = m + K[row, keep] @ torch.linalg.solve(K_rest, y[keep] - m)
+        torch.testing.assert_close(y[row] - shift[row], mean, **TOL)
+    # without replicates it is plain LOO
+    model = make_gp(fixed_noise=True)
+    mean, K, _ = training_marginal(model)
+    loo_shift, _, _ = exact_loo_posterior(model)
+    (inputs,) = model.train_inputs
+    torch.testing.assert_close(
+        leave_input_out_shift(K, model.train_targets - mean, inputs), loo_shift, **TOL
+    )
+
+
+def test_leave_input_out_rejects_batched_arguments():
+    K = torch.eye(3, dtype=F64)
+    with pytest.raises(ValueError, match="not batched"):
+        leave_input_out_shift(
+            K.expand(2, 3, 3),
+            torch.zeros(2, 3, dtype=F64),
+            torch.zeros(2, 3, 1, dtype=F64),
+        )

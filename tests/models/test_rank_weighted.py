@@ -23,6 +23,10 @@ from botorch_transfer.models.rank_weighted import (
     fitted_source_gp,
 )
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
+from botorch_transfer.models.source_skill import (
+    UninformativeSourceWarning,
+    source_skill,
+)
 
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 
@@ -219,9 +223,54 @@ def test_related_source_gets_weight_and_a_scrambled_one_loses_it():
     related = fitted(RankWeightedTransferGP(X, Y, source=source))
     perm = torch.randperm(60, generator=torch.Generator().manual_seed(1))
     scrambled = TaskData(source.X, source.Y[perm])
-    unrelated = fitted(RankWeightedTransferGP(X, Y, source=scrambled))
+    # the ranking alone (the skill check off) weights the scrambled source down
+    unrelated = fitted(
+        RankWeightedTransferGP(X, Y, source=scrambled, min_source_skill=None)
+    )
     assert related.transfer_weight > 0.6
     assert unrelated.transfer_weight < related.transfer_weight
+    assert not related.source_uninformative and related.source_skill > 0.9
+
+
+def test_a_source_without_structure_gets_no_weight_and_a_warning():
+    # a scrambled source predicts none of its own left-out inputs: weight 0 at every
+    # fit, and the posterior is the target-only GP's
+    source, X, Y = make_data(n=12, n_source=60)
+    perm = torch.randperm(60, generator=torch.Generator().manual_seed(1))
+    scrambled = TaskData(source.X, source.Y[perm])
+    transform = Normalize(2, bounds=BOUNDS)
+    with pytest.warns(UninformativeSourceWarning, match="R\\^2 = .*`min_source_skill`"):
+        model = RankWeightedTransferGP(
+            X, Y, source=scrambled, input_transform=transform
+        )
+    assert model.source_uninformative
+    gp = fitted_source_gp(scrambled, transform)
+    assert model.source_skill == source_skill(gp) < 0.1
+    fitted(model)
+    assert model.transfer_weight == 0.0
+    target_only = fitted(
+        SingleTaskGP(X, Y, input_transform=Normalize(2, bounds=BOUNDS))
+    )
+    Xt = torch.rand(4, 2, generator=torch.Generator().manual_seed(3), dtype=X.dtype)
+    expected = target_only.posterior(Xt)
+    posterior = model.posterior(Xt)
+    torch.testing.assert_close(posterior.mean, expected.mean)
+    torch.testing.assert_close(posterior.variance, expected.variance)
+    # a threshold below its skill, or none, leaves the weight to the ranking
+    for threshold in (None, -1.0):
+        kept = fitted(
+            RankWeightedTransferGP(
+                X,
+                Y,
+                source=scrambled,
+                input_transform=transform,
+                min_source_skill=threshold,
+            )
+        )
+        assert not kept.source_uninformative
+        generator = torch.Generator().manual_seed(kept.seed + 1)
+        ranked = ranking_weights(kept.ranking_losses(), generator)[0]
+        assert kept.transfer_weight == pytest.approx(float(ranked))
 
 
 def test_too_few_points_to_rank_split_evenly():
@@ -297,6 +346,10 @@ def test_bad_input_names_the_argument():
         RankWeightedTransferGP(X, Y, source=source, num_samples=0)
     with pytest.raises(TypeError, match="`outcome_transform`"):
         RankWeightedTransferGP(X, Y, source=source, outcome_transform=Normalize(1))
+    with pytest.raises(ValueError, match="`min_source_skill`"):
+        RankWeightedTransferGP(X, Y, source=source, min_source_skill=1.5)
+    with pytest.raises(TypeError, match="`min_source_skill`"):
+        RankWeightedTransferGP(X, Y, source=source, min_source_skill="0.1")
     model = RankWeightedTransferGP(X, Y, source=source)
     with pytest.raises(ValueError, match="`output_indices`"):
         model.posterior(X, output_indices=[1])
