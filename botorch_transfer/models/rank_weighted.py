@@ -42,30 +42,24 @@ import hashlib
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
-from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
-from botorch.models.model import FantasizeMixin, Model
+from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
-from botorch.posteriors import GPyTorchPosterior
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
-from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
-from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
-from gpytorch.models import GP
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP
 from botorch_transfer.models.delta import DeltaBOModel
-from botorch_transfer.models.loo import exact_loo_posterior
-from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
+from botorch_transfer.models.rank_combination import RankWeightedCombination
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
 from botorch_transfer.models.source_skill import (
     UninformativeSourceWarning,
@@ -148,52 +142,6 @@ def fitted_source_gp(
     return model
 
 
-def loo_ranking_losses(
-    parts: Sequence[tuple[Model, Tensor]], num_samples: int, seed: int
-) -> Tensor:
-    r"""Ranking losses of leave-one-out draws of exact GPs on the same target points.
-
-    Each model's closed-form leave-one-out posteriors at its training points
-    (:func:`exact_loo_posterior`) are drawn ``num_samples`` times (one generator
-    seeded with ``seed``, drawn on the CPU for every model in turn, so that a seed
-    gives the same losses on every device), and each draw's misordered pairs of
-    the observations are counted (:func:`~botorch_transfer.models.rgpe.ranking_loss`).
-
-    Args:
-        parts: ``(model, y)`` pairs: an exact GP and its ``n`` observations in the
-            units of its training targets (for a residual model, the observations,
-            not the residuals).
-        num_samples: Draws per model.
-        seed: Seed of the draws.
-
-    Returns:
-        ``len(parts) x num_samples`` losses.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for model, y in parts:
-        shift, variance, _ = exact_loo_posterior(model)
-        z = torch.randn(num_samples, y.shape[-1], generator=generator, dtype=y.dtype)
-        draws = (y - shift) + variance.sqrt() * z.to(y.device)
-        losses.append(ranking_loss(draws, y))
-    return torch.stack(losses)
-
-
-def weighted_combination(
-    parts: Sequence[GPyTorchPosterior], weights: Sequence[float]
-) -> GPyTorchPosterior:
-    r"""RGPE's combination of single-output posteriors over the same points: mean
-    ``sum_k w_k mu_k``, covariance ``sum_k w_k^2 Sigma_k`` (the weighted sum of
-    independent GPs). A part without weight adds nothing (not even a NaN)."""
-    mean, covariance = 0.0, 0.0
-    for weight, part in zip(weights, parts, strict=True):
-        if weight == 0.0:
-            continue
-        mean = mean + weight * part.mean.squeeze(-1)
-        covariance = covariance + weight**2 * part.distribution.covariance_matrix
-    return GPyTorchPosterior(MultivariateNormal(mean, covariance))
-
-
 def _checked_min_skill(value: Any) -> float | None:
     if value is None:
         return None
@@ -206,7 +154,7 @@ def _checked_min_skill(value: Any) -> float | None:
     return float(value)
 
 
-class RankWeightedTransferGP(Model, GP, FantasizeMixin):
+class RankWeightedTransferGP(RankWeightedCombination):
     r"""A source-kernel transfer GP and a target-only GP, weighted by ranking evidence.
 
     See the module docstring for the model. Build it every BO iteration as you build a
@@ -271,6 +219,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     #: The transfer input's argument (what Ax's ``model_options`` must give when
     #: the training data hold no source task).
     transfer_argument: ClassVar[str] = "source"
+    knowledge_model_name: ClassVar[str] = "transfer_model"
 
     def __init__(
         self,
@@ -290,11 +239,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         target_task_value: float | None = None,
         source_only_features: int = 0,
     ) -> None:
-        super().__init__()
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool):
-            raise TypeError(f"`num_samples` must be an int, got {num_samples!r}.")
-        if num_samples < 1:
-            raise ValueError(f"`num_samples` must be positive, got {num_samples}.")
+        super().__init__(num_samples=num_samples, seed=seed)
         if torch.is_tensor(train_X) and train_X.dim() != 2:
             raise ValueError(
                 "`train_X` must have shape n x d (batched training data are not "
@@ -315,7 +260,6 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
                 "`outcome_transform` must be None or Standardize(m=1), got "
                 f"{type(outcome_transform).__name__}."
             )
-        self.num_samples, self.seed = num_samples, seed
         if task_feature is not None and input_transform is not None:
             # a transform over Ax's query layout acts on the d inputs here, in all
             # three GPs (as in the transfer model, which also checks the layout)
@@ -364,7 +308,6 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             outcome_transform=copy.deepcopy(outcome_transform),
             input_transform=copy.deepcopy(input_transform),
         )
-        self._weight: float | None = None
 
     @staticmethod
     def _source_gp(
@@ -458,55 +401,37 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
         inputs = super().construct_inputs(training_data=training_data)
         return {**inputs, **kwargs}
 
-    # ----------------------------------------------------------------- fitting
-    @property
-    def likelihood(self):
-        r"""The target-only GP's likelihood (what ``ExactMarginalLogLikelihood``
-        is built with; :meth:`custom_fit` fits both GPs)."""
-        return self.target_model.likelihood
+    # ------------------------------------------------------------------- hooks
+    def _ranked_targets(self) -> Tensor:
+        # the transfer model's targets are residuals: rank its draws of the
+        # observations
+        return self.transfer_model._target_Y
 
-    def custom_fit(
-        self, mll: MarginalLogLikelihood, **kwargs: Any
-    ) -> MarginalLogLikelihood:
-        r"""Called by ``fit_gpytorch_mll``: fits the transfer model and the
-        target-only GP (each by its exact marginal likelihood, with
-        ``fit_gpytorch_mll``'s keyword arguments), then recomputes the weight. For
-        an uninformative source (:attr:`source_uninformative`) only the target-only
-        GP is fitted: the transfer model has no weight."""
-        kwargs.pop("closure", None)  # a closure of the outer mll fits neither GP
-        models = (self.transfer_model, self.target_model)
+    def _models_to_fit(self) -> tuple[Model, ...]:
         if self.source_uninformative:  # the transfer model has no weight
-            models = (self.target_model,)
-        for model in models:
-            fit_gpytorch_mll(
-                ExactMarginalLogLikelihood(model.likelihood, model), **kwargs
-            )
-        self.update_weight()
-        return mll.eval()
+            return (self.target_model,)
+        return (self.transfer_model, self.target_model)
 
-    def load_state_dict(self, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
-        r"""Loads both GPs' hyperparameters; the weight is recomputed on use."""
-        result = super().load_state_dict(state_dict, *args, **kwargs)
-        self._weight = None
-        return result
+    def _forced_weight(self) -> float | None:
+        return 0.0 if self.source_uninformative else None
+
+    def _query_inputs(self, X: Tensor) -> Tensor:
+        return self.transfer_model._strip_task_feature(X)
+
+    def _condition_knowledge_model(
+        self, X: Tensor, Y: Tensor, noise: Tensor | None
+    ) -> Model:
+        # DeltaBOModel takes raw inputs and conditions its residual GP itself
+        return self.transfer_model.condition_on_observations(X, Y, noise=noise)
 
     # ------------------------------------------------------------------ weight
     @property
     def transfer_weight(self) -> float:
         r"""The transfer model's weight ``w`` in ``[0, 1]`` (the target-only GP has
-        ``1 - w``); computed from the current hyperparameters if not yet fitted."""
-        if self._weight is None:
-            self.update_weight()
-        return self._weight
-
-    def ranking_losses(self) -> Tensor:
-        r"""``2 x num_samples`` ranking losses of leave-one-out draws of the
-        transfer model (first) and the target-only GP (second)."""
-        parts = (
-            (self.transfer_model, self.transfer_model._target_Y),
-            (self.target_model, self.target_model.train_targets),
-        )
-        return loo_ranking_losses(parts, self.num_samples, self.seed)
+        ``1 - w``); computed from the current hyperparameters if not yet fitted. For
+        an uninformative source (:attr:`source_uninformative`) it is 0 and only
+        the target-only GP is fitted."""
+        return self.weight
 
     @property
     def source_uninformative(self) -> bool:
@@ -517,30 +442,7 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
             return False
         return self.source_skill < self.min_source_skill
 
-    def update_weight(self) -> float:
-        r"""Recompute :attr:`transfer_weight` from the target data (0 for an
-        uninformative source, see :attr:`source_uninformative`; 0.5 with fewer than
-        2 target points: no pair to rank)."""
-        if self.source_uninformative:
-            self._weight = 0.0
-            return self._weight
-        if self.target_model.train_targets.shape[-1] < 2:
-            self._weight = 0.5
-            return self._weight
-        losses = self.ranking_losses()
-        generator = torch.Generator().manual_seed(self.seed + 1)
-        self._weight = float(ranking_weights(losses, generator)[0])
-        return self._weight
-
-    # --------------------------------------------------------------- posterior
-    @property
-    def num_outputs(self) -> int:
-        return 1
-
-    @property
-    def batch_shape(self) -> torch.Size:
-        return self.target_model.batch_shape
-
+    # ------------------------------------------------------------------ inputs
     @property
     def target_X(self) -> Tensor:
         r"""The target inputs, raw (``X_baseline`` of noisy acquisition functions)."""
@@ -550,54 +452,3 @@ class RankWeightedTransferGP(Model, GP, FantasizeMixin):
     def target_Y(self) -> Tensor:
         r"""The target observations in the user's units (``best_f``'s source)."""
         return self.transfer_model.target_Y
-
-    def posterior(
-        self,
-        X: Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | Tensor = False,
-        posterior_transform: PosteriorTransform | None = None,
-        **kwargs: Any,
-    ) -> GPyTorchPosterior:
-        r"""RGPE's combination of the two GPs over the ``q`` points of ``X``
-        (``batch x q x d``, or Ax's layout with the task column, see
-        ``task_feature``), in the user's units: mean ``w mu_1 + (1 - w) mu_2``,
-        covariance ``w^2 S_1 + (1 - w)^2 S_2``."""
-        X = self.transfer_model._strip_task_feature(X)
-        if output_indices is not None and list(output_indices) != [0]:
-            raise ValueError(
-                f"`output_indices` must be None or [0] (one output), got "
-                f"{output_indices!r}."
-            )
-        w = self.transfer_weight
-        weighted = [(w, self.transfer_model), (1.0 - w, self.target_model)]
-        weighted = [(weight, model) for weight, model in weighted if weight > 0.0]
-        parts = [
-            model.posterior(X, observation_noise=observation_noise)
-            for _, model in weighted
-        ]
-        posterior = weighted_combination(parts, [weight for weight, _ in weighted])
-        if posterior_transform is not None:
-            return posterior_transform(posterior)
-        return posterior
-
-    def condition_on_observations(
-        self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
-    ) -> RankWeightedTransferGP:
-        r"""Both GPs conditioned on ``(X, Y)`` (raw inputs, with or without Ax's
-        task column; user units), the weight kept (as a fantasy model keeps its
-        hyperparameters)."""
-        X = self.transfer_model._strip_task_feature(X)
-        transfer = self.transfer_model.condition_on_observations(X, Y, noise=noise)
-        target_kwargs = {} if noise is None else {"noise": noise}
-        if self.target_model.prediction_strategy is None:
-            self.target_model.posterior(X)  # GPyTorch conditions on its caches
-        target = self.target_model.condition_on_observations(
-            self.target_model.transform_inputs(X), Y, **target_kwargs
-        )
-        new = copy.copy(self)
-        new._modules = dict(self._modules)
-        new._modules["transfer_model"] = transfer
-        new._modules["target_model"] = target
-        new._weight = self.transfer_weight
-        return new

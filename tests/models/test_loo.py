@@ -9,7 +9,6 @@ import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 
-from botorch_transfer.models import rank_weighted
 from botorch_transfer.models.loo import (
     exact_loo_log_density,
     exact_loo_posterior,
@@ -183,10 +182,6 @@ def test_a_model_in_eval_mode_keeps_its_prediction_cache():
     exact_loo_posterior(model)
     assert model.prediction_strategy is strategy
     torch.testing.assert_close(model.posterior(X).mean, before, rtol=0, atol=0)
-
-
-def test_rank_weighted_module_exports_the_same_function():
-    assert rank_weighted.exact_loo_posterior is exact_loo_posterior
 
 
 def test_leave_input_out_predicts_each_inputs_replicates_from_the_other_inputs():

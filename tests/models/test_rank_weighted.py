@@ -18,10 +18,8 @@ from gpytorch.kernels import MaternKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import RankWeightedTransferGP, TaskData
-from botorch_transfer.models.rank_weighted import (
-    exact_loo_posterior,
-    fitted_source_gp,
-)
+from botorch_transfer.models.loo import exact_loo_posterior
+from botorch_transfer.models.rank_weighted import fitted_source_gp
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_skill import (
     UninformativeSourceWarning,
