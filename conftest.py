@@ -8,10 +8,10 @@ tests under ``tests/`` are left alone (the fixture acts on doctests only).
 """
 
 import argparse
+from pathlib import Path
 
 import pytest
 import torch
-from _pytest.doctest import DoctestItem
 from botorch.acquisition import (
     LogExpectedImprovement,
     UpperConfidenceBound,
@@ -32,6 +32,7 @@ from botorch_transfer import (
 from botorch_transfer.models.source_posterior import GPSourcePosterior
 
 F64 = torch.float64
+PACKAGE = Path(botorch_transfer.__file__).resolve().parent
 
 
 def _f(X):
@@ -67,8 +68,8 @@ def _multitask_dataset(gen):
 
 @pytest.fixture(autouse=True)
 def _example_namespace(request, doctest_namespace):
-    if not isinstance(request.node, DoctestItem):
-        return  # the tests (under tests/) do not use it
+    if PACKAGE not in Path(request.node.path).resolve().parents:
+        return  # the tests (under tests/) do not use it: doctests are the package's
     request.getfixturevalue("monkeypatch").chdir(request.getfixturevalue("tmp_path"))
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)

@@ -257,10 +257,10 @@ class TransferGuard(SingleOutputTargetMixin, Model):
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
-        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         >>> guarded = TransferGuard(model)
         >>> acqf = LogExpectedImprovement(guarded, best_f=train_Y.max())
-        >>> guarded.uses_transfer  # which model acts
+        >>> acting = guarded.uses_transfer  # which model acts
         >>> # prequential: each iteration's guard takes the previous one
         >>> guarded = TransferGuard(model, criterion="prequential", previous=guarded)
     """
@@ -579,6 +579,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             The class ``Guarded<model_class name>`` (one per ``model_class``).
 
         Example:
+            >>> from botorch_transfer.ax import transfer_learning_generation_strategy
             >>> strategy = transfer_learning_generation_strategy(
             ...     TransferGuard.of(DeltaBOModel)
             ... )
