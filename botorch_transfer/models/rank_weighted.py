@@ -204,6 +204,11 @@ class RankWeightedTransferGP(RankWeightedCombination):
             (Ax puts them after the target's, before the task column, which is
             then last: ``task_feature=-1``); their columns are dropped as well.
 
+    Attributes:
+        source_skill: The source GP's leave-input-out ``R^2`` on its own data
+            (:func:`~botorch_transfer.models.source_skill.source_skill`; NaN with
+            fewer than 10 distinct source inputs).
+
     Example:
         >>> model = RankWeightedTransferGP(
         ...     train_X, train_Y, source=TaskData(X_src, Y_src),
