@@ -62,7 +62,7 @@ from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import _fit_fallback
 from botorch.models.gpytorch import GPyTorchModel
-from botorch.models.model import FantasizeMixin
+from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.models.utils.assorted import fantasize as fantasize_flag
@@ -229,6 +229,16 @@ def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplemente
         "them with BoTorch's `ModelListGP(model_1, model_2, ...)` (or `ModelList` "
         "for non-GP models), whose `subset_output` selects among them."
     )
+
+
+def check_single_output(model: Model, output_indices: list[int] | None) -> None:
+    r"""Raise unless ``output_indices`` asks a single-output ``model`` for its
+    output (``None`` or ``[0]``)."""
+    if output_indices is not None and list(output_indices) != [0]:
+        raise ValueError(
+            f"`output_indices` must be None or [0] ({type(model).__name__} has one "
+            f"output), got {output_indices!r}."
+        )
 
 
 class SingleOutputTargetMixin:
@@ -765,11 +775,7 @@ class SourceConditionedGP(
         Returns:
             A ``GPyTorchPosterior`` in the user's output units.
         """
-        if output_indices is not None and list(output_indices) != [0]:
-            raise ValueError(
-                f"{type(self).__name__} has one output; got "
-                f"output_indices={output_indices}."
-            )
+        check_single_output(self, output_indices)
         X = self._strip_task_feature(X)
         self._check_X(X)
         self.eval()

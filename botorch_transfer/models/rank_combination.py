@@ -32,6 +32,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
 from gpytorch.models import GP
 from torch import Tensor
 
+from botorch_transfer.models.base import check_single_output
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 
@@ -110,6 +111,21 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             raise ValueError(f"`num_samples` must be positive, got {num_samples}.")
         self.num_samples, self.seed = num_samples, seed
         self._weight: float | None = None
+
+    @staticmethod
+    def _check_train_X(train_X: Tensor, before_first_point: str) -> None:
+        r"""Raise unless ``train_X`` is ``n x d`` with ``n >= 1``
+        (``before_first_point``: what to do before the first observation)."""
+        if torch.is_tensor(train_X) and train_X.dim() != 2:
+            raise ValueError(
+                "`train_X` must have shape n x d (batched training data are not "
+                f"supported), got {tuple(train_X.shape)}."
+            )
+        if torch.is_tensor(train_X) and train_X.shape[-2] == 0:
+            raise ValueError(
+                "`train_X` must hold at least one target point (the target-only GP "
+                f"needs one); before the first observation, {before_first_point}."
+            )
 
     @property
     def knowledge_model(self) -> Model:
@@ -221,11 +237,7 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         covariance ``w^2 S_1 + (1 - w)^2 S_2``. A GP without weight is not
         evaluated."""
         X = self._query_inputs(X)
-        if output_indices is not None and list(output_indices) != [0]:
-            raise ValueError(
-                f"`output_indices` must be None or [0] (one output), got "
-                f"{output_indices!r}."
-            )
+        check_single_output(self, output_indices)
         w = self.weight
         weighted = [(w, self.knowledge_model), (1.0 - w, self.target_model)]
         weighted = [(weight, model) for weight, model in weighted if weight > 0.0]

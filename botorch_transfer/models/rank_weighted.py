@@ -245,17 +245,9 @@ class RankWeightedTransferGP(RankWeightedCombination):
         source_only_features: int = 0,
     ) -> None:
         super().__init__(num_samples=num_samples, seed=seed)
-        if torch.is_tensor(train_X) and train_X.dim() != 2:
-            raise ValueError(
-                "`train_X` must have shape n x d (batched training data are not "
-                f"supported), got {tuple(train_X.shape)}."
-            )
-        if torch.is_tensor(train_X) and train_X.shape[-2] == 0:
-            raise ValueError(
-                "`train_X` must hold at least one target point (the target-only GP "
-                "and the outcome scaling need one); before the first observation, "
-                "query the source GP's optimum or an initial design."
-            )
+        self._check_train_X(
+            train_X, "query the source GP's optimum or an initial design"
+        )
         if outcome_transform is self._default_outcome_transform:
             outcome_transform = Standardize(m=1)
         if outcome_transform is not None and not isinstance(

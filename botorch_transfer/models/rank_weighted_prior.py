@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 from typing import ClassVar
 
-import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import Standardize
@@ -87,17 +86,7 @@ class RankWeightedPriorGP(RankWeightedCombination):
                 f"pretrain_prior or pretrain_clustered_prior), got "
                 f"{type(prior).__name__}."
             )
-        if torch.is_tensor(train_X) and train_X.dim() != 2:
-            raise ValueError(
-                "`train_X` must have shape n x d (batched training data are not "
-                f"supported), got {tuple(train_X.shape)}."
-            )
-        if torch.is_tensor(train_X) and train_X.shape[-2] == 0:
-            raise ValueError(
-                "`train_X` must hold at least one target point (the target-only GP "
-                "needs one); before the first observation, use PretrainedPriorGP "
-                "(the prior alone)."
-            )
+        self._check_train_X(train_X, "use PretrainedPriorGP (the prior alone)")
         self.prior_model = PretrainedPriorGP(
             train_X,
             train_Y,

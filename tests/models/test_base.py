@@ -279,6 +279,13 @@ def test_a_source_passed_positionally_is_a_clear_error():
         DeltaBOModel(X, Y, source=None)
 
 
+def test_a_second_output_is_a_clear_error():
+    model = DeltaBOModel(*make_target(), source=make_source())
+    with pytest.raises(ValueError, match=r"`output_indices` must be None or \[0\]"):
+        model.posterior(model.target_X, output_indices=[1])
+    assert model.posterior(model.target_X, output_indices=[0]).mean.shape[-1] == 1
+
+
 def test_likelihoods_that_cannot_carry_the_noise_are_rejected():
     source = make_source()
     X, Y = make_target()
