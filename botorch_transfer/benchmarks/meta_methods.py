@@ -295,9 +295,18 @@ class RGPEState:
 class RGPEMeta(Method):
     r"""RGPE with every meta-training task as one base model: a ``SingleTaskGP`` with
     BoTorch's defaults fitted once per task and split (frozen), the target GP with
-    standardized outcomes fitted every iteration, UCB with ``stbo-ucb``'s weight."""
+    standardized outcomes fitted every iteration, UCB with ``stbo-ucb``'s weight.
+
+    Args:
+        skip_queried: Search only the pool points not yet queried. Without it the
+            ensemble can propose a point it has observed again and again: the base
+            models' variance there does not shrink with the target's observation.
+    """
 
     protocols = (META,)
+
+    def __init__(self, skip_queried: bool = False) -> None:
+        self.skip_queried = skip_queried
 
     def setup(self, problem: MetaProblem, data: MetaData) -> RGPEState:
         sources = [
@@ -310,7 +319,8 @@ class RGPEMeta(Method):
         model = RGPE(X, Y, outcome_transform=Standardize(m=1), source=state.sources)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
-        return maximize_on_pool(acqf, state.pool)
+        queried = X if self.skip_queried else None
+        return maximize_on_pool(acqf, state.pool, queried=queried)
 
 
 def normalized_regrets(values: Tensor) -> Tensor:
@@ -426,9 +436,16 @@ class MultiTaskMeta(Method):
     r"""BoTorch's ``MultiTaskGP`` (ICM) with the meta-training tasks as tasks
     ``0..M-1`` (``MTGP_META_POINTS_PER_TASK`` random points of each) and the target
     as task ``M``, BoTorch's defaults, fitted every iteration; UCB with
-    ``stbo-ucb``'s weight on the target task's posterior."""
+    ``stbo-ucb``'s weight on the target task's posterior.
+
+    Args:
+        skip_queried: Search only the pool points not yet queried.
+    """
 
     protocols = (META,)
+
+    def __init__(self, skip_queried: bool = False) -> None:
+        self.skip_queried = skip_queried
 
     def setup(self, problem: MetaProblem, data: MetaData) -> MultiTaskMetaState:
         generator = torch.Generator().manual_seed(data.seed)
@@ -451,7 +468,8 @@ class MultiTaskMeta(Method):
         )
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
-        return maximize_on_pool(acqf, state.pool)
+        queried = X if self.skip_queried else None
+        return maximize_on_pool(acqf, state.pool, queried=queried)
 
 
 class _Stage1Cache:
@@ -824,6 +842,12 @@ register_method(
     "(frozen), target GP fitted every iteration; UCB as stbo-ucb",
 )
 register_method(
+    "rgpe-meta-skip",
+    RGPEMeta(skip_queried=True),
+    "peer: rgpe-meta searching only the pool points not yet queried (as every -skip "
+    "method and the no-meta GP stbo-ucb-skip)",
+)
+register_method(
     "portfolio-skip",
     GreedyPortfolioMeta(),
     "peer: a greedy portfolio (Feurer et al. 2015) of the meta-training tasks' values "
@@ -836,6 +860,11 @@ register_method(
     "peer: BoTorch's MultiTaskGP (ICM), the meta-training tasks (30 random points "
     "each) and the target as tasks, its defaults, fitted every iteration; UCB as "
     "stbo-ucb",
+)
+register_method(
+    "mtgp-meta-skip",
+    MultiTaskMeta(skip_queried=True),
+    "peer: mtgp-meta searching only the pool points not yet queried",
 )
 #: cm-BO variants ``cmbo-{prototype}-{distance}``; the distance is used both for
 #: clustering and for the weight updates (the paper's JefClus_JefCMP, WssClus_WssCMP

@@ -516,7 +516,7 @@ class DeltaBOModel(SourceConditionedGP):
         if self.num_train == 0:
             # the prior of f (source, its map and the delta prior): no data to cache
             # a factor of, so the model's own posterior is the source
-            return ModelSourcePosterior(copy.deepcopy(self))
+            return ModelSourcePosterior(self)
         source = copy.deepcopy(self.source_posterior)
         noise = self.likelihood.noise.expand(self.train_targets.shape)
         # the delta GP's kernel and mean, conditioned on the target inputs

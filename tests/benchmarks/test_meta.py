@@ -45,7 +45,7 @@ def small_gp_tasks():
 #: BoTorch's MultiTaskGP fit crawls along a ridge of its per-task means and task
 #: covariance (thousands of L-BFGS steps with its defaults, minutes here): its run
 #: is in the slow suite; the test below checks its data and proposal.
-SLOW_META_METHODS = {"mtgp-meta"}
+SLOW_META_METHODS = {"mtgp-meta", "mtgp-meta-skip"}
 
 
 @pytest.mark.parametrize(
@@ -582,7 +582,12 @@ def test_maximize_on_pool_skips_queried_points_as_a_search_of_the_others():
 
 
 @pytest.mark.parametrize(
-    "method, skipping", [("hyperbo", "hyperbo-skip"), ("stbo-ucb", "stbo-ucb-skip")]
+    "method, skipping",
+    [
+        ("hyperbo", "hyperbo-skip"),
+        ("stbo-ucb", "stbo-ucb-skip"),
+        ("rgpe-meta", "rgpe-meta-skip"),
+    ],
 )
 def test_skip_variants_differ_only_where_the_loop_re_proposes_a_point(method, skipping):
     # a small noise-free pool, so that the loops that may re-propose do

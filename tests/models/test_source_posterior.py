@@ -358,3 +358,43 @@ def test_points_that_need_a_gradient_get_one_through_the_covariance():
     source.covariance(X.detach())  # cached without a gradient
     source.covariance(X).sum().backward()
     assert X.grad is not None and X.grad.abs().sum() > 0
+
+
+def test_a_frozen_source_adds_no_prior_terms_and_leaves_the_given_model_as_it_is():
+    from botorch.models import SingleTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from botorch_transfer.models.source_posterior import (
+        ModelSourcePosterior,
+        source_posterior_from_model,
+    )
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(12, 2, generator=gen, dtype=F64)
+    Y = torch.sin(5 * X).sum(-1, keepdim=True)
+    gp = SingleTaskGP(X, Y)
+    prior_names = [name for name, *_ in gp.named_priors()]
+    assert prior_names  # BoTorch's default kernel and noise have priors
+    state = {k: v.clone() for k, v in gp.state_dict().items()}
+    for source in (source_posterior_from_model(gp), ModelSourcePosterior(gp)):
+        # the source's parameters are fixed: a prior on them is a constant in any
+        # marginal likelihood of a model holding it, evaluated at every step
+        assert not list(source.named_priors())
+        assert not any(p.requires_grad for p in source.parameters())
+    # the user's model keeps its priors, gradients and values
+    assert [name for name, *_ in gp.named_priors()] == prior_names
+    assert all(p.requires_grad for p in gp.parameters())
+    for key, value in gp.state_dict().items():
+        torch.testing.assert_close(value, state[key], rtol=0, atol=0)
+    # a model holding frozen sources has the target's prior terms only
+    plain = SingleTaskGP(X[:5], Y[:5])
+    holder = SingleTaskGP(X[:5], Y[:5])
+    holder.sources = torch.nn.ModuleList([source_posterior_from_model(gp)])
+    names = [
+        [
+            name
+            for name, *_ in ExactMarginalLogLikelihood(m.likelihood, m).named_priors()
+        ]
+        for m in (plain, holder)
+    ]
+    assert names[0] == names[1]
