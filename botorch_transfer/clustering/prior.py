@@ -506,7 +506,7 @@ class ClusterMetaPrior(Module):
         where = describe_path(path)
         payload = load_prior(path, name, ("config", "state"), map_location)
         state, config = payload["state"], payload["config"]
-        fields = [f"posteriors.{k}" for k in MetaTaskPosteriors._FIELDS]
+        fields = [f"posteriors.{k}" for k in MetaTaskPosteriors.FIELDS]
         check_keys(state, fields + list(_TENSORS), path, name, "state")
         check_keys(config, _CONFIG, path, name, "config")
         sizes = check_tensors(state, _SHAPES, path, name, _KINDS, _POSITIVE)
@@ -523,7 +523,7 @@ class ClusterMetaPrior(Module):
             )
         try:
             posteriors = MetaTaskPosteriors(
-                **{k: state[f"posteriors.{k}"] for k in MetaTaskPosteriors._FIELDS}
+                **{k: state[f"posteriors.{k}"] for k in MetaTaskPosteriors.FIELDS}
             )
             return cls(
                 posteriors,

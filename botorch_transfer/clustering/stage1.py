@@ -21,7 +21,7 @@ import hashlib
 import math
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -250,7 +250,8 @@ class MetaTaskPosteriors(Module):
         bounds: ``2 x d`` input bounds used for normalization.
     """
 
-    _FIELDS = (
+    #: The constructor's tensors, in its order (the keys of :meth:`state`).
+    FIELDS: ClassVar[tuple[str, ...]] = (
         "X",
         "Z_targets",
         "mask",
@@ -281,7 +282,7 @@ class MetaTaskPosteriors(Module):
         super().__init__()
         values = (X, Z_targets, mask, noise, lengthscale_32, lengthscale_12)
         values += (outputscale, constant, y_offset, y_scale, bounds)
-        for name, value in zip(self._FIELDS, values):
+        for name, value in zip(self.FIELDS, values):
             self.register_buffer(name, value, persistent=False)
         with torch.no_grad():
             m = mask.to(X)
@@ -308,7 +309,7 @@ class MetaTaskPosteriors(Module):
 
     def state(self) -> dict[str, Tensor]:
         r"""The constructor's tensors (for saving)."""
-        return {name: getattr(self, name) for name in self._FIELDS}
+        return {name: getattr(self, name) for name in self.FIELDS}
 
     def _kernel(self, Z1: Tensor, Z2: Tensor, batch_dims: int = 0) -> Tensor:
         r"""``s_j^2 M32 M12`` of every task at normalized inputs.

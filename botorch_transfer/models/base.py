@@ -103,7 +103,11 @@ from botorch_transfer.models.source_posterior import (
     apply_keeping_caches,
     outcome_affine,
 )
-from botorch_transfer.models.task_column import TaskColumnMixin, on_target_inputs
+from botorch_transfer.models.task_column import (
+    TaskColumnMixin,
+    construct_inputs_from_multitask,
+    on_target_inputs,
+)
 from botorch_transfer.validation import (
     as_source_list,
     check_invertible_input_transform,
@@ -776,7 +780,7 @@ class SourceConditionedGP(
             A ``GPyTorchPosterior`` in the user's output units.
         """
         check_single_output(self, output_indices)
-        X = self._strip_task_feature(X)
+        X = self.strip_task_feature(X)
         self._check_X(X)
         self.eval()
         X_transformed = self.transform_inputs(X)
@@ -834,7 +838,7 @@ class SourceConditionedGP(
             raise ValueError(
                 f"`Y` must have shape batch_shape x n' x 1, got {tuple(Y.shape)}."
             )
-        X = self._strip_task_feature(X)
+        X = self.strip_task_feature(X)
         self._check_X(X)
         if not torch.isfinite(Y).all():
             raise ValueError("`Y` contains NaN or infinite values.")
@@ -1034,7 +1038,7 @@ class SourceConditionedGP(
             >>> model = DeltaBOModel(**inputs)
         """
         if isinstance(training_data, MultiTaskDataset):
-            return cls._construct_inputs_multitask(training_data, **kwargs)
+            return construct_inputs_from_multitask(cls, training_data, **kwargs)
         if kwargs.get(cls.transfer_argument) is None:
             raise ValueError(
                 f"{cls.__name__} needs `{cls.transfer_argument}=` (e.g. in Ax's "

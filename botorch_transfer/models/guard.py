@@ -665,7 +665,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         checked as the package's models check it whichever model acts (a task
         column that Ax appends, see the model's ``task_feature``, is dropped first:
         the target-only GP has none)."""
-        X = self.transfer_model._strip_task_feature(X)
+        X = self.transfer_model.strip_task_feature(X)
         self._check_X(X)
         return self.model.posterior(
             X,

@@ -77,6 +77,13 @@ def training_marginal(model: Model) -> tuple[Tensor, Tensor, Tensor]:
     return mean, K, noise
 
 
+def _inverse_and_weights(covariance: Tensor, residual: Tensor) -> tuple[Tensor, Tensor]:
+    r"""``K^{-1}`` (``K`` factored by ``psd_safe_cholesky``) and ``alpha = K^{-1} r``
+    for ``batch x n x n`` ``covariance`` and ``batch x n`` ``residual``."""
+    K_inv = torch.cholesky_inverse(psd_safe_cholesky(covariance))
+    return K_inv, (K_inv @ residual.unsqueeze(-1)).squeeze(-1)
+
+
 def exact_loo_posterior(
     model: Model, observation_noise: bool = False
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -115,9 +122,7 @@ def exact_loo_posterior(
     """
     mean, K, noise = training_marginal(model)
     with torch.no_grad():
-        K_inv = torch.cholesky_inverse(psd_safe_cholesky(K))
-        residual = (model.train_targets - mean).unsqueeze(-1)
-        alpha = (K_inv @ residual).squeeze(-1)
+        K_inv, alpha = _inverse_and_weights(K, model.train_targets - mean)
         precision = K_inv.diagonal(dim1=-2, dim2=-1)
         variance = precision.reciprocal()
         if not observation_noise:
@@ -176,8 +181,7 @@ def leave_input_out_shift(
             f"(not batched), got {tuple(covariance.shape)}, {tuple(residual.shape)} "
             f"and {tuple(inputs.shape)}."
         )
-    K_inv = torch.cholesky_inverse(psd_safe_cholesky(covariance))
-    alpha = K_inv @ residual
+    K_inv, alpha = _inverse_and_weights(covariance, residual)
     shift = alpha / K_inv.diagonal()
     _, group, counts = torch.unique(
         inputs, dim=0, return_inverse=True, return_counts=True

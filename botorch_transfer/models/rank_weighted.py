@@ -57,7 +57,6 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import SourceConditionedGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rank_combination import RankWeightedCombination
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
@@ -65,7 +64,10 @@ from botorch_transfer.models.source_skill import (
     UninformativeSourceWarning,
     source_skill,
 )
-from botorch_transfer.models.task_column import on_target_inputs
+from botorch_transfer.models.task_column import (
+    construct_inputs_from_multitask,
+    on_target_inputs,
+)
 
 #: Fitted source GPs kept by value (a BO loop rebuilds the model every iteration
 #: with the same source data; the source GP is fitted once).
@@ -375,8 +377,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         if isinstance(training_data, MultiTaskDataset):
             # the source-conditioned models' split (target, sources as TaskData,
             # task column, source-only parameters), for this class
-            split = SourceConditionedGP._construct_inputs_multitask.__func__
-            inputs = split(cls, training_data, **kwargs)
+            inputs = construct_inputs_from_multitask(cls, training_data, **kwargs)
             if kwargs.get(cls.transfer_argument) is None:  # from `training_data`
                 sources = inputs["source"]
                 if len(sources) > 1:
@@ -413,7 +414,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         return 0.0 if self.source_uninformative else None
 
     def _query_inputs(self, X: Tensor) -> Tensor:
-        return self.transfer_model._strip_task_feature(X)
+        return self.transfer_model.strip_task_feature(X)
 
     def _condition_knowledge_model(
         self, X: Tensor, Y: Tensor, noise: Tensor | None

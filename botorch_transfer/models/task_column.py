@@ -35,8 +35,8 @@ class TaskColumnMixin:
     A class using it calls :meth:`_set_task_column` in its ``__init__`` (with the
     ``task_feature``, ``target_task_value`` and ``source_only_features`` arguments
     of :class:`~botorch_transfer.models.base.SourceConditionedGP`), passes query
-    inputs through :meth:`_strip_task_feature`, and routes a ``MultiTaskDataset``
-    in ``construct_inputs`` to :meth:`_construct_inputs_multitask`.
+    inputs through :meth:`strip_task_feature`, and routes a ``MultiTaskDataset``
+    in ``construct_inputs`` to :func:`construct_inputs_from_multitask`.
     """
 
     def _set_task_column(
@@ -74,7 +74,7 @@ class TaskColumnMixin:
             input_transform = on_target_inputs(input_transform, columns, width)
         return input_transform
 
-    def _strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
+    def strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
         r"""Reduce query inputs in Ax's layout to the ``d`` inputs (Ax's
         transfer-learning path appends a task column, and for parameters only the
         sources have, columns that it fills when it predicts, but not when it
@@ -96,41 +96,53 @@ class TaskColumnMixin:
         others = [i for i in range(X.shape[-1]) if i != column]
         return X[..., others[:d]]
 
-    @classmethod
-    def _construct_inputs_multitask(
-        cls, training_data: MultiTaskDataset, **kwargs: Any
-    ) -> dict[str, Any]:
-        r"""``construct_inputs`` for a ``MultiTaskDataset`` (see there)."""
-        target, sources, column, target_value = split_multitask_dataset(training_data)
-        if sources and cls.transfer_argument != "source":
-            raise ValueError(
-                f"{cls.__name__} transfers through `{cls.transfer_argument}=`, not "
-                f"source tasks; got a MultiTaskDataset with {len(sources)} source "
-                "task(s). Use a source-conditioned model (e.g. DeltaBOModel) or a "
-                "SupervisedDataset of the target."
-            )
-        if sources and kwargs.get(cls.transfer_argument) is not None:
-            raise ValueError(
-                f"{cls.__name__} got source tasks twice: in the MultiTaskDataset "
-                f"`training_data` ({len(sources)} source task(s)) and as "
-                f"`{cls.transfer_argument}=`. Give them one way: attach the sources "
-                "to the Ax experiment, or pass them in `model_options`."
-            )
-        if sources:
-            kwargs[cls.transfer_argument] = sources
-        inputs = cls.construct_inputs(training_data=target, **kwargs)
-        inputs.setdefault("task_feature", column)
-        inputs.setdefault("target_task_value", target_value)
-        if training_data.has_heterogeneous_features:
-            names = {
-                n for ds in training_data.datasets.values() for n in ds.feature_names
-            }
-            # the union of all parameters, less the target's and the task column
-            extra = len(names) - len(target.feature_names) - 1
-            inputs["source_only_features"] = extra
-            # Ax's layout: the target's inputs, the source-only ones, the task last
-            inputs["task_feature"] = -1
-        return inputs
+
+def construct_inputs_from_multitask(
+    model_class: type, training_data: MultiTaskDataset, **kwargs: Any
+) -> dict[str, Any]:
+    r"""``construct_inputs`` of a source-conditioned model class for a
+    ``MultiTaskDataset`` (Ax's transfer-learning path): the target's dataset goes to
+    ``model_class.construct_inputs``, the source tasks become its transfer argument
+    (``model_class.transfer_argument``) as ``TaskData``, and the task column and the
+    source-only parameters set the query layout (see :class:`TaskColumnMixin`).
+
+    Args:
+        model_class: The model class whose inputs are built.
+        training_data: The target and source tasks.
+        kwargs: Further constructor options (not the sources again).
+
+    Returns:
+        Keyword arguments for ``model_class(**inputs)``.
+    """
+    cls = model_class
+    target, sources, column, target_value = split_multitask_dataset(training_data)
+    if sources and cls.transfer_argument != "source":
+        raise ValueError(
+            f"{cls.__name__} transfers through `{cls.transfer_argument}=`, not "
+            f"source tasks; got a MultiTaskDataset with {len(sources)} source "
+            "task(s). Use a source-conditioned model (e.g. DeltaBOModel) or a "
+            "SupervisedDataset of the target."
+        )
+    if sources and kwargs.get(cls.transfer_argument) is not None:
+        raise ValueError(
+            f"{cls.__name__} got source tasks twice: in the MultiTaskDataset "
+            f"`training_data` ({len(sources)} source task(s)) and as "
+            f"`{cls.transfer_argument}=`. Give them one way: attach the sources "
+            "to the Ax experiment, or pass them in `model_options`."
+        )
+    if sources:
+        kwargs[cls.transfer_argument] = sources
+    inputs = cls.construct_inputs(training_data=target, **kwargs)
+    inputs.setdefault("task_feature", column)
+    inputs.setdefault("target_task_value", target_value)
+    if training_data.has_heterogeneous_features:
+        names = {n for ds in training_data.datasets.values() for n in ds.feature_names}
+        # the union of all parameters, less the target's and the task column
+        extra = len(names) - len(target.feature_names) - 1
+        inputs["source_only_features"] = extra
+        # Ax's layout: the target's inputs, the source-only ones, the task last
+        inputs["task_feature"] = -1
+    return inputs
 
 
 def on_target_inputs(
