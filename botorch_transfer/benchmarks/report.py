@@ -941,7 +941,9 @@ def meta_cumulative_regret_ratio_table(
     regret after each BO iteration, at the group's shortest ``T``). Over the
     (seed, test task) pairs both the method and ``reference`` ran: ``ratio`` is the
     ratio of the means; per test task (means over its seeds) ``worst`` is the
-    largest ratio and ``> 1`` counts the tasks where the method is worse.
+    largest ratio and ``> 1`` counts the tasks where the method is worse. ``s/iter``
+    is the method's seconds per BO iteration (the median over its runs of each run's
+    mean) and ``cost`` its ratio to ``reference``'s.
 
     Args:
         records: Run records (transfer records are ignored).
@@ -950,10 +952,12 @@ def meta_cumulative_regret_ratio_table(
     Returns:
         The table, or ``""`` without meta records of ``reference``.
     """
+    seconds = meta_seconds_per_iteration(records)
     rows = []
     for problem, methods in meta_cumulative_regret(records).items():
         if reference not in methods:
             continue
+        reference_s = seconds.get((problem, reference), float("nan"))
         for method, values in sorted(methods.items()):
             if method == reference:
                 continue
@@ -963,28 +967,49 @@ def meta_cumulative_regret_ratio_table(
             n, ratio, per_task = found
             worst = max(per_task.values())
             worse = sum(r > 1 for r in per_task.values())
-            rows.append((problem, method, n, ratio, worst, worse, len(per_task)))
+            method_s = seconds.get((problem, method), float("nan"))
+            cost = method_s / reference_s if reference_s > 0 else float("nan")
+            rows.append(
+                (problem, method, n, ratio, worst, worse, len(per_task), method_s, cost)
+            )
     if not rows:
         return ""
     pw = max(len("problem"), *(len(r[0]) for r in rows))
     mw = max(len("method"), *(len(r[1]) for r in rows))
     lines = [
         f"cumulative simple regret sum_t r_t relative to {reference} (same seeds and "
-        "test tasks); worst: largest per-task ratio; > 1: tasks where worse",
+        "test tasks); worst: largest per-task ratio; > 1: tasks where worse; "
+        "s/iter: seconds per iteration (median over runs); cost: s/iter vs "
+        f"{reference}",
         f"{'problem':<{pw}} {'method':<{mw}} {'pairs':>5} {'ratio':>6} {'worst':>7} "
-        f"{'> 1':>6}",
+        f"{'> 1':>6} {'s/iter':>7} {'cost':>6}",
     ]
     lines += [
-        f"{p:<{pw}} {m:<{mw}} {n:>5} {r:>6.3f} {w:>7.2f} {k:>3}/{t:<2}"
-        for p, m, n, r, w, k, t in rows
+        f"{p:<{pw}} {m:<{mw}} {n:>5} {r:>6.3f} {w:>7.2f} {k:>3}/{t:<2} "
+        f"{sec:>7.3f} {c:>6.2f}"
+        for p, m, n, r, w, k, t, sec, c in rows
     ]
     return "\n".join(lines)
+
+
+def meta_seconds_per_iteration(records: list[dict]) -> dict[tuple[str, str], float]:
+    r"""Seconds per BO iteration of each (problem, method) of the meta records: the
+    median over runs of each run's mean (model fit and acquisition; failed runs and
+    runs without timings are left out)."""
+    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if _is_simple_regret(r) and not _failed(r) and r.get("iteration_s"):
+            runs[(r["problem"], r["method"])].append(float(np.mean(r["iteration_s"])))
+    return {key: float(np.median(values)) for key, values in runs.items()}
 
 
 #: The meta models whose README loops the meta track runs.
 META_MODELS = ("hyperbo", "cmbo")
 #: The peers of the meta track: every meta-task as a source (RGPE) or a task (MTGP).
 META_PEERS = ("rgpe-meta", "mtgp-meta")
+#: The peers searching only the pool points not yet queried, as
+#: :data:`NO_META_SKIPPING` and the README loops do.
+META_PEERS_SKIPPING = ("rgpe-meta-skip", "mtgp-meta-skip")
 #: How many of a family's targets above the no-meta GP the target-1 line names.
 WORST_TARGETS_SHOWN = 3
 
@@ -1112,14 +1137,16 @@ def summary_table(records: list[dict]) -> str:
             )
         meta += "\n\n" + ranks if ranks else ""
         # per pool protocol (re-querying, then skipping queried points, where it ran)
-        for reference, models in (
-            (NO_META, META_MODELS),
-            (NO_META_SKIPPING, META_MODELS_SKIPPING),
-            (NO_META_SKIPPING_BETA1, META_MODELS_SKIPPING_BETA1),
+        for reference, models, peers in (
+            (NO_META, META_MODELS, META_PEERS),
+            (NO_META_SKIPPING, META_MODELS_SKIPPING, META_PEERS_SKIPPING),
+            (NO_META_SKIPPING_BETA1, META_MODELS_SKIPPING_BETA1, META_PEERS_SKIPPING),
         ):
             ratios = meta_cumulative_regret_ratio_table(records, reference)
             meta += "\n\n" + ratios if ratios else ""
-            targets = meta_targets_table(records, models=models, reference=reference)
+            targets = meta_targets_table(
+                records, models=models, reference=reference, peers=peers
+            )
             meta += "\n\n" + targets if targets else ""
     records = [r for r in records if not _is_simple_regret(r)]
     groups = _group(records)
@@ -1665,7 +1692,7 @@ META_TRACK_METHODS = (
     "hyperbo-clustered-ucb1-skip",
     "cmbo",
     "portfolio-skip",
-    "rgpe-meta",
+    "rgpe-meta-skip",
     "random",
 )
 #: The README loops held to the meta-learning target.
@@ -1681,7 +1708,10 @@ def meta_track_table(records: list[dict]) -> str:
     ]
     ratios = meta_cumulative_regret_ratio_table(kept, NO_META_SKIPPING)
     targets = meta_targets_table(
-        kept, models=META_README_LOOPS, reference=NO_META_SKIPPING
+        kept,
+        models=META_README_LOOPS,
+        reference=NO_META_SKIPPING,
+        peers=META_PEERS_SKIPPING,
     )
     return "\n\n".join(t for t in (ratios, targets) if t)
 

@@ -18,10 +18,12 @@ r"""Named sets of methods and problems for ``run --track``.
   no-transfer GP, on the paper settings, the Shilton shifts, the negative-transfer
   controls and the real LCBench transfer pairs (these need the ``[yahpo]`` extra).
 - ``"meta"``: the meta-learning track: the README loops of ``PretrainedPriorGP``
-  (``hyperbo``) and ``ClusterMetaPriorGP`` (``cmbo``) against the no-meta GP
-  (``stbo-ucb``), the peers with every meta-task as a source or task (``rgpe-meta``,
-  ``mtgp-meta``) and random search, leave-tasks-out on three YAHPO families (the
-  ``[yahpo]`` extra and the YAHPO data), T = 30.
+  (``hyperbo-clustered-ucb1-skip``) and ``ClusterMetaPriorGP`` (``cmbo``) against
+  the no-meta GP (``stbo-ucb-skip``), the peers with every meta-task as a source or
+  task (``rgpe-meta-skip``, ``mtgp-meta-skip``), a greedy portfolio and random
+  search, leave-tasks-out on three YAHPO families and one with the noise of its
+  resampling replicates, each with the meta-tasks on shared inputs and at their own
+  inputs (the ``[yahpo]`` extra and the YAHPO data), T = 30.
 """
 
 from __future__ import annotations
@@ -147,11 +149,29 @@ TRACKS: dict[str, Track] = {
         "iteration, against MultiTaskGP, RGPE and the no-transfer GP",
     ),
     "meta": Track(
-        methods=("hyperbo", "cmbo", "stbo-ucb", "rgpe-meta", "mtgp-meta", "random"),
-        problems=("lcbench", "rbv2-xgboost", "rbv2-rpart"),
+        methods=(
+            "hyperbo-clustered-ucb1-skip",
+            "cmbo",
+            "stbo-ucb-skip",
+            "rgpe-meta-skip",
+            "mtgp-meta-skip",
+            "portfolio-skip",
+            "random",
+        ),
+        problems=tuple(
+            f"{family}{design}"
+            for family in (
+                "lcbench",
+                "rbv2-xgboost",
+                "rbv2-rpart",
+                "rbv2-rpart-replicates",
+            )
+            for design in ("", "-own-inputs")
+        ),
         description="the meta models' README loops against the no-meta GP, RGPE and "
-        "MultiTaskGP over the meta-tasks (mtgp-meta refits an ICM GP on 30 points "
-        "per meta-task every iteration: hours per run on a CPU)",
+        "MultiTaskGP over the meta-tasks (mtgp-meta-skip refits an ICM GP on 30 "
+        "points per meta-task every iteration: hours per run on a CPU), meta-tasks on "
+        "shared inputs and at their own",
         iterations=30,
     ),
 }

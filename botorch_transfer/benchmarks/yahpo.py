@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -267,11 +268,22 @@ class YahpoSurrogate:
         return mask
 
     def surrogate_inputs(
-        self, instance: str, U: Tensor
+        self,
+        instance: str,
+        U: Tensor,
+        fidelity: Mapping[str, float | np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         r"""The surrogate's ``(x_cat int32 n x n_cat, x_cont float32 n x n_cont)`` at
         unit-cube points ``U`` on ``instance``: fidelities and fixed categoricals set,
-        inactive parameters imputed as yahpo-gym does."""
+        inactive parameters imputed as yahpo-gym does.
+
+        Args:
+            instance: The task (one of ``instances``).
+            U: ``n x dim`` unit-cube points.
+            fidelity: Fidelity values in place of the scenario's maxima, by name
+                (e.g. ``{"repl": r}`` for rbv2's resampling replicate ``r`` in
+                ``1..10``): a number, or one value per point.
+        """
         if U.dim() != 2 or U.shape[-1] != self.dim:
             raise ValueError(
                 f"`U` must have shape n x {self.dim}, got {tuple(U.shape)}."
@@ -280,19 +292,28 @@ class YahpoSurrogate:
             raise ValueError(
                 f"`instance` {instance!r} is not an instance of {self.scenario!r}."
             )
+        fidelity = {**self.spec["fidelity"], **(fidelity or {})}
+        if unknown := set(fidelity) - set(self.spec["fidelity"]):
+            raise ValueError(
+                f"`fidelity` names {sorted(unknown)}, not fidelities of "
+                f"{self.scenario!r} ({sorted(self.spec['fidelity'])})."
+            )
         raw = self.decode(U)
         n = U.shape[0]
+        fidelity = {c: np.asarray(v, dtype=np.float64) for c, v in fidelity.items()}
+        for c, value in fidelity.items():
+            if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != n):
+                raise ValueError(
+                    f"`fidelity[{c!r}]` must be a number or one value per point "
+                    f"({n}), got shape {value.shape}."
+                )
         fixed = self.spec.get("fixed_cat", {})
         for name, value in fixed.items():
             raw[name] = np.full(n, value, dtype=object)
         raw[self.spec["instance"]] = np.full(n, instance, dtype=object)
         columns = []
         for c in self.spec["cont"]:
-            value = (
-                np.full(n, self.spec["fidelity"][c], dtype=np.float64)
-                if c in self.spec["fidelity"]
-                else raw[c]
-            )
+            value = np.broadcast_to(fidelity[c], (n,)) if c in fidelity else raw[c]
             columns.append(np.where(self.active(raw, c), value, INACTIVE_CONT))
         cont = np.stack(columns, axis=1).astype(np.float32)
         cat = np.stack(
@@ -310,10 +331,16 @@ class YahpoSurrogate:
         )
         return cat, cont
 
-    def __call__(self, instance: str, U: Tensor) -> Tensor:
+    def __call__(
+        self,
+        instance: str,
+        U: Tensor,
+        fidelity: Mapping[str, float | np.ndarray] | None = None,
+    ) -> Tensor:
         r"""The surrogate's ``target`` at unit-cube points ``U`` (``n x dim``) on
-        ``instance``."""
-        cat, cont = self.surrogate_inputs(instance, U)
+        ``instance``, at the scenario's maximal fidelities or at ``fidelity`` (see
+        :meth:`surrogate_inputs`)."""
+        cat, cont = self.surrogate_inputs(instance, U, fidelity)
         out = self._session.run(None, {"x_cat": cat, "x_cont": cont})[0]
         return torch.as_tensor(
             out[:, self._target_index : self._target_index + 1], dtype=torch.float64

@@ -16,6 +16,7 @@ from botorch_transfer.benchmarks.meta import (
     _split,
     gp_tasks,
     meta_training_data,
+    own_inputs,
     run_meta_experiment,
 )
 from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO, greedy_portfolio
@@ -727,3 +728,90 @@ def test_portfolio_queries_its_order_and_skips_what_was_queried():
     for Y in (torch.zeros(3, 1), torch.randn(3, 1)):
         proposal = method.propose(state, pool[queried], Y.to(pool))
         torch.testing.assert_close(proposal, pool[[expected]])
+
+
+def test_meta_tasks_at_their_own_inputs():
+    shared, own = small_gp_tasks(), own_inputs(small_gp_tasks())
+    assert own.name == "gp-tasks-own-inputs" and not own.shared_inputs
+    train, _ = _split(shared, 0)
+    # the shared design draws the inputs once, then each task's noise, in order
+    gen = torch.Generator().manual_seed(0 + 1)
+    X = torch.rand(shared.n_history, shared.dim, generator=gen, dtype=torch.float64)
+    expected = []
+    for i in train:
+        noise = torch.randn(shared.n_history, 1, generator=gen, dtype=torch.float64)
+        expected.append(shared.evaluate(i, X) + 0.1 * noise)  # variance 0.01
+    for task, Y in zip(meta_training_data(shared, train, 0), expected):
+        assert torch.equal(task.X, X)
+        torch.testing.assert_close(task.Y, Y, rtol=1e-12, atol=1e-12)
+    tasks = meta_training_data(own, train, 0)
+    for a, b in zip(tasks, tasks[1:]):
+        assert not torch.isin(a.X, b.X).any()  # no input shared
+    for i, task in zip(train, tasks):
+        assert task.X.shape == (own.n_history, own.dim)
+        assert (task.Y - own.evaluate(i, task.X)).std() < 0.2  # noise sd 0.1
+    assert "gp-tasks-own-inputs" in META_PROBLEMS
+
+
+@pytest.mark.parametrize(
+    "method", ["hyperbo-clustered-ucb1-skip", "cmbo", "rgpe-meta-skip"]
+)
+def test_readme_loops_and_rgpe_run_on_meta_tasks_at_their_own_inputs(method):
+    record = run_meta_experiment(
+        own_inputs(small_gp_tasks()), method, seed=0, iterations=2
+    )
+    assert record["problem"] == "gp-tasks-own-inputs"
+    assert len(record["simple_regret"]) == 3
+
+
+def test_rbv2_surrogate_at_other_fidelities():
+    bench = _rbv2_bench("rbv2_rpart")
+    X = torch.rand(
+        6, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
+    task = bench.instances[2]
+    assert torch.equal(bench(task, X, {"repl": 10}), bench(task, X))
+    per_replicate = torch.cat([bench(task, X, {"repl": r}) for r in range(1, 11)], -1)
+    assert per_replicate.std(-1).max() > 0  # the replicates differ
+    # one replicate per point picks that replicate's value
+    repl = torch.tensor([1, 4, 10, 2, 2, 7])
+    torch.testing.assert_close(
+        bench(task, X, {"repl": repl.numpy()}),
+        per_replicate.gather(-1, (repl - 1).unsqueeze(-1)),
+        rtol=0,
+        atol=0,
+    )
+    with pytest.raises(ValueError, match="`fidelity` names \\['epoch'\\]"):
+        bench(task, X, {"epoch": 3})
+    with pytest.raises(ValueError, match="`fidelity\\['repl'\\]` must be a number"):
+        bench(task, X, {"repl": [1, 2]})
+
+
+def test_replicate_noise_observes_random_replicates_of_the_mean():
+    bench = _rbv2_bench("rbv2_rpart")
+    problem = META_PROBLEMS["rbv2-rpart-replicates"]()
+    assert problem.name == "rbv2-rpart-replicates" and problem.shared_inputs
+    X = torch.rand(
+        8, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64
+    )
+    task = 5
+    per_replicate = torch.cat(
+        [bench(bench.instances[task], X, {"repl": r}) for r in range(1, 11)], -1
+    )
+    torch.testing.assert_close(
+        problem.evaluate(task, X), per_replicate.mean(-1, keepdim=True)
+    )
+    seen = set()
+    for seed in range(5):
+        Y = problem.observations(task, X, torch.Generator().manual_seed(seed))
+        # each observation is one of its point's ten replicates
+        match = (per_replicate == Y).nonzero()
+        assert match[:, 0].tolist() == list(range(8))
+        seen.update(match[:, 1].tolist())
+    assert len(seen) > 5  # the replicates are drawn, not fixed
+    # a run's observations are replicates of the queried points; regret on the mean
+    record = run_meta_experiment("rbv2-rpart-replicates", "random", 0, iterations=2)
+    entry = record["tasks"][0]
+    pool_values = [entry["values"][i] for i in range(len(entry["queries"]))]
+    assert pool_values != entry["observations"]
+    assert max(abs(v - o) for v, o in zip(pool_values, entry["observations"])) < 0.1

@@ -23,10 +23,18 @@ def test_every_track_names_registered_methods_and_problems(name):
 
 def test_meta_track_has_both_meta_models_the_peers_and_the_no_meta_gp(tmp_path):
     track = TRACKS["meta"]
-    assert {"hyperbo", "cmbo", "rgpe-meta", "mtgp-meta", "stbo-ucb"} <= set(
-        track.methods
+    assert {
+        "hyperbo-clustered-ucb1-skip",
+        "cmbo",
+        "rgpe-meta-skip",
+        "mtgp-meta-skip",
+        "stbo-ucb-skip",
+    } <= set(track.methods)
+    families = ("lcbench", "rbv2-xgboost", "rbv2-rpart", "rbv2-rpart-replicates")
+    # both designs of every family: meta-tasks on shared inputs and at their own
+    assert {f"{f}{d}" for f in families for d in ("", "-own-inputs")} == set(
+        track.problems
     )
-    assert {"lcbench", "rbv2-xgboost", "rbv2-rpart"} <= set(track.problems)
     # the track's T applies when --iterations is not given (here on the small
     # synthetic family: the YAHPO ones need the data)
     main(
