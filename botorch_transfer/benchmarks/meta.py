@@ -4,10 +4,12 @@ The protocol of HyperBO (Wang et al., Secs. 7.3-7.4) and cm-BO (Nguyen et al.,
 Sec. 4.1): the tasks of a problem are split by the seed into meta-training tasks
 (``1 - test_fraction``) and test tasks; every meta-training task comes with
 ``n_history`` noisy evaluations on one shared set of random inputs (a
-matching-input dataset, so EKL applies); a method may learn from them once per
-split (pre-training time is recorded) and then runs BO on every test task over a
-finite candidate pool, starting from the same ``n_init`` random points. The metric
-is the simple regret ``max_pool f - max_{tau <= t} f(x_tau)`` (noise-free values),
+matching-input dataset, so EKL applies; the ``-own-inputs`` problems give each
+task its own random inputs instead, see :func:`own_inputs`); a method may learn
+from them once per split (pre-training time is recorded) and then runs BO on every
+test task over a finite candidate pool, starting from the same ``n_init`` random
+points. The metric is the simple regret ``max_pool f - max_{tau <= t} f(x_tau)``
+(noise-free values: for ``rbv2-rpart-replicates``, the mean over the replicates),
 averaged over the split's test tasks (Sec. 7.3), so each (problem, method, seed)
 record is one point of the regret curve's distribution over seeds. Problems with
 ``normalize_regret=True`` (``rbv2-xgboost``, ``rbv2-rpart``; cm-BO Sec. 4.1) report
