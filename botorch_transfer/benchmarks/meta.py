@@ -299,9 +299,25 @@ META_PROBLEMS: dict[str, Callable[[], MetaProblem]] = {
     "rbv2-rpart": rbv2_rpart,
     "rbv2-rpart-replicates": rbv2_rpart_replicates,
 }
+
+
+def _own_inputs_factory(
+    factory: Callable[[], MetaProblem],
+) -> Callable[[], MetaProblem]:
+    r"""The registry's factory of ``factory``'s problem with every meta-task at its own
+    inputs, described as ``factory`` is (``list`` prints its first paragraph)."""
+
+    def make() -> MetaProblem:
+        return own_inputs(factory())
+
+    summary = (factory.__doc__ or "").split("\n\n")[0].strip().rstrip(".")
+    make.__doc__ = f"{summary}; each meta-task at its own random inputs."
+    return make
+
+
 META_PROBLEMS.update(
     {
-        f"{name}-own-inputs": lambda factory=factory: own_inputs(factory())
+        f"{name}-own-inputs": _own_inputs_factory(factory)
         for name, factory in list(META_PROBLEMS.items())
     }
 )
