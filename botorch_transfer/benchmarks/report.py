@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import numpy as np
@@ -952,7 +953,13 @@ def meta_cumulative_regret_ratio_table(
     Returns:
         The table, or ``""`` without meta records of ``reference``.
     """
-    seconds = meta_seconds_per_iteration(records)
+    seconds = {
+        k: median
+        for k, (median, _) in seconds_per_iteration(
+            [r for r in records if _is_simple_regret(r)],
+            lambda r: (r["problem"], r["method"]),
+        ).items()
+    }
     rows = []
     for problem, methods in meta_cumulative_regret(records).items():
         if reference not in methods:
@@ -992,15 +999,24 @@ def meta_cumulative_regret_ratio_table(
     return "\n".join(lines)
 
 
-def meta_seconds_per_iteration(records: list[dict]) -> dict[tuple[str, str], float]:
-    r"""Seconds per BO iteration of each (problem, method) of the meta records: the
-    median over runs of each run's mean (model fit and acquisition; failed runs and
-    runs without timings are left out)."""
-    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+def seconds_per_iteration(
+    records: list[dict], key: Callable[[dict], Hashable]
+) -> dict[Hashable, tuple[float, int]]:
+    r"""Seconds per BO iteration (model fit and acquisition) per group of runs: the
+    median over the group's runs of each run's mean, and the number of runs.
+
+    Args:
+        records: Run records (failed runs and runs without timings are left out).
+        key: The group of a record, e.g. its method or its (problem, method).
+
+    Returns:
+        ``{group: (median seconds, runs)}``.
+    """
+    runs: dict[Hashable, list[float]] = defaultdict(list)
     for r in records:
-        if _is_simple_regret(r) and not _failed(r) and r.get("iteration_s"):
-            runs[(r["problem"], r["method"])].append(float(np.mean(r["iteration_s"])))
-    return {key: float(np.median(values)) for key, values in runs.items()}
+        if not _failed(r) and r.get("iteration_s"):
+            runs[key(r)].append(float(np.mean(r["iteration_s"])))
+    return {k: (float(np.median(v)), len(v)) for k, v in runs.items()}
 
 
 #: The meta models whose README loops the meta track runs.
@@ -1727,23 +1743,20 @@ def cost_table(records: list[dict], reference: str = NO_TRANSFER) -> str:
     Returns:
         A markdown table, or ``""`` without finished runs.
     """
-    runs: dict[str, list[float]] = defaultdict(list)
-    for r in records:
-        if not _failed(r) and not _is_simple_regret(r) and r.get("iteration_s"):
-            runs[r["method"]].append(float(np.mean(r["iteration_s"])))
-    if not runs:
+    seconds = seconds_per_iteration(
+        [r for r in records if not _is_simple_regret(r)], lambda r: r["method"]
+    )
+    if not seconds:
         return ""
-    median = {m: float(np.median(v)) for m, v in runs.items()}
-    ref = median.get(reference)
+    ref = seconds[reference][0] if reference in seconds else None
     lines = [
         f"| method | runs | s/iter (median) | vs `{reference}` |",
         "|---|---|---|---|",
     ]
-    for method in sorted(runs, key=lambda m: (median[m], m)):
-        ratio = f"{median[method] / ref:.2f}" if ref else "-"
-        lines.append(
-            f"| `{method}` | {len(runs[method])} | {median[method]:.3f} | {ratio} |"
-        )
+    for method in sorted(seconds, key=lambda m: (seconds[m][0], m)):
+        median, runs = seconds[method]
+        ratio = f"{median / ref:.2f}" if ref else "-"
+        lines.append(f"| `{method}` | {runs} | {median:.3f} | {ratio} |")
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from botorch_transfer.benchmarks.report import (
     plot_regret,
     problem_kind,
     regret_figure,
+    seconds_per_iteration,
     simple_regret_table,
     summary_table,
     transfer_targets_table,
@@ -379,17 +380,22 @@ def test_budget_to_target_by_hand():
 
 
 def test_meta_cumulative_regret_ratios_by_hand():
-    def run(method, seed, curves):
+    def run(method, seed, curves, iteration_s):
         tasks = [{"task": k, "simple_regret": c} for k, c in curves.items()]
-        return _meta_record(method, seed, tasks, n_init=1, normalized=False)
+        record = _meta_record(method, seed, tasks, n_init=1, normalized=False)
+        return {**record, "iteration_s": iteration_s}
 
     records = [
-        # reference: cumulative (t = 1..3) 3 on task 1 and 6 on task 2, both seeds
-        run("stbo-ucb", 0, {1: [9, 1, 1, 1], 2: [9, 2, 2, 2]}),
-        run("stbo-ucb", 1, {1: [9, 1, 1, 1], 2: [9, 2, 2, 2]}),
-        # method: 1.5 on task 1 (both seeds), 9 on task 2 (seed 0 only)
-        run("meta", 0, {1: [0, 0.5, 0.5, 0.5], 2: [0, 3, 3, 3]}),
-        run("meta", 1, {1: [0, 0.5, 0.5, 0.5]}),
+        # reference: cumulative (t = 1..3) 3 on task 1 and 6 on task 2, both seeds;
+        # each run's mean seconds per iteration 1 and 3: median 2
+        run("stbo-ucb", 0, {1: [9, 1, 1, 1], 2: [9, 2, 2, 2]}, [1, 1, 1]),
+        run("stbo-ucb", 1, {1: [9, 1, 1, 1], 2: [9, 2, 2, 2]}, [2, 3, 4]),
+        # method: 1.5 on task 1 (both seeds), 9 on task 2 (seed 0 only); run means
+        # 2 and 5 s per iteration: median 3.5
+        run("meta", 0, {1: [0, 0.5, 0.5, 0.5], 2: [0, 3, 3, 3]}, [1, 3]),
+        run("meta", 1, {1: [0, 0.5, 0.5, 0.5]}, [5, 5, 5]),
+        # failed: neither its regret nor its seconds count
+        {**run("meta", 2, {1: [0, 0, 0, 0]}, [100]), "error": "boom"},
     ]
     table = meta_cumulative_regret_ratio_table(records)
     row = next(line for line in table.splitlines() if " meta " in line).split()
@@ -397,7 +403,35 @@ def test_meta_cumulative_regret_ratios_by_hand():
     assert row[2] == "3" and float(row[3]) == pytest.approx((1.5 + 9 + 1.5) / 12)
     # per task: 3/6 = 0.5 on task 1, 9/6 = 1.5 on task 2
     assert float(row[4]) == pytest.approx(1.5) and row[5] == "1/2"
+    # s/iter and its ratio to the reference's
+    assert float(row[6]) == pytest.approx(3.5) and float(row[7]) == pytest.approx(1.75)
     assert meta_cumulative_regret_ratio_table(records[2:]) == ""
+
+
+def test_seconds_per_iteration_by_hand():
+    def record(method, problem, iteration_s, **extra):
+        return {
+            "method": method,
+            "problem": problem,
+            "iteration_s": iteration_s,
+            **extra,
+        }
+
+    records = [
+        record("a", "p", [1.0, 3.0]),  # mean 2
+        record("a", "p", [4.0]),  # mean 4
+        record("a", "p", [10.0]),  # mean 10: the median of 2, 4, 10 is 4
+        record("a", "q", [7.0]),
+        record("a", "p", [], seed=1),  # no timings: left out
+        record("a", "p", [99.0], error="boom"),  # failed: left out
+        record("b", "p", [0.5, 1.5]),
+    ]
+    by_method = seconds_per_iteration(records, lambda r: r["method"])
+    # method a over both problems: run means 2, 4, 10, 7 -> median 5.5
+    assert by_method == {"a": (pytest.approx(5.5), 4), "b": (pytest.approx(1.0), 1)}
+    by_pair = seconds_per_iteration(records, lambda r: (r["problem"], r["method"]))
+    assert by_pair[("p", "a")] == (pytest.approx(4.0), 3)
+    assert by_pair[("q", "a")] == (pytest.approx(7.0), 1)
 
 
 def test_problem_kinds_of_the_default_track():
