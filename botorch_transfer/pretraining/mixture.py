@@ -4,11 +4,13 @@ mixed with the clusters' posterior probabilities given the target's data.
 HyperBO (Wang et al.) pre-trains one prior on all related tasks. When the tasks fall
 into groups (cm-BO's premise: Nguyen et al., *Clustering-based Meta Bayesian
 Optimization*), one prior averages the groups and is too sure between them. Here the
-tasks are clustered by their values on their shared inputs (the 2-Wasserstein
-k-means of :mod:`botorch_transfer.clustering` with point masses, i.e. Euclidean
-k-means, and its silhouette rule for the number of clusters), a prior is pre-trained
-on each cluster (:func:`~botorch_transfer.pretraining.pretrain_prior`), and the
-target's GP prior is the moment-matched mixture of the cluster priors:
+tasks are clustered by their values on their shared inputs, or, for tasks observed
+at their own inputs, by their posterior means at common index points under one prior
+pre-trained on all of them (the 2-Wasserstein k-means of
+:mod:`botorch_transfer.clustering` with point masses, i.e. Euclidean k-means, and its
+silhouette rule for the number of clusters), a prior is pre-trained on each cluster
+(:func:`~botorch_transfer.pretraining.pretrain_prior`), and the target's GP prior is
+the moment-matched mixture of the cluster priors:
 
 ``mu(x) = sum_c w_c mu_c(x)``,
 ``k(x, x') = sum_c w_c [k_c(x, x') + (mu_c(x) - mu(x)) (mu_c(x') - mu(x'))]``,
@@ -34,6 +36,7 @@ from torch.nn import Module, ModuleList
 from botorch_transfer.clustering.kmeans import select_n_clusters
 from botorch_transfer.data import TaskData, validate_task_set
 from botorch_transfer.pretraining.empirical import gaussian_log_likelihood
+from botorch_transfer.pretraining.posterior_empirical import choose_index_points
 from botorch_transfer.pretraining.pretrain import pretrain_prior
 from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.priors_io import (
@@ -337,26 +340,27 @@ def pretrain_clustered_prior(
 ) -> PretrainedPriorMixture:
     r"""Cluster related tasks and pre-train one prior per cluster.
 
-    Clustering needs tasks that share their inputs (as the empirical prior does);
-    tasks observed at different inputs are not clustered: the result is one
-    component, ``pretrain_prior(tasks)`` (its default there, the posterior
-    empirical prior), so this function serves as the default for any meta-data.
-    Each task is the vector of its outcomes
-    on the shared inputs, standardized over all tasks; k-means on these
-    vectors (:func:`~botorch_transfer.clustering.select_n_clusters` with point
-    masses: the 2-Wasserstein distance is then the Euclidean one) picks ``C`` by the
-    mean silhouette, or ``C = 1`` below a silhouette of 0.5. A clustering with a
-    cluster of fewer than ``min_cluster_size`` tasks falls back to ``C = 1``.
+    Each task is a vector of outcomes at common inputs: its observations where the
+    tasks share their inputs; otherwise its posterior mean at the index points of
+    :func:`~botorch_transfer.pretraining.posterior_empirical.choose_index_points`
+    (inputs the tasks observed) under ``pretrain_prior(tasks)``, one prior
+    pre-trained on all of them (which is also the mixture's only component when
+    ``C = 1``). The vectors are standardized over all tasks; k-means on them
+    (:func:`~botorch_transfer.clustering.select_n_clusters` with point masses: the
+    2-Wasserstein distance is then the Euclidean one) picks ``C`` by the mean
+    silhouette, or ``C = 1`` below a silhouette of 0.5. A clustering with a cluster
+    of fewer than ``min_cluster_size`` tasks falls back to ``C = 1``.
 
     Args:
         tasks: Related tasks (a list, or a dict name -> TaskData).
         n_clusters: The number of clusters; default ``None``: chosen as above among
-            ``1..max_clusters`` (one for tasks on different inputs).
+            ``1..max_clusters``.
         max_clusters: The largest ``C`` tried when ``n_clusters`` is ``None``.
         min_cluster_size: See above.
-        seed: Seed of k-means and of ``pretrain_prior``.
-        pretrain_options: Passed to :func:`pretrain_prior` for every cluster (on
-            shared inputs its default ``bounds``, their range, are the same for all).
+        seed: Seed of the index points, of k-means and of ``pretrain_prior``.
+        pretrain_options: Passed to :func:`pretrain_prior` for every cluster
+            (default ``bounds``: the range of all tasks' inputs, for every
+            component).
 
     Returns:
         A :class:`PretrainedPriorMixture` (one component when ``C = 1``).
@@ -375,15 +379,23 @@ def pretrain_clustered_prior(
         )
     pretrain_options.setdefault("progress", False)
     X0 = tasks[0].X
-    if any(t.X.shape != X0.shape or not torch.equal(t.X, X0) for t in tasks):
-        if n_clusters not in (None, 1):
-            raise ValueError(
-                "`tasks` must share their inputs (every task observed at the same X) "
-                f"to be clustered by their outcomes (`n_clusters={n_clusters}`)."
-            )
-        prior = pretrain_prior(tasks, seed=seed, **pretrain_options)
-        return PretrainedPriorMixture([prior], [len(tasks)])
-    values = torch.cat([t.Y.detach() for t in tasks], dim=-1).T.to(torch.float64)
+    pooled: PretrainedPrior | None = None
+    if all(t.X.shape == X0.shape and torch.equal(t.X, X0) for t in tasks):
+        values = torch.cat([t.Y.detach() for t in tasks], dim=-1).T
+    else:
+        pooled = pretrain_prior(tasks, seed=seed, **pretrain_options)
+        if n_clusters == 1:
+            return PretrainedPriorMixture([pooled], [len(tasks)])
+        # every component on the pooled prior's unit cube (one cluster's own
+        # range of inputs would be narrower than the target's search space)
+        lower, range_ = pooled.features.lower, pooled.features.range
+        if "bounds" not in pretrain_options and bool((range_ > 0).all()):
+            pretrain_options["bounds"] = torch.stack([lower, lower + range_])
+        index_points = choose_index_points(tasks, seed=seed)
+        values = torch.stack(
+            [posterior_mean(pooled, t.X, t.Y, index_points) for t in tasks]
+        )
+    values = values.to(torch.float64)
     values = (values - values.mean()) / values.std().clamp_min(1e-12)
     point_masses = values.new_zeros(len(tasks), values.shape[-1], values.shape[-1])
     candidates = [n_clusters] if n_clusters is not None else range(1, max_clusters + 1)
@@ -395,6 +407,8 @@ def pretrain_clustered_prior(
     sizes = torch.bincount(assignments, minlength=selection.n_clusters)
     if n_clusters is None and int(sizes.min()) < min_cluster_size:
         assignments, sizes = torch.zeros_like(assignments), sizes.sum().reshape(1)
+    if sizes.numel() == 1 and pooled is not None:
+        return PretrainedPriorMixture([pooled], sizes, assignments)
     components = [
         pretrain_prior(
             [t for t, a in zip(tasks, assignments.tolist()) if a == c],
@@ -404,3 +418,24 @@ def pretrain_clustered_prior(
         for c in range(sizes.numel())
     ]
     return PretrainedPriorMixture(components, sizes, assignments)
+
+
+def posterior_mean(prior: PretrainedPrior, X: Tensor, Y: Tensor, at: Tensor) -> Tensor:
+    r"""The mean at ``at`` of ``prior``'s GP conditioned on one task's observations:
+    ``mu(at) + k(at, X) (k(X, X) + sigma^2 I)^{-1} (y - mu(X))``.
+
+    Args:
+        prior: A pre-trained prior (mean, kernel and noise in the user's units).
+        X: ``n x d`` inputs of the task.
+        Y: ``n x 1`` outcomes of the task.
+        at: ``m x d`` inputs where the mean is wanted.
+
+    Returns:
+        The ``m`` posterior means.
+    """
+    with torch.no_grad():
+        K = prior.covariance(X, observation_noise=True)
+        L = torch.linalg.cholesky(K)
+        residual = (Y.squeeze(-1) - prior.mean(X)).unsqueeze(-1)
+        weights = torch.cholesky_solve(residual, L).squeeze(-1)
+        return prior.mean(at) + prior.covariance(at, X) @ weights

@@ -24,6 +24,7 @@ from botorch_transfer import (
     pretrain_prior,
 )
 from botorch_transfer.data import TaskData
+from botorch_transfer.pretraining.mixture import posterior_mean
 from tests.pretraining import reference as ref
 from tests.pretraining.test_empirical import family
 
@@ -139,6 +140,74 @@ def test_clustering_finds_the_groups():
     # a cluster smaller than MIN_CLUSTER_SIZE: one prior on all tasks
     assert pretrain_clustered_prior(a + b[:3]).n_clusters == 1
     assert pretrain_clustered_prior(a + b, n_clusters=3).n_clusters == 3
+
+
+def own_inputs(tasks, seed):
+    r"""``tasks`` with each task at its own random inputs in ``family``'s box (the
+    same function of the inputs: the bump, offset and slope of each task refitted by
+    least squares on its shared-input values)."""
+    gen = torch.Generator().manual_seed(seed)
+    moved = []
+    for t in tasks:
+        X = t.X
+        design = torch.cat(
+            [torch.exp(-((X[:, :1] - 0.5) ** 2)), torch.ones_like(X[:, :1]), X[:, 1:]],
+            dim=-1,
+        )
+        coef = torch.linalg.lstsq(design, t.Y).solution
+        Xn = torch.rand(X.shape, generator=gen, dtype=F64) * 3 * torch.tensor(
+            [1.0, 5.0 / 3]
+        ) - torch.tensor([1.0, 0.0])
+        fn = torch.cat(
+            [
+                torch.exp(-((Xn[:, :1] - 0.5) ** 2)),
+                torch.ones_like(Xn[:, :1]),
+                Xn[:, 1:],
+            ],
+            dim=-1,
+        )
+        moved.append(TaskData(Xn, fn @ coef))
+    return moved
+
+
+def test_clustering_finds_the_groups_of_tasks_at_their_own_inputs():
+    a, b = two_groups()
+    tasks = own_inputs(a + b, seed=1)
+    assert not torch.equal(tasks[0].X, tasks[1].X)
+    mixture = pretrain_clustered_prior(tasks)
+    assert mixture.n_clusters == 2
+    assignments = mixture.assignments.tolist()
+    assert len(set(assignments[:8])) == len(set(assignments[8:])) == 1
+    assert assignments[0] != assignments[8]
+    # every component on the unit cube of all tasks' inputs
+    X_all = torch.cat([t.X for t in tasks])
+    for component in mixture.components:
+        torch.testing.assert_close(component.features.lower, X_all.min(0).values)
+        torch.testing.assert_close(
+            component.features.lower + component.features.range, X_all.max(0).values
+        )
+    # one cluster asked for: the prior pre-trained on all tasks
+    single = pretrain_clustered_prior(tasks, n_clusters=1)
+    X = torch.rand(4, 2, dtype=F64)
+    torch.testing.assert_close(
+        single.components[0].mean(X), pretrain_prior(tasks, progress=False).mean(X)
+    )
+    # a cluster smaller than MIN_CLUSTER_SIZE: one prior on all tasks
+    assert pretrain_clustered_prior(own_inputs(a + b[:3], seed=1)).n_clusters == 1
+
+
+def test_posterior_mean_equals_reference():
+    tasks = family()
+    prior = pretrain_prior(tasks, progress=False)
+    gen = torch.Generator().manual_seed(2)
+    X = torch.rand(7, 2, generator=gen, dtype=F64) * 3
+    Y = torch.randn(7, 1, generator=gen, dtype=F64)
+    at = torch.rand(5, 2, generator=gen, dtype=F64) * 3
+    p = ref.prior_parts(prior)
+    expected, _ = ref.posterior(p, X.numpy(), Y[:, 0].numpy(), at.numpy())
+    np.testing.assert_allclose(
+        posterior_mean(prior, X, Y, at).numpy(), expected, rtol=1e-9, atol=1e-12
+    )
 
 
 def test_a_mixture_pretrained_on_a_device_keeps_its_shares_there(device):
@@ -257,9 +326,6 @@ def test_bo_loop_from_zero_points():
 
 def test_bad_input(mixture):
     a, b = two_groups()
-    with pytest.raises(ValueError, match="share their inputs"):
-        moved = [TaskData(t.X + 0.1, t.Y) for t in b]
-        pretrain_clustered_prior(a + moved, n_clusters=2)
     with pytest.raises(ValueError, match="n_clusters"):
         pretrain_clustered_prior(a, n_clusters=0)
     with pytest.raises(TypeError, match="components"):
