@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from gpytorch.kernels import Kernel
 from gpytorch.means import Mean
+from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.nn import Module, ModuleList
 
@@ -393,7 +394,7 @@ def pretrain_clustered_prior(
             pretrain_options["bounds"] = torch.stack([lower, lower + range_])
         index_points = choose_index_points(tasks, seed=seed)
         values = torch.stack(
-            [posterior_mean(pooled, t.X, t.Y, index_points) for t in tasks]
+            [posterior_mean(pooled, t.X, t.Y, index_points, t.Yvar) for t in tasks]
         )
     values = values.to(torch.float64)
     values = (values - values.mean()) / values.std().clamp_min(1e-12)
@@ -420,22 +421,29 @@ def pretrain_clustered_prior(
     return PretrainedPriorMixture(components, sizes, assignments)
 
 
-def posterior_mean(prior: PretrainedPrior, X: Tensor, Y: Tensor, at: Tensor) -> Tensor:
+def posterior_mean(
+    prior: PretrainedPrior, X: Tensor, Y: Tensor, at: Tensor, Yvar: Tensor | None = None
+) -> Tensor:
     r"""The mean at ``at`` of ``prior``'s GP conditioned on one task's observations:
-    ``mu(at) + k(at, X) (k(X, X) + sigma^2 I)^{-1} (y - mu(X))``.
+    ``mu(at) + k(at, X) (k(X, X) + D)^{-1} (y - mu(X))``, ``D`` the prior's noise
+    variance or the task's known ones.
 
     Args:
         prior: A pre-trained prior (mean, kernel and noise in the user's units).
         X: ``n x d`` inputs of the task.
         Y: ``n x 1`` outcomes of the task.
         at: ``m x d`` inputs where the mean is wanted.
+        Yvar: Optional ``n x 1`` known noise variances of ``Y``.
 
     Returns:
         The ``m`` posterior means.
     """
     with torch.no_grad():
-        K = prior.covariance(X, observation_noise=True)
-        L = torch.linalg.cholesky(K)
+        if Yvar is None:
+            K = prior.covariance(X, observation_noise=True)
+        else:
+            K = prior.covariance(X) + torch.diag_embed(Yvar.squeeze(-1))
+        L = psd_safe_cholesky(K)
         residual = (Y.squeeze(-1) - prior.mean(X)).unsqueeze(-1)
         weights = torch.cholesky_solve(residual, L).squeeze(-1)
         return prior.mean(at) + prior.covariance(at, X) @ weights

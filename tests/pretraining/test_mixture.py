@@ -208,6 +208,14 @@ def test_posterior_mean_equals_reference():
     np.testing.assert_allclose(
         posterior_mean(prior, X, Y, at).numpy(), expected, rtol=1e-9, atol=1e-12
     )
+    # known noise variances of the task's observations instead of the prior's
+    Yvar = 0.05 + torch.rand(7, 1, generator=gen, dtype=F64)
+    expected, _ = ref.posterior(
+        p, X.numpy(), Y[:, 0].numpy(), at.numpy(), yvar=Yvar[:, 0].numpy()
+    )
+    np.testing.assert_allclose(
+        posterior_mean(prior, X, Y, at, Yvar).numpy(), expected, rtol=1e-9, atol=1e-12
+    )
 
 
 def test_a_mixture_pretrained_on_a_device_keeps_its_shares_there(device):
