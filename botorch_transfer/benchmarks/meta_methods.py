@@ -23,6 +23,8 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   ``max(y) + 0.1`` in the prior's standardized units;
 - ``cmbo-{center,barycenter}-{w2,jeffreys}``: cm-BO (Alg. 1), see
   :class:`ClusterMetaBO`;
+- ``meta-task-mixture-ucb1-skip``: :class:`~botorch_transfer.MetaTaskMixtureGP`,
+  UCB with ``beta = 1``, without re-queries;
 - ``portfolio-skip``: a greedy portfolio of the meta-training tasks (Feurer et al.
   2015), see :class:`GreedyPortfolioMeta`.
 """
@@ -67,6 +69,7 @@ from botorch_transfer import (
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
 from botorch_transfer.benchmarks.transfer_methods import with_task_column
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+from botorch_transfer.models.meta_task_mixture import MetaTaskMixtureGP
 from botorch_transfer.models.pretrained import PRIOR_SCALE_DOF
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
@@ -321,6 +324,34 @@ class RGPEMeta(Method):
         acqf = UpperConfidenceBound(model, beta=STBO_UCB_BETA)
         queried = X if self.skip_queried else None
         return maximize_on_pool(acqf, state.pool, queried=queried)
+
+
+@dataclass
+class MetaTaskMixtureState:
+    r"""A split's fitted meta-task GPs and candidate pool."""
+
+    meta_tasks: MetaTaskPosteriors
+    pool: Tensor
+
+
+class MetaTaskMixtureMeta(Method):
+    r""":class:`~botorch_transfer.MetaTaskMixtureGP` with its defaults: the meta-task
+    GPs fitted once per split (unit-cube bounds), the model rebuilt from the target's
+    data every iteration, UCB with the README ``PretrainedPriorGP`` loop's weight on
+    the pool points not yet queried."""
+
+    protocols = (META,)
+
+    def setup(self, problem: MetaProblem, data: MetaData) -> MetaTaskMixtureState:
+        bounds = torch.stack([torch.zeros(problem.dim), torch.ones(problem.dim)])
+        bounds = bounds.to(data.pool)
+        posteriors = meta_task_posteriors(data.history, bounds, progress=False)
+        return MetaTaskMixtureState(posteriors, data.pool)
+
+    def propose(self, state: MetaTaskMixtureState, X: Tensor, Y: Tensor) -> Tensor:
+        model = MetaTaskMixtureGP(X, Y, meta_tasks=state.meta_tasks)
+        acqf = UpperConfidenceBound(model, beta=PRETRAINED_PRIOR_UCB_BETA)
+        return maximize_on_pool(acqf, state.pool, queried=X)
 
 
 def normalized_regrets(values: Tensor) -> Tensor:
@@ -846,6 +877,12 @@ register_method(
     RGPEMeta(skip_queried=True),
     "peer: rgpe-meta searching only the pool points not yet queried (as every -skip "
     "method and the no-meta GP stbo-ucb-skip)",
+)
+register_method(
+    "meta-task-mixture-ucb1-skip",
+    MetaTaskMixtureMeta(),
+    "MetaTaskMixtureGP (one mixture component per meta-task, scale and residual), "
+    "UCB beta = 1 on the pool points not yet queried",
 )
 register_method(
     "portfolio-skip",

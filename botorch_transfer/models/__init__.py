@@ -17,6 +17,7 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
 )
+from botorch_transfer.models.meta_task_mixture import MetaTaskMixtureGP
 from botorch_transfer.models.pooled import PooledTransferGP, source_fitted_kernel
 from botorch_transfer.models.pretrained import PretrainedPriorGP
 from botorch_transfer.models.randomized_nn import (
@@ -42,6 +43,7 @@ __all__ = [
     "EnvGP",
     "GPSourcePosterior",
     "LogPowerSchedule",
+    "MetaTaskMixtureGP",
     "MarginalAffineSourcePosterior",
     "ModelSourcePosterior",
     "PooledTransferGP",

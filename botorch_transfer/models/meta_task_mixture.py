@@ -1,0 +1,399 @@
+r"""A mixture over meta-tasks: the target as an affine map of one meta-task's GP plus a
+residual, weighted by how well each explains the target's points.
+
+:class:`MetaTaskMixtureGP` holds no pre-trained prior: one GP per meta-task
+(:class:`~botorch_transfer.clustering.MetaTaskPosteriors`, cm-BO's Stage 1 GPs) and,
+on the target's outcomes standardized by their own mean and standard deviation, one
+mixture component per (meta-task ``j``, scale ``a``, residual variance ``rho^2``)::
+
+    y(x) = c + a g_j(x) + a e_j(x) + r(x) + eps,
+
+- ``g_j``: meta-task ``j``'s posterior mean, standardized by that task's outcomes;
+- ``e_j ~ GP(0, G_j)``: its posterior covariance in the same units (where the
+  meta-task has no data, the target inherits its prior uncertainty);
+- ``r ~ GP(0, rho^2 R_j)``: a residual with the correlation ``R_j`` of the task's own
+  prior kernel (how the target differs from the task);
+- ``eps ~ N(0, sigma^2)``: observation noise (``noise_variance``, or the known
+  ``train_Yvar`` in standardized units);
+- ``c``: an offset, by generalized least squares given the other terms.
+
+So component ``k`` is a GP with mean ``c + a g_j`` and covariance
+``C_k = a^2 G_j + rho^2 R_j`` (plus noise at observations). Its weight is its
+marginal likelihood of the target's points (at the least-squares ``c``) times its
+prior: uniform over meta-tasks and residual variances, ``log a ~ N(0, 1)`` over the
+grid of scales. The ``max_components`` heaviest components are conditioned on the
+target's points and the mixture is moment-matched to one Gaussian (mean
+``sum_k w_k m_k``, covariance ``sum_k w_k (S_k + (m_k - m)(m_k - m)^T)``), so that
+every BoTorch acquisition function takes it. A target like one meta-task follows it
+(rescaled and shifted); a target unlike all of them gets its weight on the largest
+residual variance and follows its own points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.distributions import MultivariateNormal
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from torch import Tensor
+
+from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+from botorch_transfer.data import TaskData, validate_task_set
+from botorch_transfer.validation import check_query_inputs, validate_training_data
+
+#: Scales ``a`` of a meta-task's standardized posterior mean (a grid with
+#: ``log a ~ N(0, 1)`` over it).
+DEFAULT_SCALES = tuple(math.exp(v) for v in torch.linspace(-1.5, 1.5, 7).tolist())
+#: Variances ``rho^2`` of the residual GP, in units of the target's outcome variance.
+DEFAULT_RESIDUAL_VARIANCES = (0.02, 0.1, 0.5)
+#: Observation noise variance of the target, in units of its outcome variance, when
+#: ``train_Yvar`` is not given.
+DEFAULT_NOISE_VARIANCE = 0.01
+#: Components conditioned on the target's points (the heaviest ones).
+DEFAULT_MAX_COMPONENTS = 64
+
+
+def _positive_grid(values: Sequence[float] | Tensor, name: str, strict: bool) -> Tensor:
+    grid = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    bad = (grid <= 0) if strict else (grid < 0)
+    if grid.numel() == 0 or not torch.isfinite(grid).all() or bad.any():
+        kind = "positive" if strict else "non-negative"
+        raise ValueError(
+            f"`{name}` must be a non-empty sequence of finite {kind} numbers, got "
+            f"{values!r}."
+        )
+    return grid
+
+
+class MetaTaskMixtureGP(Model):
+    r"""The target as one of the meta-tasks, rescaled, shifted and corrected by a
+    residual GP: a mixture weighted by each component's marginal likelihood of the
+    target's points (see the module docstring for the model).
+
+    Build it every BO iteration from the target's data; it has no hyperparameters to
+    fit (the meta-tasks' GPs are fitted once, by :func:`meta_task_posteriors`). Give
+    the fitted meta-tasks to the next iteration's model
+    (``meta_tasks=model.meta_tasks``) instead of refitting them.
+
+    Args:
+        train_X: ``n x d`` target inputs (``n >= 1``: with no target point there is
+            nothing to weigh the meta-tasks by; start from a point of the best
+            meta-task configurations or a space-filling design).
+        train_Y: ``n x 1`` target observations.
+        train_Yvar: Optional ``n x 1`` known observation noise variances (otherwise
+            ``noise_variance`` times the target's outcome variance).
+        meta_tasks: The meta-tasks (keyword): a sequence of ``TaskData`` (a GP is
+            fitted to each, with cm-BO's Stage 1 kernel and inputs normalized by
+            ``bounds``) or the ``MetaTaskPosteriors`` of fitted ones.
+        bounds: ``2 x d`` bounds of the input space, used to normalize inputs when
+            ``meta_tasks`` are ``TaskData`` (default: the unit cube).
+        scales: The grid of scales ``a`` of a meta-task's standardized posterior.
+        residual_variances: The grid of residual variances ``rho^2`` (units of the
+            target's outcome variance).
+        noise_variance: The target's observation noise variance in units of its
+            outcome variance, when ``train_Yvar`` is not given.
+        max_components: How many of the heaviest components form the posterior.
+        progress: Show a progress bar while the meta-tasks' GPs are fitted, when
+            that takes more than a few seconds.
+
+    Example:
+        >>> model = MetaTaskMixtureGP(train_X, train_Y, meta_tasks=related_tasks)
+        >>> acqf = UpperConfidenceBound(model, beta=1.0)
+        >>> model.task_weights  # how much each meta-task explains the target
+        >>> next_model = MetaTaskMixtureGP(X, Y, meta_tasks=model.meta_tasks)
+    """
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        *,
+        meta_tasks: Sequence[TaskData] | MetaTaskPosteriors,
+        bounds: Tensor | None = None,
+        scales: Sequence[float] | Tensor = DEFAULT_SCALES,
+        residual_variances: Sequence[float] | Tensor = DEFAULT_RESIDUAL_VARIANCES,
+        noise_variance: float = DEFAULT_NOISE_VARIANCE,
+        max_components: int = DEFAULT_MAX_COMPONENTS,
+        progress: bool = True,
+    ) -> None:
+        super().__init__()
+        validate_training_data(train_X, train_Y, train_Yvar)
+        if train_X.dim() != 2:
+            raise ValueError(
+                "`train_X` must be an n x d tensor (one target task), got shape "
+                f"{tuple(train_X.shape)}."
+            )
+        if train_X.shape[0] == 0:
+            raise ValueError(
+                "`train_X` has no points: MetaTaskMixtureGP weighs the meta-tasks by "
+                "the target's observations; evaluate a first point (e.g. the best "
+                "configuration of the meta-tasks) before building it."
+            )
+        if not isinstance(noise_variance, (int, float)) or not noise_variance > 0:
+            raise ValueError(
+                f"`noise_variance` must be a positive number, got {noise_variance!r}."
+            )
+        if (
+            not isinstance(max_components, int)
+            or isinstance(max_components, bool)
+            or max_components < 1
+        ):
+            raise ValueError(
+                f"`max_components` must be a positive int, got {max_components!r}."
+            )
+        like = {"dtype": train_X.dtype, "device": train_X.device}
+        self._register(
+            "_scales", _positive_grid(scales, "scales", strict=True).to(**like)
+        )
+        self._register(
+            "_residual_variances",
+            _positive_grid(residual_variances, "residual_variances", strict=False).to(
+                **like
+            ),
+        )
+        self.noise_variance = float(noise_variance)
+        self.max_components = max_components
+        self.meta_tasks = self._meta_task_posteriors(
+            meta_tasks, bounds, train_X, progress
+        )
+        # buffers (moved by `.to()`), derived from the data, not state
+        self._register("train_X", train_X)
+        self._register("train_Y", train_Y)
+        self._register("train_Yvar", train_Yvar)
+        # the target's own standardization (BoTorch's: std 1 for a single point)
+        self.outcome_transform = Standardize(m=1)
+        y, yvar = self.outcome_transform(train_Y, train_Yvar)
+        self.outcome_transform.eval()
+        y = y.squeeze(-1)
+        noise = (
+            torch.full_like(y, self.noise_variance)
+            if yvar is None
+            else yvar.squeeze(-1)
+        )
+        self._register("_noise", noise)
+        with torch.no_grad():
+            self._fit_components(train_X, y, noise)
+
+    # ------------------------------------------------------------------ set-up
+    @staticmethod
+    def _meta_task_posteriors(
+        meta_tasks: Sequence[TaskData] | MetaTaskPosteriors,
+        bounds: Tensor | None,
+        train_X: Tensor,
+        progress: bool,
+    ) -> MetaTaskPosteriors:
+        d = train_X.shape[-1]
+        if isinstance(meta_tasks, MetaTaskPosteriors):
+            if bounds is not None:
+                raise ValueError(
+                    "`bounds` applies to meta-tasks given as TaskData; fitted "
+                    "MetaTaskPosteriors keep the bounds they were fitted with."
+                )
+            posteriors = meta_tasks
+        elif isinstance(meta_tasks, (list, tuple)):
+            tasks = validate_task_set(meta_tasks, "meta_tasks")
+            if tasks[0].X.dtype != train_X.dtype:
+                raise TypeError(
+                    f"`meta_tasks` have dtype {tasks[0].X.dtype} but `train_X` has "
+                    f"{train_X.dtype}; use one dtype."
+                )
+            if tasks[0].d != d:
+                raise ValueError(
+                    f"`meta_tasks` have d={tasks[0].d} inputs but `train_X` has d={d}."
+                )
+            if bounds is None:
+                bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(train_X)
+            posteriors = meta_task_posteriors(tasks, bounds, progress=progress)
+        else:
+            raise TypeError(
+                "`meta_tasks` must be a list of TaskData or MetaTaskPosteriors, got "
+                f"{type(meta_tasks).__name__}."
+            )
+        if posteriors.X.shape[-1] != d:
+            raise ValueError(
+                f"`meta_tasks` have d={posteriors.X.shape[-1]} inputs but `train_X` "
+                f"has d={d}."
+            )
+        if posteriors.X.dtype != train_X.dtype or posteriors.X.device != (
+            train_X.device
+        ):
+            raise ValueError(
+                f"`meta_tasks` are {posteriors.X.dtype} on {posteriors.X.device} but "
+                f"`train_X` is {train_X.dtype} on {train_X.device}."
+            )
+        return posteriors
+
+    def standardized_means(self, X: Tensor) -> Tensor:
+        r"""Every meta-task's posterior mean ``g_j`` at flat ``N x d`` inputs,
+        standardized by its own outcomes: ``K x N``."""
+        post = self.meta_tasks
+        return (post.means(X) - post.y_offset.unsqueeze(-1)) / post.y_scale.unsqueeze(
+            -1
+        )
+
+    def _covariances(self, X1: Tensor, X2: Tensor) -> tuple[Tensor, Tensor]:
+        r"""``(G_j, R_j)`` between flat ``N1 x d`` and ``N2 x d`` inputs, each
+        ``K x N1 x N2``: the standardized posterior covariance and the prior
+        kernel's correlation."""
+        post = self.meta_tasks
+        prior = post.prior_kernel(X1, X2)
+        G = prior - post.features(X1).transpose(-1, -2) @ post.features(X2)
+        return G, prior / post.outputscale.reshape(-1, 1, 1)
+
+    def _fit_components(self, X: Tensor, y: Tensor, noise: Tensor) -> None:
+        r"""Every component's marginal likelihood; the heaviest ones conditioned."""
+        K, n = self.meta_tasks.num_tasks, y.shape[-1]
+        A, P = self._scales.numel(), self._residual_variances.numel()
+        g = self.standardized_means(X)  # K x n
+        G, R = self._covariances(X, X)  # K x n x n
+        a = self._scales.reshape(1, A, 1, 1, 1)
+        rho2 = self._residual_variances.reshape(1, 1, P, 1, 1)
+        C = a.pow(2) * G.reshape(K, 1, 1, n, n) + rho2 * R.reshape(K, 1, 1, n, n)
+        C = C + torch.diag_embed(noise)  # K x A x P x n x n
+        L = psd_safe_cholesky(C)
+        shifted = y - a.squeeze(-1) * g.reshape(K, 1, 1, n)  # y - a g_j: K x A x P x n
+        shifted = shifted.expand(K, A, P, n)
+        ones = torch.ones_like(shifted)
+        solve = torch.cholesky_solve(torch.stack([shifted, ones], -1), L)
+        # c by generalized least squares: (1' C^-1 (y - a g)) / (1' C^-1 1)
+        c = (ones * solve[..., 0]).sum(-1) / (ones * solve[..., 1]).sum(-1)
+        alpha = solve[..., 0] - c.unsqueeze(-1) * solve[..., 1]  # C^-1 (y - a g - c)
+        quad = ((shifted - c.unsqueeze(-1)) * alpha).sum(-1)
+        logdet = 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        loglik = -0.5 * (quad + logdet + n * math.log(2 * math.pi))
+        log_prior = -0.5 * self._scales.log().pow(2).reshape(1, A, 1)
+        log_w = (loglik + log_prior).reshape(-1)
+        weights = torch.softmax(log_w, dim=-1)
+        top = weights.argsort(descending=True)[: self.max_components]
+        task, rest = top // (A * P), top % (A * P)
+        derived = {
+            "_log_likelihoods": loglik,  # K x A x P
+            "_component_weights": weights.reshape(K, A, P),
+            "_top_task": task,
+            "_top_scale": self._scales[rest // P],
+            "_top_rho2": self._residual_variances[rest % P],
+            "_top_weight": weights[top] / weights[top].sum(),
+            "_top_offset": c.reshape(-1)[top],
+            "_top_alpha": alpha.reshape(-1, n)[top],
+            "_top_chol": L.reshape(-1, n, n)[top],
+        }
+        for name, value in derived.items():
+            self._register(name, value)
+
+    def _register(self, name: str, value: Tensor | None) -> None:
+        self.register_buffer(name, value, persistent=False)
+
+    # ------------------------------------------------------------- properties
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size([])
+
+    @property
+    def task_weights(self) -> Tensor:
+        r"""``K`` posterior probabilities of the meta-tasks (over all components,
+        summed over scales and residual variances)."""
+        return self._component_weights.sum(dim=(-1, -2))
+
+    @property
+    def component_weights(self) -> Tensor:
+        r"""``K x len(scales) x len(residual_variances)`` posterior probabilities of
+        the components."""
+        return self._component_weights
+
+    # -------------------------------------------------------------- posterior
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+    ) -> GPyTorchPosterior:
+        r"""The moment-matched mixture at ``batch_shape x q x d`` inputs.
+
+        Args:
+            X: The inputs.
+            output_indices: ``None`` or ``[0]`` (one output).
+            observation_noise: Add the noise of a new observation (``True``: the
+                model's noise variance, the mean of ``train_Yvar`` where given), or
+                a ``batch_shape x q x 1`` tensor of noise variances (user units).
+            posterior_transform: Applied to the posterior.
+
+        Returns:
+            A ``GPyTorchPosterior`` (user units).
+        """
+        check_query_inputs(X, self.train_X.shape[-1])
+        if output_indices not in (None, [0]):
+            raise ValueError(
+                f"`output_indices` must be None or [0] (one output), got "
+                f"{output_indices!r}."
+            )
+        if X.dtype != self.train_X.dtype or X.device != self.train_X.device:
+            raise ValueError(
+                f"`X` is {X.dtype} on {X.device} but the model's data are "
+                f"{self.train_X.dtype} on {self.train_X.device}."
+            )
+        mean, cov = self._mixture(X)
+        if observation_noise is True:
+            noise = self._noise.mean() * torch.ones_like(mean)
+            cov = cov + torch.diag_embed(noise)
+        elif isinstance(observation_noise, Tensor):
+            stdvs_sq = self.outcome_transform.stdvs.pow(2).squeeze()
+            noise = observation_noise.squeeze(-1) / stdvs_sq
+            cov = cov + torch.diag_embed(noise.expand_as(mean))
+        posterior = GPyTorchPosterior(MultivariateNormal(mean, cov))
+        posterior = self.outcome_transform.untransform_posterior(posterior)
+        if posterior_transform is not None:
+            posterior = posterior_transform(posterior)
+        return posterior
+
+    def _mixture(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Mean ``batch x q`` and covariance ``batch x q x q`` of the moment-matched
+        mixture (standardized units)."""
+        batch, q, d = X.shape[:-2], X.shape[-2], X.shape[-1]
+        Xb = X.reshape(-1, q, d)  # b x q x d
+        b, n = Xb.shape[0], self.train_X.shape[0]
+        flat = Xb.reshape(-1, d)
+        post = self.meta_tasks
+        task, a, rho2 = self._top_task, self._top_scale, self._top_rho2
+        g = self.standardized_means(flat)[task].reshape(-1, b, q)  # M x b x q
+        G_cross, R_cross = self._covariances(flat, self.train_X)  # K x bq x n
+        K_cross = (
+            a.reshape(-1, 1, 1).pow(2) * G_cross[task]
+            + rho2.reshape(-1, 1, 1) * R_cross[task]
+        )  # M x bq x n
+        # the q x q blocks of each batch: prior kernel minus the explained part
+        prior = post.prior_kernel(Xb, Xb)  # K x b x q x q
+        v = post.features(flat).reshape(post.num_tasks, -1, b, q)
+        G_own = prior - torch.einsum("kmbq,kmbp->kbqp", v, v)
+        R_own = prior / post.outputscale.reshape(-1, 1, 1, 1)
+        K_own = (
+            a.reshape(-1, 1, 1, 1).pow(2) * G_own[task]
+            + rho2.reshape(-1, 1, 1, 1) * R_own[task]
+        )  # M x b x q x q
+        means = (
+            self._top_offset.reshape(-1, 1, 1)
+            + a.reshape(-1, 1, 1) * g
+            + (K_cross @ self._top_alpha.unsqueeze(-1)).reshape(-1, b, q)
+        )
+        W = torch.linalg.solve_triangular(
+            self._top_chol, K_cross.transpose(-1, -2), upper=False
+        ).reshape(-1, n, b, q)  # L^-1 K_X*
+        covs = K_own - torch.einsum("mnbq,mnbp->mbqp", W, W)
+        w = self._top_weight
+        mean = torch.einsum("m,mbq->bq", w, means)
+        spread = means - mean
+        cov = torch.einsum("m,mbqp->bqp", w, covs) + torch.einsum(
+            "m,mbq,mbp->bqp", w, spread, spread
+        )
+        return mean.reshape(*batch, q), cov.reshape(*batch, q, q)
