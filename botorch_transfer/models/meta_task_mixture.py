@@ -40,6 +40,7 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
+from linear_operator.operators import DenseLinearOperator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
@@ -351,7 +352,11 @@ class MetaTaskMixtureGP(Model):
             stdvs_sq = self.outcome_transform.stdvs.pow(2).squeeze()
             noise = observation_noise.squeeze(-1) / stdvs_sq
             cov = cov + torch.diag_embed(noise.expand_as(mean))
-        posterior = GPyTorchPosterior(MultivariateNormal(mean, cov))
+        # lazy: a joint covariance at observed points can be singular to rounding;
+        # sampling factorizes it with jitter (psd_safe_cholesky), as for BoTorch's GPs
+        posterior = GPyTorchPosterior(
+            MultivariateNormal(mean, DenseLinearOperator(cov))
+        )
         posterior = self.outcome_transform.untransform_posterior(posterior)
         if posterior_transform is not None:
             posterior = posterior_transform(posterior)
