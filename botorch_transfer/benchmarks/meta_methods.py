@@ -69,7 +69,10 @@ from botorch_transfer import (
 from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
 from botorch_transfer.benchmarks.transfer_methods import with_task_column
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
-from botorch_transfer.models.meta_task_mixture import MetaTaskMixtureGP
+from botorch_transfer.models.meta_task_mixture import (
+    MetaTaskMixtureGP,
+    fit_default_meta_task_gps,
+)
 from botorch_transfer.models.pretrained import PRIOR_SCALE_DOF
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
@@ -336,17 +339,18 @@ class MetaTaskMixtureState:
 
 class MetaTaskMixtureMeta(Method):
     r""":class:`~botorch_transfer.MetaTaskMixtureGP` with its defaults: the meta-task
-    GPs fitted once per split (unit-cube bounds), the model rebuilt from the target's
-    data every iteration, UCB with the README ``PretrainedPriorGP`` loop's weight on
-    the pool points not yet queried."""
+    GPs (BoTorch's default ``SingleTaskGP``) fitted once per split on the unit cube,
+    the model rebuilt from the target's data every iteration, UCB with the README
+    ``PretrainedPriorGP`` loop's weight on the pool points not yet queried."""
 
     protocols = (META,)
 
     def setup(self, problem: MetaProblem, data: MetaData) -> MetaTaskMixtureState:
         bounds = torch.stack([torch.zeros(problem.dim), torch.ones(problem.dim)])
         bounds = bounds.to(data.pool)
-        posteriors = meta_task_posteriors(data.history, bounds, progress=False)
-        return MetaTaskMixtureState(posteriors, data.pool)
+        return MetaTaskMixtureState(
+            fit_default_meta_task_gps(data.history, bounds), data.pool
+        )
 
     def propose(self, state: MetaTaskMixtureState, X: Tensor, Y: Tensor) -> Tensor:
         model = MetaTaskMixtureGP(X, Y, meta_tasks=state.meta_tasks)

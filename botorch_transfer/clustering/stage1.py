@@ -284,6 +284,12 @@ class MetaTaskPosteriors(Module):
         values += (outputscale, constant, y_offset, y_scale, bounds)
         for name, value in zip(self.FIELDS, values):
             self.register_buffer(name, value, persistent=False)
+        self._factorize()
+
+    def _factorize(self) -> None:
+        r"""The Cholesky factors and ``alpha`` of every task from the stored data and
+        hyperparameters (and a fresh memo)."""
+        X, mask, noise = self.X, self.mask, self.noise
         with torch.no_grad():
             m = mask.to(X)
             K = self._kernel(self.normalize(X), self.normalize(X))
@@ -291,7 +297,7 @@ class MetaTaskPosteriors(Module):
             # padded rows/columns are zero: a unit diagonal there makes L block-identity
             K = K + torch.diag_embed(torch.where(mask, noise, torch.ones_like(noise)))
             chol = torch.linalg.cholesky(K)
-            resid = (Z_targets - constant.unsqueeze(-1)) * m
+            resid = (self.Z_targets - self.constant.unsqueeze(-1)) * m
             alpha = torch.cholesky_solve(resid.unsqueeze(-1), chol).squeeze(-1) * m
         self.register_buffer("chol", chol, persistent=False)
         self.register_buffer("alpha", alpha, persistent=False)

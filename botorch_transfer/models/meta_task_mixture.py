@@ -1,50 +1,59 @@
 r"""A mixture over meta-tasks: the target as an affine map of one meta-task's GP plus a
 residual, weighted by how well each explains the target's points.
 
-:class:`MetaTaskMixtureGP` holds no pre-trained prior: one GP per meta-task
-(:class:`~botorch_transfer.clustering.MetaTaskPosteriors`, cm-BO's Stage 1 GPs) and,
-on the target's outcomes standardized by their own mean and standard deviation, one
-mixture component per (meta-task ``j``, scale ``a``, residual variance ``rho^2``)::
+:class:`MetaTaskMixtureGP` holds no pre-trained prior: one GP per meta-task (a
+``SingleTaskGP`` with BoTorch's defaults, fitted once by
+:func:`fit_default_meta_task_gps`; cm-BO's Stage 1 GPs,
+:class:`~botorch_transfer.clustering.MetaTaskPosteriors`, work too) and, on the
+target's outcomes standardized by their own mean and standard deviation, one mixture
+component per (meta-task ``j``, scale ``a``, residual variance ``rho^2``)::
 
     y(x) = c + a g_j(x) + a e_j(x) + r(x) + eps,
 
 - ``g_j``: meta-task ``j``'s posterior mean, standardized by that task's outcomes;
 - ``e_j ~ GP(0, G_j)``: its posterior covariance in the same units (where the
   meta-task has no data, the target inherits its prior uncertainty);
-- ``r ~ GP(0, rho^2 R_j)``: a residual with the correlation ``R_j`` of the task's own
-  prior kernel (how the target differs from the task);
+- ``r ~ GP(0, rho^2 R_j^(1/f^2))``: a residual with the correlation ``R_j`` of the
+  task's own prior kernel at lengthscales ``f`` times the task's (how the target
+  differs from the task);
 - ``eps ~ N(0, sigma^2)``: observation noise (``noise_variance``, or the known
   ``train_Yvar`` in standardized units);
 - ``c``: an offset, by generalized least squares given the other terms.
 
-So component ``k`` is a GP with mean ``c + a g_j`` and covariance
-``C_k = a^2 G_j + rho^2 R_j`` (plus noise at observations). Its weight is its
+So component ``k = (j, a, rho^2, f)`` is a GP with mean ``c + a g_j`` and covariance
+``C_k = a^2 G_j + rho^2 R_j^(1/f^2)`` (plus noise at observations). Its weight is its
 marginal likelihood of the target's points (at the least-squares ``c``) times its
-prior: uniform over meta-tasks and residual variances, ``log a ~ N(0, 1)`` over the
+prior: uniform over meta-tasks and residual settings, ``log a ~ N(0, 1)`` over the
 grid of scales. The ``max_components`` heaviest components are conditioned on the
 target's points and the mixture is moment-matched to one Gaussian (mean
 ``sum_k w_k m_k``, covariance ``sum_k w_k (S_k + (m_k - m)(m_k - m)^T)``), so that
 every BoTorch acquisition function takes it. A target like one meta-task follows it
-(rescaled and shifted); a target unlike all of them gets its weight on the largest
-residual variance and follows its own points.
+(rescaled and shifted); a target unlike all of them gets its weight on a large, short
+residual and follows its own points.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
 from botorch.models.model import Model
+from botorch.models.transforms.input import Normalize
 from botorch.models.transforms.outcome import Standardize
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
+from torch.nn import Module
 
-from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+from botorch_transfer.clustering import MetaTaskPosteriors
 from botorch_transfer.data import TaskData, validate_task_set
 from botorch_transfer.validation import check_query_inputs, validate_training_data
 
@@ -53,6 +62,9 @@ from botorch_transfer.validation import check_query_inputs, validate_training_da
 DEFAULT_SCALES = tuple(math.exp(v) for v in torch.linspace(-1.5, 1.5, 7).tolist())
 #: Variances ``rho^2`` of the residual GP, in units of the target's outcome variance.
 DEFAULT_RESIDUAL_VARIANCES = (0.02, 0.1, 0.5)
+#: Lengthscales of the residual GP relative to the meta-task's own (a target unlike
+#: every meta-task may vary faster than they do).
+DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS = (1.0, 0.5, 0.25)
 #: Observation noise variance of the target, in units of its outcome variance, when
 #: ``train_Yvar`` is not given.
 DEFAULT_NOISE_VARIANCE = 0.01
@@ -72,14 +84,142 @@ def _positive_grid(values: Sequence[float] | Tensor, name: str, strict: bool) ->
     return grid
 
 
+class DefaultMetaTaskPosteriors(MetaTaskPosteriors):
+    r"""Frozen posteriors of ``K`` meta-task GPs with BoTorch's default kernel.
+
+    As :class:`~botorch_transfer.clustering.MetaTaskPosteriors` (cm-BO's Stage 1
+    bank: padded tasks, posterior means, features and prior kernels of every task in
+    one call), with the kernel of a default ``SingleTaskGP``: an ARD RBF kernel with
+    unit variance on inputs normalized by ``bounds``, ``k_j(x, x') = exp(-|x - x'|^2_j
+    / 2)`` with ``|z|^2_j = sum_i (z_i / l_ji)^2``. Built by
+    :func:`fit_default_meta_task_gps`.
+
+    Args:
+        X: ``K x n_max x d`` raw training inputs (padded).
+        Z_targets: ``K x n_max`` standardized training outcomes (padded with 0).
+        mask: ``K x n_max`` bool, True for real points.
+        noise: ``K x n_max`` noise variances in standardized units (padding: any).
+        lengthscale: ``K x d`` RBF lengthscales (normalized inputs).
+        constant: ``K`` constant prior means (standardized units).
+        y_offset: ``K`` outcome offsets (user units).
+        y_scale: ``K`` outcome scales (user units).
+        bounds: ``2 x d`` input bounds used for normalization.
+    """
+
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "X",
+        "Z_targets",
+        "mask",
+        "noise",
+        "lengthscale",
+        "outputscale",
+        "constant",
+        "y_offset",
+        "y_scale",
+        "bounds",
+    )
+
+    def __init__(
+        self,
+        X: Tensor,
+        Z_targets: Tensor,
+        mask: Tensor,
+        noise: Tensor,
+        lengthscale: Tensor,
+        constant: Tensor,
+        y_offset: Tensor,
+        y_scale: Tensor,
+        bounds: Tensor,
+    ) -> None:
+        Module.__init__(self)
+        outputscale = torch.ones_like(constant)  # BoTorch's default has no scale
+        values = (X, Z_targets, mask, noise, lengthscale, outputscale, constant)
+        values += (y_offset, y_scale, bounds)
+        for name, value in zip(self.FIELDS, values):
+            self.register_buffer(name, value, persistent=False)
+        self._factorize()
+
+    def _kernel(self, Z1: Tensor, Z2: Tensor, batch_dims: int = 0) -> Tensor:
+        view = (self.num_tasks,) + (1,) * batch_dims + (1, self.X.shape[-1])
+        ls = self.lengthscale.reshape(view)
+        A, B = Z1 / ls, Z2 / ls
+        # |a - b|^2 expanded: no K x n1 x n2 x d tensor of differences
+        sq = (
+            A.pow(2).sum(-1).unsqueeze(-1)
+            + B.pow(2).sum(-1).unsqueeze(-2)
+            - 2 * A @ B.transpose(-1, -2)
+        )
+        return torch.exp(-0.5 * sq.clamp_min(0))
+
+
+def fit_default_meta_task_gps(
+    tasks: Sequence[TaskData], bounds: Tensor
+) -> DefaultMetaTaskPosteriors:
+    r"""Fit a ``SingleTaskGP`` with BoTorch's defaults to every meta-task and freeze
+    their posteriors.
+
+    Tasks with the same number of points and kind of noise (known ``Yvar`` or not)
+    are fitted together as one batched ``SingleTaskGP`` (``fit_gpytorch_mll``; the
+    batched marginal likelihood is a sum of independent per-task terms).
+
+    Args:
+        tasks: The meta-tasks.
+        bounds: ``2 x d`` input bounds (inputs are normalized with them, as
+            ``Normalize(d, bounds=bounds)`` does).
+
+    Returns:
+        The frozen posteriors, in the order of ``tasks``.
+    """
+    K, d = len(tasks), tasks[0].d
+    n_max = max(t.n for t in tasks)
+    like = {"dtype": tasks[0].X.dtype, "device": tasks[0].X.device}
+    X = torch.zeros(K, n_max, d, **like)
+    Z = torch.zeros(K, n_max, **like)
+    mask = torch.zeros(K, n_max, dtype=torch.bool, device=like["device"])
+    noise = torch.ones(K, n_max, **like)
+    lengthscale = torch.ones(K, d, **like)
+    constant, y_offset, y_scale = (torch.zeros(K, **like) for _ in range(3))
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for j, task in enumerate(tasks):
+        groups.setdefault((task.n, task.Yvar is None), []).append(j)
+    for (n, unknown_noise), idx in groups.items():
+        batch = torch.Size([len(idx)])
+        model = SingleTaskGP(
+            torch.stack([tasks[j].X for j in idx]),
+            torch.stack([tasks[j].Y for j in idx]),
+            None if unknown_noise else torch.stack([tasks[j].Yvar for j in idx]),
+            input_transform=Normalize(d, bounds=bounds),
+            outcome_transform=Standardize(m=1, batch_shape=batch),
+        )
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        with torch.no_grad():
+            ot = model.outcome_transform
+            means, stdvs = ot.means.reshape(-1), ot.stdvs.reshape(-1)
+            Y = torch.stack([tasks[j].Y[:, 0] for j in idx])
+            if unknown_noise:
+                task_noise = model.likelihood.noise.reshape(-1, 1).expand(-1, n)
+            else:
+                task_noise = model.likelihood.noise_covar.noise.reshape(-1, n)
+            for g, j in enumerate(idx):
+                X[j, :n], mask[j, :n] = tasks[j].X, True
+                Z[j, :n] = (Y[g] - means[g]) / stdvs[g]
+                noise[j, :n] = task_noise[g]
+                lengthscale[j] = model.covar_module.lengthscale[g].reshape(d)
+                constant[j] = model.mean_module.constant.reshape(-1)[g]
+                y_offset[j], y_scale[j] = means[g], stdvs[g]
+    return DefaultMetaTaskPosteriors(
+        X, Z, mask, noise, lengthscale, constant, y_offset, y_scale, bounds
+    )
+
+
 class MetaTaskMixtureGP(Model):
     r"""The target as one of the meta-tasks, rescaled, shifted and corrected by a
     residual GP: a mixture weighted by each component's marginal likelihood of the
     target's points (see the module docstring for the model).
 
     Build it every BO iteration from the target's data; it has no hyperparameters to
-    fit (the meta-tasks' GPs are fitted once, by :func:`meta_task_posteriors`). Give
-    the fitted meta-tasks to the next iteration's model
+    fit (the meta-tasks' GPs are fitted once, by :func:`fit_default_meta_task_gps`).
+    Give the fitted meta-tasks to the next iteration's model
     (``meta_tasks=model.meta_tasks``) instead of refitting them.
 
     Args:
@@ -89,19 +229,23 @@ class MetaTaskMixtureGP(Model):
         train_Y: ``n x 1`` target observations.
         train_Yvar: Optional ``n x 1`` known observation noise variances (otherwise
             ``noise_variance`` times the target's outcome variance).
-        meta_tasks: The meta-tasks (keyword): a sequence of ``TaskData`` (a GP is
-            fitted to each, with cm-BO's Stage 1 kernel and inputs normalized by
-            ``bounds``) or the ``MetaTaskPosteriors`` of fitted ones.
+        meta_tasks: The meta-tasks (keyword): a sequence of ``TaskData`` (a
+            ``SingleTaskGP`` with BoTorch's defaults is fitted to each, inputs
+            normalized by ``bounds``) or the ``MetaTaskPosteriors`` of fitted GPs
+            (``model.meta_tasks`` of an earlier model, or cm-BO's Stage 1 GPs).
         bounds: ``2 x d`` bounds of the input space, used to normalize inputs when
             ``meta_tasks`` are ``TaskData`` (default: the unit cube).
         scales: The grid of scales ``a`` of a meta-task's standardized posterior.
         residual_variances: The grid of residual variances ``rho^2`` (units of the
             target's outcome variance).
+        residual_lengthscale_factors: The grid of the residual's lengthscales
+            relative to the meta-task's own: the residual correlation is ``R_j``
+            raised to the power ``1 / f^2`` elementwise (for an RBF kernel, the
+            kernel at lengthscales ``f`` times the task's; for other kernels a valid
+            correlation where ``1 / f^2`` is an integer).
         noise_variance: The target's observation noise variance in units of its
             outcome variance, when ``train_Yvar`` is not given.
         max_components: How many of the heaviest components form the posterior.
-        progress: Show a progress bar while the meta-tasks' GPs are fitted, when
-            that takes more than a few seconds.
 
     Example:
         >>> model = MetaTaskMixtureGP(train_X, train_Y, meta_tasks=related_tasks)
@@ -120,9 +264,10 @@ class MetaTaskMixtureGP(Model):
         bounds: Tensor | None = None,
         scales: Sequence[float] | Tensor = DEFAULT_SCALES,
         residual_variances: Sequence[float] | Tensor = DEFAULT_RESIDUAL_VARIANCES,
+        residual_lengthscale_factors: Sequence[float]
+        | Tensor = DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS,
         noise_variance: float = DEFAULT_NOISE_VARIANCE,
         max_components: int = DEFAULT_MAX_COMPONENTS,
-        progress: bool = True,
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, train_Yvar)
@@ -153,6 +298,11 @@ class MetaTaskMixtureGP(Model):
         self._register(
             "_scales", _positive_grid(scales, "scales", strict=True).to(**like)
         )
+        factors = _positive_grid(
+            residual_lengthscale_factors, "residual_lengthscale_factors", strict=True
+        )
+        # an RBF correlation at lengthscales l * f is the correlation's power 1 / f^2
+        self._register("_residual_powers", factors.pow(-2).to(**like))
         self._register(
             "_residual_variances",
             _positive_grid(residual_variances, "residual_variances", strict=False).to(
@@ -161,9 +311,7 @@ class MetaTaskMixtureGP(Model):
         )
         self.noise_variance = float(noise_variance)
         self.max_components = max_components
-        self.meta_tasks = self._meta_task_posteriors(
-            meta_tasks, bounds, train_X, progress
-        )
+        self.meta_tasks = self._meta_task_posteriors(meta_tasks, bounds, train_X)
         # buffers (moved by `.to()`), derived from the data, not state
         self._register("train_X", train_X)
         self._register("train_Y", train_Y)
@@ -188,7 +336,6 @@ class MetaTaskMixtureGP(Model):
         meta_tasks: Sequence[TaskData] | MetaTaskPosteriors,
         bounds: Tensor | None,
         train_X: Tensor,
-        progress: bool,
     ) -> MetaTaskPosteriors:
         d = train_X.shape[-1]
         if isinstance(meta_tasks, MetaTaskPosteriors):
@@ -211,7 +358,7 @@ class MetaTaskMixtureGP(Model):
                 )
             if bounds is None:
                 bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(train_X)
-            posteriors = meta_task_posteriors(tasks, bounds, progress=progress)
+            posteriors = fit_default_meta_task_gps(tasks, bounds)
         else:
             raise TypeError(
                 "`meta_tasks` must be a list of TaskData or MetaTaskPosteriors, got "
@@ -249,44 +396,80 @@ class MetaTaskMixtureGP(Model):
         return G, prior / post.outputscale.reshape(-1, 1, 1)
 
     def _fit_components(self, X: Tensor, y: Tensor, noise: Tensor) -> None:
-        r"""Every component's marginal likelihood; the heaviest ones conditioned."""
-        K, n = self.meta_tasks.num_tasks, y.shape[-1]
+        r"""Every component's marginal likelihood (one residual setting at a time, to
+        bound the memory); the heaviest components conditioned."""
+        K = self.meta_tasks.num_tasks
         A, P = self._scales.numel(), self._residual_variances.numel()
+        F = self._residual_powers.numel()
         g = self.standardized_means(X)  # K x n
         G, R = self._covariances(X, X)  # K x n x n
-        a = self._scales.reshape(1, A, 1, 1, 1)
-        rho2 = self._residual_variances.reshape(1, 1, P, 1, 1)
-        C = a.pow(2) * G.reshape(K, 1, 1, n, n) + rho2 * R.reshape(K, 1, 1, n, n)
-        C = C + torch.diag_embed(noise)  # K x A x P x n x n
-        L = psd_safe_cholesky(C)
-        shifted = y - a.squeeze(-1) * g.reshape(K, 1, 1, n)  # y - a g_j: K x A x P x n
-        shifted = shifted.expand(K, A, P, n)
+        tasks = torch.arange(K, device=X.device).repeat_interleave(A)
+        scales = self._scales.repeat(K)
+        loglik = torch.empty(P, F, K * A, dtype=X.dtype, device=X.device)
+        for r, rho2 in enumerate(self._residual_variances):
+            for f, power in enumerate(self._residual_powers):
+                loglik[r, f] = self._components(
+                    g, G, R, y, noise, tasks, scales, rho2.expand(K * A), power
+                )[0]
+        # K x A x P x F, the order of `component_weights`
+        loglik = loglik.reshape(P, F, K, A).permute(2, 3, 0, 1)
+        log_prior = -0.5 * self._scales.log().pow(2).reshape(1, A, 1, 1)
+        weights = torch.softmax((loglik + log_prior).reshape(-1), dim=-1)
+        top = weights.argsort(descending=True)[: self.max_components]
+        task, rest = top // (A * P * F), top % (A * P * F)
+        scale = self._scales[rest // (P * F)]
+        rho2 = self._residual_variances[(rest // F) % P]
+        power = self._residual_powers[rest % F]
+        _, offset, alpha, chol = self._components(
+            g, G, R, y, noise, task, scale, rho2, power
+        )
+        derived = {
+            "_log_likelihoods": loglik,
+            "_component_weights": weights.reshape(K, A, P, F),
+            "_top_task": task,
+            "_top_scale": scale,
+            "_top_rho2": rho2,
+            "_top_power": power,
+            "_top_weight": weights[top] / weights[top].sum(),
+            "_top_offset": offset,
+            "_top_alpha": alpha,
+            "_top_chol": chol,
+        }
+        for name, value in derived.items():
+            self._register(name, value)
+
+    @staticmethod
+    def _components(
+        g: Tensor,
+        G: Tensor,
+        R: Tensor,
+        y: Tensor,
+        noise: Tensor,
+        task: Tensor,
+        scale: Tensor,
+        rho2: Tensor,
+        power: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        r"""Components ``(task, scale, rho2, power)`` (``M`` each) at the target's
+        points: log marginal likelihood at the least-squares offset ``c``, ``c``,
+        ``C^-1 (y - a g - c)`` and the Cholesky factor of ``C`` (``M``, ``M``,
+        ``M x n``, ``M x n x n``)."""
+        n = y.shape[-1]
+        a = scale.reshape(-1, 1, 1)
+        C = a.pow(2) * G[task] + rho2.reshape(-1, 1, 1) * R[task].pow(
+            power.reshape(-1, 1, 1) if power.dim() else power
+        )
+        L = psd_safe_cholesky(C + torch.diag_embed(noise))
+        shifted = y - a.squeeze(-1) * g[task]  # y - a g_j: M x n
         ones = torch.ones_like(shifted)
         solve = torch.cholesky_solve(torch.stack([shifted, ones], -1), L)
         # c by generalized least squares: (1' C^-1 (y - a g)) / (1' C^-1 1)
-        c = (ones * solve[..., 0]).sum(-1) / (ones * solve[..., 1]).sum(-1)
+        c = solve[..., 0].sum(-1) / solve[..., 1].sum(-1)
         alpha = solve[..., 0] - c.unsqueeze(-1) * solve[..., 1]  # C^-1 (y - a g - c)
         quad = ((shifted - c.unsqueeze(-1)) * alpha).sum(-1)
         logdet = 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         loglik = -0.5 * (quad + logdet + n * math.log(2 * math.pi))
-        log_prior = -0.5 * self._scales.log().pow(2).reshape(1, A, 1)
-        log_w = (loglik + log_prior).reshape(-1)
-        weights = torch.softmax(log_w, dim=-1)
-        top = weights.argsort(descending=True)[: self.max_components]
-        task, rest = top // (A * P), top % (A * P)
-        derived = {
-            "_log_likelihoods": loglik,  # K x A x P
-            "_component_weights": weights.reshape(K, A, P),
-            "_top_task": task,
-            "_top_scale": self._scales[rest // P],
-            "_top_rho2": self._residual_variances[rest % P],
-            "_top_weight": weights[top] / weights[top].sum(),
-            "_top_offset": c.reshape(-1)[top],
-            "_top_alpha": alpha.reshape(-1, n)[top],
-            "_top_chol": L.reshape(-1, n, n)[top],
-        }
-        for name, value in derived.items():
-            self._register(name, value)
+        return loglik, c, alpha, L
 
     def _register(self, name: str, value: Tensor | None) -> None:
         self.register_buffer(name, value, persistent=False)
@@ -303,13 +486,14 @@ class MetaTaskMixtureGP(Model):
     @property
     def task_weights(self) -> Tensor:
         r"""``K`` posterior probabilities of the meta-tasks (over all components,
-        summed over scales and residual variances)."""
-        return self._component_weights.sum(dim=(-1, -2))
+        summed over scales and residual settings)."""
+        return self._component_weights.sum(dim=(-1, -2, -3))
 
     @property
     def component_weights(self) -> Tensor:
-        r"""``K x len(scales) x len(residual_variances)`` posterior probabilities of
-        the components."""
+        r"""``K x len(scales) x len(residual_variances) x
+        len(residual_lengthscale_factors)`` posterior probabilities of the
+        components."""
         return self._component_weights
 
     # -------------------------------------------------------------- posterior
@@ -373,19 +557,18 @@ class MetaTaskMixtureGP(Model):
         task, a, rho2 = self._top_task, self._top_scale, self._top_rho2
         g = self.standardized_means(flat)[task].reshape(-1, b, q)  # M x b x q
         G_cross, R_cross = self._covariances(flat, self.train_X)  # K x bq x n
-        K_cross = (
-            a.reshape(-1, 1, 1).pow(2) * G_cross[task]
-            + rho2.reshape(-1, 1, 1) * R_cross[task]
-        )  # M x bq x n
+        power = self._top_power
+        K_cross = a.reshape(-1, 1, 1).pow(2) * G_cross[task] + rho2.reshape(
+            -1, 1, 1
+        ) * R_cross[task].pow(power.reshape(-1, 1, 1))  # M x bq x n
         # the q x q blocks of each batch: prior kernel minus the explained part
         prior = post.prior_kernel(Xb, Xb)  # K x b x q x q
         v = post.features(flat).reshape(post.num_tasks, -1, b, q)
         G_own = prior - torch.einsum("kmbq,kmbp->kbqp", v, v)
         R_own = prior / post.outputscale.reshape(-1, 1, 1, 1)
-        K_own = (
-            a.reshape(-1, 1, 1, 1).pow(2) * G_own[task]
-            + rho2.reshape(-1, 1, 1, 1) * R_own[task]
-        )  # M x b x q x q
+        K_own = a.reshape(-1, 1, 1, 1).pow(2) * G_own[task] + rho2.reshape(
+            -1, 1, 1, 1
+        ) * R_own[task].pow(power.reshape(-1, 1, 1, 1))  # M x b x q x q
         means = (
             self._top_offset.reshape(-1, 1, 1)
             + a.reshape(-1, 1, 1) * g
