@@ -18,12 +18,13 @@ r"""Named sets of methods and problems for ``run --track``.
   no-transfer GP, on the paper settings, the Shilton shifts, the negative-transfer
   controls and the real LCBench transfer pairs (these need the ``[yahpo]`` extra).
 - ``"meta"``: the meta-learning track: the README loops of ``PretrainedPriorGP``
-  (``hyperbo-clustered-ucb1-skip``) and ``ClusterMetaPriorGP`` (``cmbo``) against
-  the no-meta GP (``stbo-ucb-skip``), the peers with every meta-task as a source or
-  task (``rgpe-meta-skip``, ``mtgp-meta-skip``), a greedy portfolio and random
-  search, leave-tasks-out on three YAHPO families and one with the noise of its
-  resampling replicates, each with the meta-tasks on shared inputs and at their own
-  inputs (the ``[yahpo]`` extra and the YAHPO data), T = 30.
+  (``hyperbo-clustered-ucb1-skip``) and ``ClusterMetaPriorGP`` (``cmbo``) and
+  ``MetaTaskMixtureGP`` (``meta-task-mixture-ucb1-skip``) against the no-meta GP
+  (``stbo-ucb-skip``), the peers with every meta-task as a source or task
+  (``rgpe-meta-skip``, ``mtgp-meta-skip``), a greedy portfolio and random search,
+  leave-tasks-out on three YAHPO families and one with the noise of its resampling
+  replicates, each with the meta-tasks on shared inputs and at their own inputs (the
+  ``[yahpo]`` extra and the YAHPO data), T = 30.
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ TRACKS: dict[str, Track] = {
         methods=(
             "hyperbo-clustered-ucb1-skip",
             "cmbo",
+            "meta-task-mixture-ucb1-skip",
             "stbo-ucb-skip",
             "rgpe-meta-skip",
             "mtgp-meta-skip",
