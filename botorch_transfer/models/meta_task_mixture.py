@@ -55,7 +55,11 @@ from torch.nn import Module
 
 from botorch_transfer.clustering import MetaTaskPosteriors
 from botorch_transfer.data import TaskData, validate_task_set
-from botorch_transfer.validation import check_query_inputs, validate_training_data
+from botorch_transfer.validation import (
+    check_bounds,
+    check_query_inputs,
+    validate_training_data,
+)
 
 #: Scales ``a`` of a meta-task's standardized posterior mean (a grid with
 #: ``log a ~ N(0, 1)`` over it).
@@ -358,6 +362,7 @@ class MetaTaskMixtureGP(Model):
                 )
             if bounds is None:
                 bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(train_X)
+            bounds = check_bounds(bounds, d, train_X)
             posteriors = fit_default_meta_task_gps(tasks, bounds)
         else:
             raise TypeError(

@@ -362,6 +362,10 @@ def test_bad_input_is_refused_with_the_argument_named():
         MetaTaskMixtureGP(X, Y, meta_tasks=tasks[0])
     with pytest.raises(ValueError, match="`meta_tasks` must contain at least one"):
         MetaTaskMixtureGP(X, Y, meta_tasks=[])
+    with pytest.raises(ValueError, match="`bounds` must have shape \\(2, 2\\)"):
+        MetaTaskMixtureGP(X, Y, meta_tasks=tasks, bounds=UNIT[:, :1])
+    with pytest.raises(ValueError, match="`bounds` must have lower < upper"):
+        MetaTaskMixtureGP(X, Y, meta_tasks=tasks, bounds=UNIT.flip(0))
     with pytest.raises(ValueError, match="`bounds` applies to meta-tasks given as"):
         MetaTaskMixtureGP(X, Y, meta_tasks=post, bounds=UNIT)
     with pytest.raises(ValueError, match="`meta_tasks` are torch.float64"):
