@@ -348,6 +348,11 @@ class MetaTaskPosteriors(Module):
         ``K x n_max x N``."""
         return self._memoized(x, 1)
 
+    def means_and_features(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        r"""``(means(x), features(x))`` from one evaluation of ``k_j(X_j, x)`` (under a
+        gradient, where nothing is memoized, the two calls would evaluate it twice)."""
+        return self._memoized(x, None)
+
     def _means_from_cross(self, kx: Tensor) -> Tensor:
         z = self.constant.unsqueeze(-1) + (self.alpha.unsqueeze(-1) * kx).sum(-2)
         return self.y_offset.unsqueeze(-1) + self.y_scale.unsqueeze(-1) * z
@@ -355,16 +360,19 @@ class MetaTaskPosteriors(Module):
     def _features_from_cross(self, kx: Tensor) -> Tensor:
         return torch.linalg.solve_triangular(self.chol, kx, upper=False)
 
-    def _memoized(self, x: Tensor, which: int) -> Tensor:
-        r"""``means(x)`` (``which=0``) or ``features(x)`` (1), both kept for the last
-        ``MEMO_SIZE`` inputs without gradient: a posterior call asks for them at its
-        test points several times (mean, covariance blocks, the mixture's spread),
-        and a discrete search at the same candidates in every BO iteration (by a new
-        model, whose copy of the prior shares the memo)."""
+    def _memoized(self, x: Tensor, which: int | None) -> Tensor | tuple[Tensor, Tensor]:
+        r"""``means(x)`` (``which=0``), ``features(x)`` (1) or both (``None``), kept for
+        the last ``MEMO_SIZE`` inputs without gradient: a posterior call asks for them
+        at its test points several times (mean, covariance blocks, the mixture's
+        spread), and a discrete search at the same candidates in every BO iteration
+        (by a new model, whose copy of the prior shares the memo)."""
         parts = (self._means_from_cross, self._features_from_cross)
         size = x.shape[0] * self.chol[..., 0].numel()
         if x.requires_grad or size > MEMO_MAX_ELEMENTS:
-            return parts[which](self._cross(x))
+            kx = self._cross(x)
+            if which is None:
+                return tuple(part(kx) for part in parts)
+            return parts[which](kx)
         key = (
             self._identity,
             self.chol.dtype,
@@ -382,7 +390,7 @@ class MetaTaskPosteriors(Module):
                 memo.pop(next(iter(memo)))  # the least recently used
             kx = self._cross(x)
             memo[key] = tuple(part(kx) for part in parts)
-        return memo[key][which]
+        return memo[key] if which is None else memo[key][which]
 
     def prior_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
         r"""Prior kernels ``k_j(x1, x2)`` (standardized units) for broadcastable

@@ -386,18 +386,23 @@ class MetaTaskMixtureGP(Model):
     def standardized_means(self, X: Tensor) -> Tensor:
         r"""Every meta-task's posterior mean ``g_j`` at flat ``N x d`` inputs,
         standardized by its own outcomes: ``K x N``."""
-        post = self.meta_tasks
-        return (post.means(X) - post.y_offset.unsqueeze(-1)) / post.y_scale.unsqueeze(
-            -1
-        )
+        return self._standardized(self.meta_tasks.means(X))
 
-    def _covariances(self, X1: Tensor, X2: Tensor) -> tuple[Tensor, Tensor]:
+    def _standardized(self, means: Tensor) -> Tensor:
+        post = self.meta_tasks
+        return (means - post.y_offset.unsqueeze(-1)) / post.y_scale.unsqueeze(-1)
+
+    def _covariances(
+        self, X1: Tensor, X2: Tensor, features1: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         r"""``(G_j, R_j)`` between flat ``N1 x d`` and ``N2 x d`` inputs, each
         ``K x N1 x N2``: the standardized posterior covariance and the prior
-        kernel's correlation."""
+        kernel's correlation (``features1``: the bank's features at ``X1``, where
+        already computed)."""
         post = self.meta_tasks
+        features1 = post.features(X1) if features1 is None else features1
         prior = post.prior_kernel(X1, X2)
-        G = prior - post.features(X1).transpose(-1, -2) @ post.features(X2)
+        G = prior - features1.transpose(-1, -2) @ post.features(X2)
         return G, prior / post.outputscale.reshape(-1, 1, 1)
 
     def _fit_components(self, X: Tensor, y: Tensor, noise: Tensor) -> None:
@@ -560,15 +565,17 @@ class MetaTaskMixtureGP(Model):
         flat = Xb.reshape(-1, d)
         post = self.meta_tasks
         task, a, rho2 = self._top_task, self._top_scale, self._top_rho2
-        g = self.standardized_means(flat)[task].reshape(-1, b, q)  # M x b x q
-        G_cross, R_cross = self._covariances(flat, self.train_X)  # K x bq x n
+        # one evaluation of the bank's cross-covariance for the means and features
+        means_flat, features = post.means_and_features(flat)
+        g = self._standardized(means_flat)[task].reshape(-1, b, q)  # M x b x q
+        G_cross, R_cross = self._covariances(flat, self.train_X, features)  # K x bq x n
         power = self._top_power
         K_cross = a.reshape(-1, 1, 1).pow(2) * G_cross[task] + rho2.reshape(
             -1, 1, 1
         ) * R_cross[task].pow(power.reshape(-1, 1, 1))  # M x bq x n
         # the q x q blocks of each batch: prior kernel minus the explained part
         prior = post.prior_kernel(Xb, Xb)  # K x b x q x q
-        v = post.features(flat).reshape(post.num_tasks, -1, b, q)
+        v = features.reshape(post.num_tasks, -1, b, q)
         G_own = prior - torch.einsum("kmbq,kmbp->kbqp", v, v)
         R_own = prior / post.outputscale.reshape(-1, 1, 1, 1)
         K_own = a.reshape(-1, 1, 1, 1).pow(2) * G_own[task] + rho2.reshape(

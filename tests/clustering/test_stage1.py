@@ -322,6 +322,12 @@ def test_means_and_features_are_memoized_for_inputs_without_gradient(prior):
     X_grad = X.clone().requires_grad_(True)
     assert post.features(X_grad).requires_grad
     assert all(not v[1].requires_grad for v in post._memo.values())
+    # both at once: the memo's pair, or one cross-covariance under a gradient
+    assert post.means_and_features(X)[1] is features
+    means_grad, features_grad = post.means_and_features(X_grad)
+    assert means_grad.requires_grad and features_grad.requires_grad
+    torch.testing.assert_close(means_grad, direct_means, rtol=0, atol=0)
+    torch.testing.assert_close(features_grad, direct_features, rtol=0, atol=0)
     # the least recently used input goes first
     for seed in range(MEMO_SIZE):
         generator = torch.Generator().manual_seed(seed)
