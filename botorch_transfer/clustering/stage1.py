@@ -20,7 +20,7 @@ import copy
 import hashlib
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -659,7 +659,7 @@ def fit_meta_task_mll_batched(
     )
 
 
-def _task_groups(tasks: Sequence[TaskData]) -> list[list[int]]:
+def task_groups(tasks: Sequence[TaskData]) -> list[list[int]]:
     r"""Indices of the tasks that share a batched model: same ``n`` and the same kind
     of noise (known ``Yvar`` or inferred), in order of first appearance."""
     groups: dict[tuple[int, bool], list[int]] = {}
@@ -699,7 +699,7 @@ def fit_meta_task_gps(
         A list of ``(task indices, fitted batched SingleTaskGP)``, the model's batch
         ``g`` being task ``indices[g]`` (one task per model if not ``batched``).
     """
-    groups = _task_groups(tasks) if batched else [[j] for j in range(len(tasks))]
+    groups = task_groups(tasks) if batched else [[j] for j in range(len(tasks))]
     bar = progress_bar(
         groups,
         progress=progress,
@@ -737,40 +737,74 @@ def meta_task_posteriors(
     Returns:
         The frozen posteriors (see :class:`MetaTaskPosteriors`).
     """
+    if fitted is None:
+        fitted = fit_meta_task_gps(tasks, bounds, progress=progress)
+
+    def kernel_hyperparameters(model: SingleTaskGP, g: int) -> dict[str, Tensor]:
+        kernel = model.covar_module.base_kernel
+        return {
+            "lengthscale_32": kernel.lengthscale_32[g, 0],
+            "lengthscale_12": kernel.lengthscale_12[g, 0],
+            "outputscale": model.covar_module.outputscale[g],
+        }
+
+    fields = padded_meta_task_fields(tasks, fitted, kernel_hyperparameters)
+    return MetaTaskPosteriors(**fields, bounds=bounds)
+
+
+def padded_meta_task_fields(
+    tasks: Sequence[TaskData],
+    fitted: list[tuple[list[int], SingleTaskGP]],
+    kernel_hyperparameters: Callable[[SingleTaskGP, int], dict[str, Tensor]],
+) -> dict[str, Tensor]:
+    r"""The tensors a bank of frozen meta-task posteriors is built from, collected
+    from fitted batched GPs: the padded data (``X``, standardized ``Z_targets``,
+    ``mask``), the noise in standardized units, the constant mean, the outcome
+    offsets and scales, and the kernel's hyperparameters.
+
+    Args:
+        tasks: The meta-tasks.
+        fitted: ``(task indices, fitted batched SingleTaskGP)`` pairs covering every
+            task (e.g. :func:`fit_meta_task_gps`'s output).
+        kernel_hyperparameters: ``(model, g) -> {name: value}``, the kernel's
+            hyperparameters of the model's batch ``g``; each name becomes a ``K x
+            value.shape`` field.
+
+    Returns:
+        The fields by name (``bounds`` aside).
+    """
     K, d = len(tasks), tasks[0].d
     n_max = max(t.n for t in tasks)
     opts = {"dtype": tasks[0].X.dtype, "device": tasks[0].X.device}
-    X = torch.zeros(K, n_max, d, **opts)
-    Zt = torch.zeros(K, n_max, **opts)
-    mask = torch.zeros(K, n_max, dtype=torch.bool, device=opts["device"])
-    noise = torch.ones(K, n_max, **opts)
-    ls32, ls12 = torch.ones(K, d, **opts), torch.ones(K, d, **opts)
-    outputscale, constant, y_offset, y_scale = (
-        torch.zeros(K, **opts) for _ in range(4)
-    )
-    if fitted is None:
-        fitted = fit_meta_task_gps(tasks, bounds, progress=progress)
+    fields = {
+        "X": torch.zeros(K, n_max, d, **opts),
+        "Z_targets": torch.zeros(K, n_max, **opts),
+        "mask": torch.zeros(K, n_max, dtype=torch.bool, device=opts["device"]),
+        "noise": torch.ones(K, n_max, **opts),
+        "constant": torch.zeros(K, **opts),
+        "y_offset": torch.zeros(K, **opts),
+        "y_scale": torch.zeros(K, **opts),
+    }
     with torch.no_grad():
         for idx, model in fitted:
             n = tasks[idx[0]].n
             ot = model.outcome_transform
             Y_std = (torch.stack([tasks[j].Y for j in idx]) - ot.means) / ot.stdvs
-            kernel = model.covar_module.base_kernel
             if isinstance(model.likelihood, FixedNoiseGaussianLikelihood):
                 task_noise = model.likelihood.noise_covar.noise  # G x n, standardized
             else:
                 task_noise = model.likelihood.noise.reshape(len(idx), 1)
                 task_noise = task_noise.expand(len(idx), n)
             for g, j in enumerate(idx):
-                X[j, :n], Zt[j, :n] = tasks[j].X, Y_std[g, :, 0]
-                mask[j, :n], noise[j, :n] = True, task_noise[g]
-                ls32[j], ls12[j] = (
-                    kernel.lengthscale_32[g, 0],
-                    kernel.lengthscale_12[g, 0],
-                )
-                outputscale[j] = model.covar_module.outputscale[g]
-                constant[j] = model.mean_module.constant[g]
-                y_offset[j], y_scale[j] = ot.means[g, 0, 0], ot.stdvs[g, 0, 0]
-    return MetaTaskPosteriors(
-        X, Zt, mask, noise, ls32, ls12, outputscale, constant, y_offset, y_scale, bounds
-    )
+                fields["X"][j, :n] = tasks[j].X
+                fields["Z_targets"][j, :n] = Y_std[g, :, 0]
+                fields["mask"][j, :n] = True
+                fields["noise"][j, :n] = task_noise[g]
+                fields["constant"][j] = model.mean_module.constant[g]
+                fields["y_offset"][j] = ot.means[g, 0, 0]
+                fields["y_scale"][j] = ot.stdvs[g, 0, 0]
+                for name, value in kernel_hyperparameters(model, g).items():
+                    if name not in fields:
+                        fields[name] = torch.ones(K, *value.shape, **opts)
+                    fields[name][j] = value
+    return fields

@@ -54,6 +54,7 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.clustering import MetaTaskPosteriors
+from botorch_transfer.clustering.stage1 import padded_meta_task_fields, task_groups
 from botorch_transfer.data import TaskData, validate_task_set
 from botorch_transfer.validation import (
     check_bounds,
@@ -174,46 +175,25 @@ def fit_default_meta_task_gps(
     Returns:
         The frozen posteriors, in the order of ``tasks``.
     """
-    K, d = len(tasks), tasks[0].d
-    n_max = max(t.n for t in tasks)
-    like = {"dtype": tasks[0].X.dtype, "device": tasks[0].X.device}
-    X = torch.zeros(K, n_max, d, **like)
-    Z = torch.zeros(K, n_max, **like)
-    mask = torch.zeros(K, n_max, dtype=torch.bool, device=like["device"])
-    noise = torch.ones(K, n_max, **like)
-    lengthscale = torch.ones(K, d, **like)
-    constant, y_offset, y_scale = (torch.zeros(K, **like) for _ in range(3))
-    groups: dict[tuple[int, bool], list[int]] = {}
-    for j, task in enumerate(tasks):
-        groups.setdefault((task.n, task.Yvar is None), []).append(j)
-    for (n, unknown_noise), idx in groups.items():
-        batch = torch.Size([len(idx)])
+    d, fitted = tasks[0].d, []
+    for idx in task_groups(tasks):
+        group = [tasks[j] for j in idx]
+        unknown_noise = group[0].Yvar is None
         model = SingleTaskGP(
-            torch.stack([tasks[j].X for j in idx]),
-            torch.stack([tasks[j].Y for j in idx]),
-            None if unknown_noise else torch.stack([tasks[j].Yvar for j in idx]),
+            torch.stack([t.X for t in group]),
+            torch.stack([t.Y for t in group]),
+            None if unknown_noise else torch.stack([t.Yvar for t in group]),
             input_transform=Normalize(d, bounds=bounds),
-            outcome_transform=Standardize(m=1, batch_shape=batch),
+            outcome_transform=Standardize(m=1, batch_shape=torch.Size([len(idx)])),
         )
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        with torch.no_grad():
-            ot = model.outcome_transform
-            means, stdvs = ot.means.reshape(-1), ot.stdvs.reshape(-1)
-            Y = torch.stack([tasks[j].Y[:, 0] for j in idx])
-            if unknown_noise:
-                task_noise = model.likelihood.noise.reshape(-1, 1).expand(-1, n)
-            else:
-                task_noise = model.likelihood.noise_covar.noise.reshape(-1, n)
-            for g, j in enumerate(idx):
-                X[j, :n], mask[j, :n] = tasks[j].X, True
-                Z[j, :n] = (Y[g] - means[g]) / stdvs[g]
-                noise[j, :n] = task_noise[g]
-                lengthscale[j] = model.covar_module.lengthscale[g].reshape(d)
-                constant[j] = model.mean_module.constant.reshape(-1)[g]
-                y_offset[j], y_scale[j] = means[g], stdvs[g]
-    return DefaultMetaTaskPosteriors(
-        X, Z, mask, noise, lengthscale, constant, y_offset, y_scale, bounds
-    )
+        fitted.append((idx, model))
+
+    def kernel_hyperparameters(model: SingleTaskGP, g: int) -> dict[str, Tensor]:
+        return {"lengthscale": model.covar_module.lengthscale[g].reshape(d)}
+
+    fields = padded_meta_task_fields(tasks, fitted, kernel_hyperparameters)
+    return DefaultMetaTaskPosteriors(**fields, bounds=bounds)
 
 
 class MetaTaskMixtureGP(Model):
