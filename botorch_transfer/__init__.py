@@ -21,6 +21,7 @@ from botorch_transfer.models import (
     RankWeightedTransferGP,
     SourceConditionedGP,
     TransferGuard,
+    fit_default_meta_task_gps,
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "beta_t",
     "build_cluster_prior",
     "cluster_weights_from_distances",
+    "fit_default_meta_task_gps",
     "hyperbo_probability_of_improvement",
     "pretrain_clustered_prior",
     "pretrain_prior",

@@ -17,7 +17,11 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
     TaskIndexedNoise,
 )
-from botorch_transfer.models.meta_task_mixture import MetaTaskMixtureGP
+from botorch_transfer.models.meta_task_mixture import (
+    DefaultMetaTaskPosteriors,
+    MetaTaskMixtureGP,
+    fit_default_meta_task_gps,
+)
 from botorch_transfer.models.pooled import PooledTransferGP, source_fitted_kernel
 from botorch_transfer.models.pretrained import PretrainedPriorGP
 from botorch_transfer.models.randomized_nn import (
@@ -38,6 +42,7 @@ from botorch_transfer.models.source_posterior import (
 
 __all__ = [
     "ClusterMetaPriorGP",
+    "DefaultMetaTaskPosteriors",
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",
@@ -60,6 +65,7 @@ __all__ = [
     "TrainingData",
     "TransferGuard",
     "default_transfer_kernel",
+    "fit_default_meta_task_gps",
     "hyperbo_probability_of_improvement",
     "randomized_nn_thompson_candidate",
     "source_fitted_kernel",
