@@ -42,6 +42,7 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import ConstantMean, Mean
+from gpytorch.mlls import MarginalLogLikelihood
 from linear_operator.operators import DenseLinearOperator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
@@ -299,6 +300,21 @@ class RGPE(SourceConditionedGP):
 
     def _frozen_modules(self) -> list[Module]:
         return list(self.base_posteriors)
+
+    def custom_fit(
+        self, mll: MarginalLogLikelihood, **kwargs: Any
+    ) -> MarginalLogLikelihood:
+        r"""Called by ``fit_gpytorch_mll``: the target GP's fit, with the frozen base
+        models outside the module tree meanwhile. The target's marginal likelihood
+        does not use them, but every evaluation of it walks the tree for priors and
+        added loss terms, which with many base models cost most of the fit."""
+        modules = dict(self._modules)
+        del self._modules["base_posteriors"]
+        try:
+            return super().custom_fit(mll, **kwargs)
+        finally:  # back in their place (the order of the state dict's keys)
+            self._modules.clear()
+            self._modules.update(modules)
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
         r"""The target GP's data; the weights follow the new data (see

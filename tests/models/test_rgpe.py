@@ -2,12 +2,14 @@ r"""RGPE against plain float64 linear algebra: the ranking loss, the leave-one-o
 posteriors, the weights (same draws, independent means and covariances) and the
 weighted posterior; then a BoTorch loop."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 from botorch.acquisition import UpperConfidenceBound, qLogNoisyExpectedImprovement
 from botorch.exceptions.errors import UnsupportedError
-from botorch.fit import fit_gpytorch_mll
+from botorch.fit import _fit_fallback, fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf
@@ -266,3 +268,34 @@ def test_a_source_of_one_point_warns_and_gets_no_weight():
     with pytest.warns(UserWarning, match="too few to rank"):
         model = RGPE(X[:1], Y[:1], source=[make_source(), tiny])
     torch.testing.assert_close(model.weights, torch.tensor([0.5, 0.0, 0.5], dtype=F64))
+
+
+def test_the_fit_leaves_the_base_models_in_place():
+    gen = torch.Generator().manual_seed(4)
+    X = torch.rand(6, 2, generator=gen, dtype=F64)
+    Y = torch.sin(6 * X).sum(-1, keepdim=True)
+    sources = [
+        TaskData(Xs, torch.cos(5 * Xs).sum(-1, True))
+        for Xs in torch.rand(2, 8, 2, generator=gen, dtype=F64)
+    ]
+    model = RGPE(X, Y, source=sources, outcome_transform=Standardize(m=1))
+    keys = list(model.state_dict())
+    reference = copy.deepcopy(model)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    # BoTorch's fit of the whole module tree, base models included
+    _fit_fallback(mll=ExactMarginalLogLikelihood(reference.likelihood, reference))
+    assert list(model.state_dict()) == keys
+    assert len(model.base_posteriors) == len(sources)
+    for (name, p), (_, p_ref) in zip(
+        model.named_parameters(), reference.named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(p, p_ref, msg=name)
+    torch.testing.assert_close(model.weights, reference.weights)
+
+    def failing_optimizer(*args, **kwargs):
+        raise ValueError("the optimizer failed")
+
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    with pytest.raises(ValueError, match="the optimizer failed"):
+        fit_gpytorch_mll(mll, optimizer=failing_optimizer)
+    assert list(model.state_dict()) == keys
