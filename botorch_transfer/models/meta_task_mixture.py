@@ -20,11 +20,17 @@ component per (meta-task ``j``, scale ``a``, residual variance ``rho^2``)::
   ``train_Yvar`` in standardized units);
 - ``c``: an offset, by generalized least squares given the other terms.
 
+One more candidate, the *average meta-task* ``j = K``, has the meta-tasks' averages
+``g_K = mean_j g_j``, ``G_K = mean_j G_j`` and ``R_K = mean_j R_j``: a target like
+what the meta-tasks share, rather than like any one of them (with few target points
+a single meta-task can fit them by chance).
+
 So component ``k = (j, a, rho^2, f)`` is a GP with mean ``c + a g_j`` and covariance
 ``C_k = a^2 G_j + rho^2 R_j^(1/f^2)`` (plus noise at observations). Its weight is its
 marginal likelihood of the target's points (at the least-squares ``c``) times its
-prior: uniform over meta-tasks and residual settings, ``log a ~ N(0, 1)`` over the
-grid of scales. The ``max_components`` heaviest components are conditioned on the
+prior: ``average_task_prior`` on the average meta-task and the rest shared equally by
+the meta-tasks, uniform over residual settings, ``log a ~ N(0, 1)`` over the grid of
+scales. The ``max_components`` heaviest components are conditioned on the
 target's points and the mixture is moment-matched to one Gaussian (mean
 ``sum_k w_k m_k``, covariance ``sum_k w_k (S_k + (m_k - m)(m_k - m)^T)``), so that
 every BoTorch acquisition function takes it. A target like one meta-task follows it
@@ -75,6 +81,9 @@ DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS = (1.0, 0.5, 0.25)
 DEFAULT_NOISE_VARIANCE = 0.01
 #: Components conditioned on the target's points (the heaviest ones).
 DEFAULT_MAX_COMPONENTS = 64
+#: Prior probability of the average meta-task (the meta-tasks share the rest): as
+#: likely that the target is like what the meta-tasks share as like one of them.
+DEFAULT_AVERAGE_TASK_PRIOR = 0.5
 
 
 def _positive_grid(values: Sequence[float] | Tensor, name: str, strict: bool) -> Tensor:
@@ -230,11 +239,13 @@ class MetaTaskMixtureGP(Model):
         noise_variance: The target's observation noise variance in units of its
             outcome variance, when ``train_Yvar`` is not given.
         max_components: How many of the heaviest components form the posterior.
+        average_task_prior: Prior probability of the average meta-task (``0``: the
+            meta-tasks alone; the meta-tasks share ``1 - average_task_prior``).
 
     Example:
         >>> model = MetaTaskMixtureGP(train_X, train_Y, meta_tasks=related_tasks)
         >>> acqf = UpperConfidenceBound(model, beta=1.0)
-        >>> model.task_weights  # how much each meta-task explains the target
+        >>> model.task_weights  # how much each meta-task (and their average) explains
         >>> next_model = MetaTaskMixtureGP(X, Y, meta_tasks=model.meta_tasks)
     """
 
@@ -252,6 +263,7 @@ class MetaTaskMixtureGP(Model):
         | Tensor = DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS,
         noise_variance: float = DEFAULT_NOISE_VARIANCE,
         max_components: int = DEFAULT_MAX_COMPONENTS,
+        average_task_prior: float = DEFAULT_AVERAGE_TASK_PRIOR,
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, train_Yvar)
@@ -278,6 +290,15 @@ class MetaTaskMixtureGP(Model):
             raise ValueError(
                 f"`max_components` must be a positive int, got {max_components!r}."
             )
+        if (
+            not isinstance(average_task_prior, (int, float))
+            or isinstance(average_task_prior, bool)
+            or not 0 <= average_task_prior < 1
+        ):
+            raise ValueError(
+                "`average_task_prior` must be a number in [0, 1) (the meta-tasks "
+                f"share the rest), got {average_task_prior!r}."
+            )
         like = {"dtype": train_X.dtype, "device": train_X.device}
         self._register(
             "_scales", _positive_grid(scales, "scales", strict=True).to(**like)
@@ -295,6 +316,7 @@ class MetaTaskMixtureGP(Model):
         )
         self.noise_variance = float(noise_variance)
         self.max_components = max_components
+        self.average_task_prior = float(average_task_prior)
         self.meta_tasks = self._meta_task_posteriors(meta_tasks, bounds, train_X)
         # buffers (moved by `.to()`), derived from the data, not state
         self._register("train_X", train_X)
@@ -372,6 +394,11 @@ class MetaTaskMixtureGP(Model):
         post = self.meta_tasks
         return (means - post.y_offset.unsqueeze(-1)) / post.y_scale.unsqueeze(-1)
 
+    @staticmethod
+    def _with_average(per_task: Tensor) -> Tensor:
+        r"""``K x ...`` per meta-task to ``(K + 1) x ...``, their average last."""
+        return torch.cat([per_task, per_task.mean(0, keepdim=True)])
+
     def _covariances(
         self, X1: Tensor, X2: Tensor, features1: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
@@ -388,14 +415,15 @@ class MetaTaskMixtureGP(Model):
     def _fit_components(self, X: Tensor, y: Tensor, noise: Tensor) -> None:
         r"""Every component's marginal likelihood (one residual setting at a time, to
         bound the memory); the heaviest components conditioned."""
-        K = self.meta_tasks.num_tasks
+        K = self.meta_tasks.num_tasks + 1  # the meta-tasks and their average
         A, P = self._scales.numel(), self._residual_variances.numel()
         F = self._residual_powers.numel()
-        g = self.standardized_means(X)  # K x n
-        G, R = self._covariances(X, X)  # K x n x n
+        g = self._with_average(self.standardized_means(X))  # K x n
+        G, R = (self._with_average(M) for M in self._covariances(X, X))  # K x n x n
         tasks = torch.arange(K, device=X.device).repeat_interleave(A)
         scales = self._scales.repeat(K)
-        loglik = torch.empty(P, F, K * A, dtype=X.dtype, device=X.device)
+        like = {"dtype": X.dtype, "device": X.device}
+        loglik = torch.empty(P, F, K * A, **like)
         for r, rho2 in enumerate(self._residual_variances):
             for f, power in enumerate(self._residual_powers):
                 loglik[r, f] = self._components(
@@ -403,7 +431,12 @@ class MetaTaskMixtureGP(Model):
                 )[0]
         # K x A x P x F, the order of `component_weights`
         loglik = loglik.reshape(P, F, K, A).permute(2, 3, 0, 1)
-        log_prior = -0.5 * self._scales.log().pow(2).reshape(1, A, 1, 1)
+        p = self.average_task_prior
+        task_prior = torch.full((K, 1, 1, 1), (1 - p) / (K - 1), **like)
+        task_prior[-1] = p
+        log_prior = task_prior.log() - 0.5 * self._scales.log().pow(2).reshape(
+            1, A, 1, 1
+        )
         weights = torch.softmax((loglik + log_prior).reshape(-1), dim=-1)
         top = weights.argsort(descending=True)[: self.max_components]
         task, rest = top // (A * P * F), top % (A * P * F)
@@ -475,15 +508,15 @@ class MetaTaskMixtureGP(Model):
 
     @property
     def task_weights(self) -> Tensor:
-        r"""``K`` posterior probabilities of the meta-tasks (over all components,
-        summed over scales and residual settings)."""
+        r"""``K + 1`` posterior probabilities of the meta-tasks and, last, of their
+        average (over all components, summed over scales and residual settings)."""
         return self._component_weights.sum(dim=(-1, -2, -3))
 
     @property
     def component_weights(self) -> Tensor:
-        r"""``K x len(scales) x len(residual_variances) x
+        r"""``(K + 1) x len(scales) x len(residual_variances) x
         len(residual_lengthscale_factors)`` posterior probabilities of the
-        components."""
+        components (the average meta-task last)."""
         return self._component_weights
 
     # -------------------------------------------------------------- posterior
@@ -547,8 +580,12 @@ class MetaTaskMixtureGP(Model):
         task, a, rho2 = self._top_task, self._top_scale, self._top_rho2
         # one evaluation of the bank's cross-covariance for the means and features
         means_flat, features = post.means_and_features(flat)
-        g = self._standardized(means_flat)[task].reshape(-1, b, q)  # M x b x q
-        G_cross, R_cross = self._covariances(flat, self.train_X, features)  # K x bq x n
+        g = self._with_average(self._standardized(means_flat))[task]
+        g = g.reshape(-1, b, q)  # M x b x q
+        G_cross, R_cross = (
+            self._with_average(M)
+            for M in self._covariances(flat, self.train_X, features)
+        )  # (K + 1) x bq x n
         power = self._top_power
         K_cross = a.reshape(-1, 1, 1).pow(2) * G_cross[task] + rho2.reshape(
             -1, 1, 1
@@ -556,8 +593,8 @@ class MetaTaskMixtureGP(Model):
         # the q x q blocks of each batch: prior kernel minus the explained part
         prior = post.prior_kernel(Xb, Xb)  # K x b x q x q
         v = features.reshape(post.num_tasks, -1, b, q)
-        G_own = prior - torch.einsum("kmbq,kmbp->kbqp", v, v)
-        R_own = prior / post.outputscale.reshape(-1, 1, 1, 1)
+        G_own = self._with_average(prior - torch.einsum("kmbq,kmbp->kbqp", v, v))
+        R_own = self._with_average(prior / post.outputscale.reshape(-1, 1, 1, 1))
         K_own = a.reshape(-1, 1, 1, 1).pow(2) * G_own[task] + rho2.reshape(
             -1, 1, 1, 1
         ) * R_own[task].pow(power.reshape(-1, 1, 1, 1))  # M x b x q x q

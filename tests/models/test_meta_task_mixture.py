@@ -18,6 +18,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from botorch_transfer import MetaTaskMixtureGP, TaskData
 from botorch_transfer.clustering import meta_task_posteriors
 from botorch_transfer.models.meta_task_mixture import (
+    DEFAULT_AVERAGE_TASK_PRIOR,
     DEFAULT_NOISE_VARIANCE,
     DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS,
     DEFAULT_RESIDUAL_VARIANCES,
@@ -111,12 +112,20 @@ def target(n, fn, seed=1, noise=0.0):
 
 
 def reference_mixture(
-    post, X, Y, Xq, Yvar=None, max_components=None, noise=DEFAULT_NOISE_VARIANCE
+    post,
+    X,
+    Y,
+    Xq,
+    Yvar=None,
+    max_components=None,
+    noise=DEFAULT_NOISE_VARIANCE,
+    average_task_prior=DEFAULT_AVERAGE_TASK_PRIOR,
 ):
     r"""The model's equations, one component at a time, with dense solves.
 
-    Returns the component weights (``K x A x P``) and the moment-matched mean and
-    covariance at ``Xq`` (``q x d``, user units).
+    Returns the component weights (``(K + 1) x A x P x F``, the average meta-task
+    last) and the moment-matched mean and covariance at ``Xq`` (``q x d``, user
+    units).
     """
     y_mean = Y.mean()
     y_std = Y.std() if Y.shape[0] > 1 else torch.tensor(1.0, dtype=F64)
@@ -124,10 +133,18 @@ def reference_mixture(
     n = y.shape[0]
     nvar = torch.full((n,), noise, dtype=F64) if Yvar is None else Yvar[:, 0] / y_std**2
     Z = torch.cat([X, Xq])
+    K = post.num_tasks
+    parts = [task_parts(post, j) for j in range(K)]
+    g_G = [g_and_G(Z) for g_and_G, _ in parts]
+    # the average meta-task: the average mean, covariance and correlation
+    g_G.append(tuple(torch.stack(t).mean(0) for t in zip(*g_G)))
+    R_average = torch.stack([R_of(Z, 1.0) for _, R_of in parts]).mean(0)
+    R_ofs = [R_of for _, R_of in parts] + [lambda Z, f: R_average ** (1 / f**2)]
+    p = average_task_prior
+    log_task_prior = [math.log((1 - p) / K)] * K
+    log_task_prior.append(math.log(p) if p > 0 else -math.inf)
     comps, log_w = [], []
-    for j in range(post.num_tasks):
-        g_and_G, R_of = task_parts(post, j)
-        g, G = g_and_G(Z)
+    for (g, G), R_of, log_p in zip(g_G, R_ofs, log_task_prior):
         for a in DEFAULT_SCALES:
             for rho2 in DEFAULT_RESIDUAL_VARIANCES:
                 for f in DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS:
@@ -141,7 +158,7 @@ def reference_mixture(
                     res = r0 - c
                     quad = res @ torch.linalg.solve(C, res)
                     loglik = -0.5 * (quad + torch.logdet(C) + n * math.log(2 * math.pi))
-                    log_w.append(loglik - 0.5 * math.log(a) ** 2)
+                    log_w.append(loglik + log_p - 0.5 * math.log(a) ** 2)
                     m = c + a * g[n:] + Kz[n:, :n] @ torch.linalg.solve(C, res)
                     S = Kz[n:, n:] - Kz[n:, :n] @ torch.linalg.solve(C, Kz[:n, n:])
                     comps.append((m, S))
@@ -156,7 +173,7 @@ def reference_mixture(
         for i, k in enumerate(order.tolist())
     )
     shape = (
-        post.num_tasks,
+        K + 1,
         len(DEFAULT_SCALES),
         len(DEFAULT_RESIDUAL_VARIANCES),
         len(DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS),
@@ -171,7 +188,8 @@ def test_posterior_and_weights_equal_reference(max_components, known_noise, bank
     tasks, post = meta(bank)
     X, Y = target(6, lambda X: 2.0 * family(X, 1.5) + 3.0 + 0.2 * X[..., :1])
     Yvar = torch.full_like(Y, 0.05) if known_noise else None
-    total = post.num_tasks * len(DEFAULT_SCALES) * len(DEFAULT_RESIDUAL_VARIANCES)
+    total = (post.num_tasks + 1) * len(DEFAULT_SCALES)
+    total *= len(DEFAULT_RESIDUAL_VARIANCES)
     total *= len(DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS)  # every component
     model = MetaTaskMixtureGP(
         X, Y, Yvar, meta_tasks=post, max_components=max_components or total
@@ -232,6 +250,45 @@ def test_follows_the_meta_task_the_target_is_a_scaled_copy_of():
         rmse = (model.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean().sqrt()
         rmse_alone = (alone.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean().sqrt()
     assert rmse < 0.5 * rmse_alone
+
+
+@pytest.mark.parametrize("average_task_prior", [0.0, 0.2])
+def test_other_average_task_priors_equal_reference(average_task_prior):
+    _, post = meta()
+    X, Y = target(5, lambda X: 2.0 * family(X, 1.5) + 3.0 + 0.2 * X[..., :1])
+    model = MetaTaskMixtureGP(
+        X, Y, meta_tasks=post, average_task_prior=average_task_prior
+    )
+    Xq = torch.rand(3, 2, generator=torch.Generator().manual_seed(7), dtype=F64)
+    w, mean, cov = reference_mixture(
+        post, X, Y, Xq, max_components=64, average_task_prior=average_task_prior
+    )
+    torch.testing.assert_close(model.component_weights, w, rtol=1e-8, atol=1e-12)
+    p = model.posterior(Xq)
+    torch.testing.assert_close(p.mean[:, 0], mean, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(
+        p.distribution.covariance_matrix, cov, rtol=1e-6, atol=1e-9
+    )
+    if average_task_prior == 0:
+        assert model.task_weights[-1] == 0
+
+
+def test_follows_what_the_meta_tasks_share_with_the_average_meta_task():
+    _, post = meta()
+
+    def like_the_average(X):  # rescaled and shifted; no single meta-task is like it
+        return 3.0 * torch.stack([family(X, s) for s in SHIFTS]).mean(0) + 1.0
+
+    X, Y = target(8, like_the_average)
+    model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
+    assert model.task_weights[-1] > 0.95
+    without = MetaTaskMixtureGP(X, Y, meta_tasks=post, average_task_prior=0.0)
+    Xq = torch.rand(200, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
+    truth = like_the_average(Xq).squeeze(-1)
+    with torch.no_grad():
+        rmse = (model.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean().sqrt()
+        rmse_without = (without.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean()
+    assert rmse < 0.5 * rmse_without.sqrt()
 
 
 def test_gives_way_to_a_target_unlike_every_meta_task():
@@ -378,6 +435,9 @@ def test_bad_input_is_refused_with_the_argument_named():
         MetaTaskMixtureGP(X, Y, meta_tasks=post, noise_variance=0.0)
     with pytest.raises(ValueError, match="`max_components` must be a positive int"):
         MetaTaskMixtureGP(X, Y, meta_tasks=post, max_components=0)
+    for bad in (1.0, -0.1, True, "half"):
+        with pytest.raises(ValueError, match="`average_task_prior` must be a number"):
+            MetaTaskMixtureGP(X, Y, meta_tasks=post, average_task_prior=bad)
     with pytest.raises(ValueError, match="`train_Y` must have shape"):
         MetaTaskMixtureGP(X, Y[:-1], meta_tasks=post)
     model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
