@@ -885,8 +885,8 @@ register_method(
 register_method(
     "meta-task-mixture-ucb1-skip",
     MetaTaskMixtureMeta(),
-    "MetaTaskMixtureGP (one mixture component per meta-task, scale and residual), "
-    "UCB beta = 1 on the pool points not yet queried",
+    "MetaTaskMixtureGP (one mixture component per meta-task or their average, "
+    "scale and residual), UCB beta = 1 on the pool points not yet queried",
 )
 register_method(
     "portfolio-skip",
