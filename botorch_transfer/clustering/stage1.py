@@ -282,7 +282,12 @@ class MetaTaskPosteriors(Module):
         super().__init__()
         values = (X, Z_targets, mask, noise, lengthscale_32, lengthscale_12)
         values += (outputscale, constant, y_offset, y_scale, bounds)
-        for name, value in zip(self.FIELDS, values):
+        self._store(values)
+
+    def _store(self, values: Sequence[Tensor]) -> None:
+        r"""Keep ``values`` as the buffers named by ``FIELDS`` (in that order) and
+        factorize every task."""
+        for name, value in zip(self.FIELDS, values, strict=True):
             self.register_buffer(name, value, persistent=False)
         self._factorize()
 

@@ -149,9 +149,7 @@ class DefaultMetaTaskPosteriors(MetaTaskPosteriors):
         outputscale = torch.ones_like(constant)  # BoTorch's default has no scale
         values = (X, Z_targets, mask, noise, lengthscale, outputscale, constant)
         values += (y_offset, y_scale, bounds)
-        for name, value in zip(self.FIELDS, values):
-            self.register_buffer(name, value, persistent=False)
-        self._factorize()
+        self._store(values)
 
     def _kernel(self, Z1: Tensor, Z2: Tensor, batch_dims: int = 0) -> Tensor:
         view = (self.num_tasks,) + (1,) * batch_dims + (1, self.X.shape[-1])

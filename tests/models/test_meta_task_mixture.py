@@ -111,6 +111,13 @@ def target(n, fn, seed=1, noise=0.0):
     return X, fn(X) + noise * torch.randn(n, 1, generator=gen, dtype=F64)
 
 
+def rmse(model, Xq, truth):
+    r"""Root mean squared error of the model's posterior mean at ``Xq``."""
+    with torch.no_grad():
+        mean = model.posterior(Xq).mean.squeeze(-1)
+    return (mean - truth).pow(2).mean().sqrt()
+
+
 def reference_mixture(
     post,
     X,
@@ -246,10 +253,7 @@ def test_follows_the_meta_task_the_target_is_a_scaled_copy_of():
     truth = (4.0 * family(Xq, 3.0) - 10.0).squeeze(-1)
     alone = SingleTaskGP(X, Y)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(alone.likelihood, alone))
-    with torch.no_grad():
-        rmse = (model.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean().sqrt()
-        rmse_alone = (alone.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean().sqrt()
-    assert rmse < 0.5 * rmse_alone
+    assert rmse(model, Xq, truth) < 0.5 * rmse(alone, Xq, truth)
 
 
 @pytest.mark.parametrize("average_task_prior", [0.0, 0.2])
@@ -285,10 +289,7 @@ def test_follows_what_the_meta_tasks_share_with_the_average_meta_task():
     without = MetaTaskMixtureGP(X, Y, meta_tasks=post, average_task_prior=0.0)
     Xq = torch.rand(200, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
     truth = like_the_average(Xq).squeeze(-1)
-    with torch.no_grad():
-        rmse = (model.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean().sqrt()
-        rmse_without = (without.posterior(Xq).mean.squeeze(-1) - truth).pow(2).mean()
-    assert rmse < 0.5 * rmse_without.sqrt()
+    assert rmse(model, Xq, truth) < 0.5 * rmse(without, Xq, truth)
 
 
 def test_gives_way_to_a_target_unlike_every_meta_task():
