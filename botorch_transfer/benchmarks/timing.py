@@ -29,7 +29,10 @@ With ``--stage1`` it times cm-BO's Stage 1 instead (the meta-task GPs of
 :func:`~botorch_transfer.clustering.fit_meta_task_gps`): ``--stage1-tasks`` meta-tasks
 of ``--stage1-points`` points on shared inputs, the batched fit against the per-task
 loop (``batched=False``, optionally on the first ``--stage1-loop-tasks`` tasks only and
-scaled up linearly), each in its own single-threaded process.
+scaled up linearly), each in its own single-threaded process; with ``--stage2``
+its Stage 2 (:func:`~botorch_transfer.build_cluster_prior` on the fitted posteriors:
+k-means restarts for every candidate ``C`` and the silhouette) against one pairwise
+2-Wasserstein matrix of the same posteriors.
 
 Run: ``python -m botorch_transfer.benchmarks.timing [--methods ...] [--dims 2 8]
 [--sizes 400 2000 10000]`` or ``python -m botorch_transfer.benchmarks.timing --stage1
@@ -515,6 +518,67 @@ def main_stage1(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def run_stage2(n_tasks: int, n_points: int, dim: int, seed: int) -> dict:
+    r"""Time cm-BO's Stage 2 (``build_cluster_prior`` with its defaults, on fitted
+    Stage 1 posteriors: the choice of ``C`` by k-means restarts and the silhouette)
+    in this (fresh) process, and one pairwise 2-Wasserstein matrix of the same
+    discretized posteriors as its unit.
+
+    Args:
+        n_tasks: Number of meta-tasks.
+        n_points: Points per task.
+        dim: Input dimension.
+        seed: Seed of the data.
+
+    Returns:
+        ``{"n_tasks", "n_points", "dim", "stage2_s", "pairwise_s", "n_clusters"}``.
+    """
+    from botorch_transfer import build_cluster_prior
+    from botorch_transfer.clustering import meta_task_posteriors, pairwise_divergence
+
+    warnings.filterwarnings("ignore")
+    tasks = stage1_tasks(n_tasks, n_points, dim, seed)
+    bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64)
+    with torch_run_context(num_threads=1, seed=seed):
+        posteriors = meta_task_posteriors(tasks, bounds, progress=False)
+        start = time.perf_counter()
+        prior = build_cluster_prior(tasks, seed=seed, posteriors=posteriors)
+        stage2_s = time.perf_counter() - start
+        start = time.perf_counter()
+        pairwise_divergence(prior.task_means, prior.task_covs)
+        pairwise_s = time.perf_counter() - start
+    return {
+        "n_tasks": n_tasks,
+        "n_points": n_points,
+        "dim": dim,
+        "stage2_s": stage2_s,
+        "pairwise_s": pairwise_s,
+        "n_clusters": prior.prototype_means.shape[0],
+    }
+
+
+def main_stage2(args: argparse.Namespace) -> list[dict]:
+    r"""The ``--stage2`` table: Stage 2 against one pairwise matrix, per ``d``."""
+    M, n = args.stage1_tasks, args.stage1_points
+    print(f"cm-BO stage 2: {M} meta-tasks x {n} points (1 thread)")
+    header = (
+        f"{'d':>2} | {'stage 2 s':>10} {'pairwise s':>11} | "
+        f"{'stage 2/pairwise':>16} | {'C':>2}"
+    )
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for dim in args.dims:
+        row = _in_process(run_stage2, M, n, dim, args.seed)
+        rows.append(row)
+        print(
+            f"{dim:>2} | {row['stage2_s']:>10.1f} {row['pairwise_s']:>11.2f} | "
+            f"{row['stage2_s'] / row['pairwise_s']:>16.1f} | {row['n_clusters']:>2}",
+            flush=True,
+        )
+    return rows
+
+
 def run_pretrain(
     n_tasks: int, n_points: int, dim: int, objective: str | None, steps: int, seed: int
 ) -> dict:
@@ -906,6 +970,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         action="store_true",
         help="time cm-BO's stage 1 (batched vs per-task fits) instead",
     )
+    parser.add_argument(
+        "--stage2",
+        action="store_true",
+        help="time cm-BO's stage 2 (the clustering, on fitted stage 1 posteriors) "
+        "against one pairwise Wasserstein matrix instead",
+    )
     parser.add_argument("--stage1-tasks", type=int, default=100)
     parser.add_argument("--stage1-points", type=int, default=50)
     parser.add_argument(
@@ -970,6 +1040,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return main_scaling(args)
     if args.stage1:
         return main_stage1(args)
+    if args.stage2:
+        return main_stage2(args)
     if args.pretrain:
         return main_pretrain(args)
 

@@ -67,10 +67,14 @@ def _centers(
     means: Tensor, covs: Tensor, labels: Tensor, C: int
 ) -> tuple[Tensor, Tensor]:
     r"""Eq. 7: ``m_C = mean of m_j``, ``S_C = mean of S_j`` over the members ``j``."""
-    onehot = torch.nn.functional.one_hot(labels, C).to(means)  # k x C
-    counts = onehot.sum(0)
-    mean_c = (onehot.T @ means) / counts.unsqueeze(-1)
-    cov_c = torch.einsum("kc,kij->cij", onehot, covs) / counts.reshape(C, 1, 1)
+    return _centers_of(means, covs, torch.nn.functional.one_hot(labels, C).to(means))
+
+
+def _centers_of(means: Tensor, covs: Tensor, members: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Eq. 7 for the clusters of a ``k x C`` 0/1 membership matrix."""
+    counts = members.sum(0)
+    mean_c = (members.T @ means) / counts.unsqueeze(-1)
+    cov_c = torch.einsum("kc,kij->cij", members, covs) / counts.reshape(-1, 1, 1)
     return mean_c, cov_c
 
 
@@ -88,16 +92,50 @@ def _relabel(labels: Tensor, C: int) -> Tensor:
     return mapping[labels]
 
 
-def _seed_plus_plus(means, covs, C, distance, generator) -> Tensor:
+class _CenterDivergences:
+    r"""Divergences of every Gaussian to cluster centers, kept per cluster membership.
+
+    A center (eq. 7, or a seed: one Gaussian) depends on its members alone, and
+    k-means restarts, its iterations near convergence and the candidate counts of
+    :func:`select_n_clusters` meet the same clusters again and again, so each
+    membership's column of divergences is computed once (the same numbers as
+    computing it anew: the divergences of a pair do not depend on the batch).
+    """
+
+    def __init__(self, means: Tensor, covs: Tensor, distance: str) -> None:
+        self.means, self.covs, self.distance = means, covs, distance
+        self._columns: dict[tuple[int, ...], Tensor] = {}
+
+    def __call__(self, members: list[tuple[int, ...]]) -> Tensor:
+        r"""``k x C`` divergences to the centers of ``C`` clusters, each given by its
+        members' sorted indices."""
+        missing = [m for m in dict.fromkeys(members) if m not in self._columns]
+        if missing:
+            onehot = self.means.new_zeros(self.means.shape[0], len(missing))
+            for c, m in enumerate(missing):
+                onehot[list(m), c] = 1
+            center_means, center_covs = _centers_of(self.means, self.covs, onehot)
+            D = pairwise_divergence(
+                self.means, self.covs, center_means, center_covs, self.distance
+            )
+            self._columns.update(zip(missing, D.unbind(-1)))
+        return torch.stack([self._columns[m] for m in members], dim=-1)
+
+
+def _memberships(labels: Tensor, C: int) -> list[tuple[int, ...]]:
+    r"""The sorted member indices of each of the ``C`` clusters."""
+    return [tuple((labels == c).nonzero().flatten().tolist()) for c in range(C)]
+
+
+def _seed_plus_plus(
+    divergences: _CenterDivergences, C: int, generator: torch.Generator
+) -> list[int]:
     r"""k-means++ seeding: the first center uniformly, each next one with probability
     proportional to its cost to the nearest chosen center."""
-    k = means.shape[0]
+    k, distance = divergences.means.shape[0], divergences.distance
     first = torch.randint(k, (1,), generator=generator).item()
     chosen = [first]
-    nearest = _cost(
-        pairwise_divergence(means, covs, means[[first]], covs[[first]], distance),
-        distance,
-    )[:, 0]
+    nearest = _cost(divergences([(first,)]), distance)[:, 0]
     for _ in range(1, C):
         probs = nearest.clamp_min(0).cpu()
         probs[chosen] = 0
@@ -106,12 +144,9 @@ def _seed_plus_plus(means, covs, C, distance, generator) -> Tensor:
             probs[chosen] = 0
         nxt = torch.multinomial(probs, 1, generator=generator).item()
         chosen.append(nxt)
-        cost = _cost(
-            pairwise_divergence(means, covs, means[[nxt]], covs[[nxt]], distance),
-            distance,
-        )[:, 0]
+        cost = _cost(divergences([(nxt,)]), distance)[:, 0]
         nearest = torch.minimum(nearest, cost)
-    return torch.tensor(chosen, device=means.device)
+    return chosen
 
 
 def gaussian_kmeans(
@@ -148,8 +183,20 @@ def gaussian_kmeans(
         >>> assignments = result.assignments  # cluster index of each Gaussian
     """
     _check_set(means, covs)
-    distance = check_distance(distance)
-    k = means.shape[0]
+    divergences = _CenterDivergences(means, covs, check_distance(distance))
+    return _kmeans_with(divergences, n_clusters, n_init, max_iter, seed)
+
+
+def _kmeans_with(
+    divergences: _CenterDivergences,
+    n_clusters: int,
+    n_init: int = 10,
+    max_iter: int = 100,
+    seed: int = 0,
+) -> GaussianKMeansResult:
+    r""":func:`gaussian_kmeans` with the divergences to every cluster seen so far
+    (:func:`select_n_clusters` shares them between its candidates)."""
+    k = divergences.means.shape[0]
     if k == 0:
         raise ValueError("`means` must contain at least one Gaussian, got none.")
     if not isinstance(n_clusters, int) or not 1 <= n_clusters <= k:
@@ -161,14 +208,14 @@ def gaussian_kmeans(
         raise ValueError(
             f"`n_init` and `max_iter` must be at least 1, got {n_init}, {max_iter}."
         )
+    means, covs, distance = divergences.means, divergences.covs, divergences.distance
     generator = torch.Generator().manual_seed(seed)
     best = None
     for _ in range(n_init):
-        seeds = _seed_plus_plus(means, covs, n_clusters, distance, generator)
-        center_means, center_covs = means[seeds].clone(), covs[seeds].clone()
+        members = [(j,) for j in _seed_plus_plus(divergences, n_clusters, generator)]
         labels, converged, it = None, False, 0
         for it in range(1, max_iter + 1):
-            D = pairwise_divergence(means, covs, center_means, center_covs, distance)
+            D = divergences(members)
             new_labels = D.argmin(-1)
             counts = torch.bincount(new_labels, minlength=n_clusters)
             for c in (
@@ -184,12 +231,13 @@ def gaussian_kmeans(
                 converged = True
                 break
             labels = new_labels
-            center_means, center_covs = _centers(means, covs, labels, n_clusters)
-        D = pairwise_divergence(means, covs, center_means, center_covs, distance)
+            members = _memberships(labels, n_clusters)
+        D = divergences(members)
         inertia = _cost(D.gather(-1, labels.unsqueeze(-1)), distance).sum().item()
         if best is None or inertia < best[0] - 1e-12 * abs(best[0]):
-            best = (inertia, labels, center_means, center_covs, it, converged)
-    inertia, labels, center_means, center_covs, it, converged = best
+            best = (inertia, labels, it, converged)
+    inertia, labels, it, converged = best
+    center_means, center_covs = _centers(means, covs, labels, n_clusters)
     relabeled = _relabel(labels, n_clusters)
     perm = torch.empty(n_clusters, dtype=torch.long, device=labels.device)
     perm[relabeled] = labels  # new index -> old index
@@ -390,8 +438,9 @@ def select_n_clusters(
         )
     )
     intra, inter, scores, results = [], [], [], []
+    divergences = _CenterDivergences(means, covs, check_distance(distance))
     for C in cands:
-        result = gaussian_kmeans(means, covs, C, distance=distance, **kmeans_options)
+        result = _kmeans_with(divergences, C, **kmeans_options)
         a, b = (
             intra_cluster_entropy(D, result.assignments),
             inter_cluster_separation(D, result.assignments),

@@ -320,6 +320,17 @@ def test_timing_stage1_case_runs_both_fits():
         assert result["batched"] is batched and result["fit_s"] > 0
 
 
+def test_timing_stage2_case_times_the_clustering_and_its_unit(monkeypatch, capsys):
+    monkeypatch.setattr(timing, "_in_process", lambda function, *args: function(*args))
+    rows = timing.main(
+        ["--stage2", "--stage1-tasks", "6", "--stage1-points", "8", "--dims", "2"]
+    )
+    assert len(rows) == 1 and rows[0]["n_tasks"] == 6
+    assert rows[0]["stage2_s"] > 0 and rows[0]["pairwise_s"] > 0
+    assert 1 <= rows[0]["n_clusters"] <= 6
+    assert "stage 2/pairwise" in capsys.readouterr().out
+
+
 def test_timing_pretrain_case_runs_both_priors():
     for objective in (None, "nll"):
         result = timing.run_pretrain(6, 8, 2, objective, steps=3, seed=0)

@@ -154,3 +154,29 @@ def test_bad_inputs():
         gaussian_kmeans(means[:, :-1], covs, 2)
     with pytest.raises(ValueError, match="candidate"):
         select_n_clusters(means, covs, candidates=[5, 6])
+
+
+def test_each_cluster_divergences_computed_once(monkeypatch):
+    # a center depends on its members alone: restarts and candidate counts that meet
+    # a cluster again reuse its divergences instead of computing them again
+    from botorch_transfer.clustering import kmeans
+
+    computed = []
+
+    def counting(means_a, covs_a, means_b=None, covs_b=None, distance="wasserstein"):
+        if means_b is not None:  # (not the criteria's matrix of the Gaussians)
+            computed.extend(tuple(row.tolist()) for row in means_b)
+        return pairwise_divergence(means_a, covs_a, means_b, covs_b, distance)
+
+    monkeypatch.setattr(kmeans, "pairwise_divergence", counting)
+    means, covs, truth = three_families(per_family=(4, 4, 4), seed=1)
+    result = gaussian_kmeans(means, covs, 3, n_init=10)
+    assert same_partition(result.assignments, truth)
+    assert len(computed) == len(set(computed))
+    # ten restarts evaluate at least 10 x 3 seeds and 10 x 3 centers; with reuse the
+    # twelve singletons and the three true clusters (plus the paths between) remain
+    assert len(computed) < 30
+    computed.clear()
+    selection = select_n_clusters(means, covs, candidates=range(1, 5), n_init=10)
+    assert selection.n_clusters == 3
+    assert len(computed) == len(set(computed))
