@@ -436,6 +436,12 @@ def _config_in_process(
     )
 
 
+def _print_header(header: str) -> None:
+    r"""A table's header line and its rule."""
+    print(header)
+    print("-" * len(header))
+
+
 def stage1_tasks(n_tasks: int, n_points: int, dim: int, seed: int) -> list[TaskData]:
     r"""Meta-tasks on shared inputs in ``[0, 1]^dim``: random sums of sines
     (frequencies and phases per task) with noise sd 0.05, noise not given.
@@ -500,8 +506,7 @@ def main_stage1(args: argparse.Namespace) -> list[dict]:
     if loop_M < M:
         print(f"per-task loop timed on {loop_M} tasks, scaled x{M / loop_M:g}")
     header = f"{'d':>2} | {'batched s':>10} {'loop s':>10} | {'loop/batched':>12}"
-    print(header)
-    print("-" * len(header))
+    _print_header(header)
     rows = []
     for dim in args.dims:
         res = {}
@@ -565,8 +570,7 @@ def main_stage2(args: argparse.Namespace) -> list[dict]:
         f"{'d':>2} | {'stage 2 s':>10} {'pairwise s':>11} | "
         f"{'stage 2/pairwise':>16} | {'C':>2}"
     )
-    print(header)
-    print("-" * len(header))
+    _print_header(header)
     rows = []
     for dim in args.dims:
         row = _in_process(run_stage2, M, n, dim, args.seed)
@@ -638,8 +642,7 @@ def main_pretrain(args: argparse.Namespace) -> list[dict]:
         f"{'d':>2} | {'default s':>10} {'nll s':>10} | {'nll/default':>11} | "
         f"{'held-out NLL/pt: default':>24} {'nll':>8}"
     )
-    print(header)
-    print("-" * len(header))
+    _print_header(header)
     rows = []
     for dim in args.dims:
         res = {}
@@ -1055,8 +1058,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if others:
         header += " | " + " ".join(f"{m + '/base':>{width}}" for m in others)
     print(f"base: {base}")
-    print(header)
-    print("-" * len(header))
+    _print_header(header)
     extra = []
     for dim in args.dims:
         for n in args.sizes:
