@@ -98,8 +98,10 @@ class _CenterDivergences:
     A center (eq. 7, or a seed: one Gaussian) depends on its members alone, and
     k-means restarts, its iterations near convergence and the candidate counts of
     :func:`select_n_clusters` meet the same clusters again and again, so each
-    membership's column of divergences is computed once (the same numbers as
-    computing it anew: the divergences of a pair do not depend on the batch).
+    membership's column of divergences is computed once. A pair's 2-Wasserstein
+    distance does not depend on which other pairs share its batch, so the clustering
+    is the one that computing every column anew gives (the Jeffreys divergence's
+    batched matrix products may round differently in the last bit).
     """
 
     def __init__(self, means: Tensor, covs: Tensor, distance: str) -> None:
