@@ -63,15 +63,9 @@ def _cost(D: Tensor, distance: str) -> Tensor:
     return D.pow(2) if distance == "wasserstein" else D
 
 
-def _centers(
-    means: Tensor, covs: Tensor, labels: Tensor, C: int
-) -> tuple[Tensor, Tensor]:
-    r"""Eq. 7: ``m_C = mean of m_j``, ``S_C = mean of S_j`` over the members ``j``."""
-    return _centers_of(means, covs, torch.nn.functional.one_hot(labels, C).to(means))
-
-
-def _centers_of(means: Tensor, covs: Tensor, members: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Eq. 7 for the clusters of a ``k x C`` 0/1 membership matrix."""
+def _centers(means: Tensor, covs: Tensor, members: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Eq. 7: ``m_C = mean of m_j``, ``S_C = mean of S_j`` over the members ``j`` of
+    each cluster of a ``k x C`` 0/1 membership matrix."""
     counts = members.sum(0)
     mean_c = (members.T @ means) / counts.unsqueeze(-1)
     cov_c = torch.einsum("kc,kij->cij", members, covs) / counts.reshape(-1, 1, 1)
@@ -116,7 +110,7 @@ class _CenterDivergences:
             onehot = self.means.new_zeros(self.means.shape[0], len(missing))
             for c, m in enumerate(missing):
                 onehot[list(m), c] = 1
-            center_means, center_covs = _centers_of(self.means, self.covs, onehot)
+            center_means, center_covs = _centers(self.means, self.covs, onehot)
             D = pairwise_divergence(
                 self.means, self.covs, center_means, center_covs, self.distance
             )
@@ -239,7 +233,8 @@ def _kmeans_with(
         if best is None or inertia < best[0] - 1e-12 * abs(best[0]):
             best = (inertia, labels, it, converged)
     inertia, labels, it, converged = best
-    center_means, center_covs = _centers(means, covs, labels, n_clusters)
+    onehot = torch.nn.functional.one_hot(labels, n_clusters).to(means)
+    center_means, center_covs = _centers(means, covs, onehot)
     relabeled = _relabel(labels, n_clusters)
     perm = torch.empty(n_clusters, dtype=torch.long, device=labels.device)
     perm[relabeled] = labels  # new index -> old index
