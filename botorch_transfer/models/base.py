@@ -105,7 +105,7 @@ from botorch_transfer.models.source_posterior import (
 )
 from botorch_transfer.models.task_column import (
     TaskColumnMixin,
-    construct_inputs_from_multitask,
+    construct_transfer_inputs,
     on_target_inputs,
 )
 from botorch_transfer.validation import (
@@ -1037,12 +1037,4 @@ class SourceConditionedGP(
             >>> inputs = DeltaBOModel.construct_inputs(mt_dataset)
             >>> model = DeltaBOModel(**inputs)
         """
-        if isinstance(training_data, MultiTaskDataset):
-            return construct_inputs_from_multitask(cls, training_data, **kwargs)
-        if kwargs.get(cls.transfer_argument) is None:
-            raise ValueError(
-                f"{cls.__name__} needs `{cls.transfer_argument}=` (e.g. in Ax's "
-                "`model_options`)."
-            )
-        inputs = super().construct_inputs(training_data=training_data)
-        return {**inputs, **kwargs}
+        return construct_transfer_inputs(cls, training_data, **kwargs)

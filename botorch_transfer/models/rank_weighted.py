@@ -65,7 +65,7 @@ from botorch_transfer.models.source_skill import (
     source_skill,
 )
 from botorch_transfer.models.task_column import (
-    construct_inputs_from_multitask,
+    construct_transfer_inputs,
     on_target_inputs,
 )
 
@@ -374,30 +374,23 @@ class RankWeightedTransferGP(RankWeightedCombination):
             >>> inputs = RankWeightedTransferGP.construct_inputs(mt_dataset)
             >>> model = RankWeightedTransferGP(**inputs)
         """
-        if isinstance(training_data, MultiTaskDataset):
-            # the source-conditioned models' split (target, sources as TaskData,
-            # task column, source-only parameters), for this class
-            inputs = construct_inputs_from_multitask(cls, training_data, **kwargs)
-            if kwargs.get(cls.transfer_argument) is None:  # from `training_data`
-                sources = inputs["source"]
-                if len(sources) > 1:
-                    names = [s.name for s in sources]
-                    raise ValueError(
-                        f"{cls.__name__} transfers from one source task; "
-                        f"`training_data` holds {len(sources)} ({names}), e.g. "
-                        "several experiments attached as TRANSFERABLE_EXPERIMENT. "
-                        "Attach one source experiment, or use RGPE, which weights "
-                        "several sources."
-                    )
-                inputs["source"] = sources[0]
-            return inputs
-        if kwargs.get(cls.transfer_argument) is None:
-            raise ValueError(
-                f"{cls.__name__} needs `{cls.transfer_argument}=` (e.g. in Ax's "
-                "`model_options`)."
-            )
-        inputs = super().construct_inputs(training_data=training_data)
-        return {**inputs, **kwargs}
+        # the source-conditioned models' routes (for a MultiTaskDataset: target,
+        # sources as TaskData, task column, source-only parameters), for this class
+        from_dataset = kwargs.get(cls.transfer_argument) is None
+        inputs = construct_transfer_inputs(cls, training_data, **kwargs)
+        if from_dataset:  # the sources of a MultiTaskDataset
+            sources = inputs["source"]
+            if len(sources) > 1:
+                names = [s.name for s in sources]
+                raise ValueError(
+                    f"{cls.__name__} transfers from one source task; "
+                    f"`training_data` holds {len(sources)} ({names}), e.g. "
+                    "several experiments attached as TRANSFERABLE_EXPERIMENT. "
+                    "Attach one source experiment, or use RGPE, which weights "
+                    "several sources."
+                )
+            inputs["source"] = sources[0]
+        return inputs
 
     # ------------------------------------------------------------------- hooks
     def _ranked_targets(self) -> Tensor:

@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from botorch.models.model import Model
 from botorch.models.transforms.input import (
     ChainedInputTransform,
     InputTransform,
     LearnedFeatureImputation,
     Normalize,
 )
-from botorch.utils.datasets import MultiTaskDataset
+from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from torch import Tensor
 
 from botorch_transfer.models.datasets import split_multitask_dataset
@@ -143,6 +144,43 @@ def construct_inputs_from_multitask(
         # Ax's layout: the target's inputs, the source-only ones, the task last
         inputs["task_feature"] = -1
     return inputs
+
+
+def construct_transfer_inputs(
+    model_class: type,
+    training_data: SupervisedDataset | MultiTaskDataset,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    r"""``construct_inputs`` of a source-conditioned model class, by the kind of
+    ``training_data``:
+
+    - a ``SupervisedDataset`` of the target task: BoTorch's ``train_X``,
+      ``train_Y`` (and ``train_Yvar``) plus ``kwargs``, which must hold the transfer
+      input (``model_class.transfer_argument``, e.g. from Ax's ``model_options``);
+    - a ``MultiTaskDataset`` (Ax's transfer-learning path): see
+      :func:`construct_inputs_from_multitask`.
+
+    Args:
+        model_class: The model class whose inputs are built.
+        training_data: The target data, or the target and source data.
+        kwargs: The transfer input and further constructor options.
+
+    Returns:
+        Keyword arguments for ``model_class(**inputs)``.
+
+    Raises:
+        ValueError: If ``training_data`` is a ``SupervisedDataset`` and ``kwargs``
+            has no transfer input.
+    """
+    if isinstance(training_data, MultiTaskDataset):
+        return construct_inputs_from_multitask(model_class, training_data, **kwargs)
+    argument = model_class.transfer_argument
+    if kwargs.get(argument) is None:
+        raise ValueError(
+            f"{model_class.__name__} needs `{argument}=` (e.g. in Ax's "
+            "`model_options`)."
+        )
+    return {**Model.construct_inputs(training_data=training_data), **kwargs}
 
 
 def on_target_inputs(
