@@ -310,16 +310,22 @@ class ClusterMetaPrior(Module):
         coef = coef * self.posteriors.y_scale.pow(2)  # K
         post = self.posteriors
 
-        def spread(x: Tensor) -> Tensor:  # r_j(x) = mu_j(x) - mu_0(x): K x N
-            means = post.means(x.reshape(-1, x.shape[-1]))
+        def means_and_features(x: Tensor) -> tuple[Tensor | None, Tensor]:
+            # K x N means (for the mixture's spread) and K x n x N features at flat
+            # x from one cross-kernel evaluation (under a gradient nothing is memoized)
+            flat = x.reshape(-1, x.shape[-1])
+            if mixture:
+                return post.means_and_features(flat)
+            return None, post.features(flat)
+
+        def spread(means: Tensor) -> Tensor:  # r_j(x) = mu_j(x) - mu_0(x): K x N
             return means - zeta @ means
 
         if diag:
-            flat = X1.reshape(-1, X1.shape[-1])
-            v = post.features(flat)  # K x n x N
+            means, v = means_and_features(X1)  # K x N, K x n x N
             var = coef @ (post.outputscale.unsqueeze(-1) - v.pow(2).sum(-2))
             if mixture:
-                var = var + zeta @ spread(flat).pow(2)
+                var = var + zeta @ spread(means).pow(2)
             return var.reshape(X1.shape[:-1])
         out_shape = torch.broadcast_shapes(X1.shape[:-2], X2.shape[:-2]) + (
             X1.shape[-2],
@@ -328,30 +334,27 @@ class ClusterMetaPrior(Module):
         X1, X2 = _collapse_batch(X1), _collapse_batch(X2)
         K, n = post.chol.shape[:2]
 
-        def scaled_features(x: Tensor, scale: Tensor) -> Tensor:  # batch x (K n) x q
+        def scaled_features(v: Tensor, x: Tensor, scale: Tensor) -> Tensor:
+            # K x n x (B q) features of x (batch x q x d) -> batch x (K n) x q
             batch, q = x.shape[:-2], x.shape[-2]
-            v = post.features(x.reshape(-1, x.shape[-1])) * scale.reshape(
-                K, 1, 1
-            )  # K x n x (B q)
-            v = v.reshape(K, n, -1, q).permute(2, 0, 1, 3)  # B x K x n x q
+            v = (v * scale.reshape(K, 1, 1)).reshape(K, n, -1, q).permute(2, 0, 1, 3)
             return v.reshape(*batch, K * n, q)
 
         # sum_j c_j (k_j(x1, x2) - v_j(x1)^T v_j(x2)): the feature products of all tasks
         # in one matmul over the stacked (task, point) dimension
-        f2 = scaled_features(X2, torch.ones_like(coef))
-        same = X1.shape == X2.shape and torch.equal(
-            X1, X2
-        )  # test-test block: features once
-        f1 = (
-            f2 * coef.repeat_interleave(n).unsqueeze(-1)
-            if same
-            else scaled_features(X1, coef)
-        )
+        means2, v2 = means_and_features(X2)
+        f2 = scaled_features(v2, X2, torch.ones_like(coef))
+        if X1.shape == X2.shape and torch.equal(X1, X2):  # test-test block: once
+            means1, f1 = means2, f2 * coef.repeat_interleave(n).unsqueeze(-1)
+        else:
+            means1, v1 = means_and_features(X1)
+            f1 = scaled_features(v1, X1, coef)
         prior = torch.einsum("k,k...->...", coef, post.prior_kernel(X1, X2))
         cov = prior - f1.transpose(-1, -2) @ f2
         if mixture:  # + sum_j zeta_j r_j(x1) r_j(x2)^T, batched over x1's/x2's batch
-            r1 = spread(X1).reshape(K, *X1.shape[:-1]).movedim(0, -1)  # ... x n1 x K
-            r2 = spread(X2).reshape(K, *X2.shape[:-1]).movedim(0, -2)  # ... x K x n2
+            # ... x n1 x K and ... x K x n2
+            r1 = spread(means1).reshape(K, *X1.shape[:-1]).movedim(0, -1)
+            r2 = spread(means2).reshape(K, *X2.shape[:-1]).movedim(0, -2)
             cov = cov + (r1 * zeta) @ r2
         return cov.expand(out_shape)
 

@@ -343,11 +343,31 @@ def test_mixture_prior_covariance_equals_reference(meta, prior, prototype):
     if prototype == "center":
         parts = [task_posterior(mixture.posteriors, j) for j in range(mixture.n_tasks)]
         r = [lambda X, m=m: m(X).reshape(-1) for m, _ in parts]
-        mu0A = sum(z * f(A) for z, f in zip(zeta, r))
-        mu0B = sum(z * f(B) for z, f in zip(zeta, r))
-        expected = sum(
-            z * (k(A, B) + torch.outer(f(A) - mu0A, f(B) - mu0B))
-            for z, f, (_, k) in zip(zeta, r, parts)
+
+        def reference(A, B):
+            mu0A = sum(z * f(A) for z, f in zip(zeta, r))
+            mu0B = sum(z * f(B) for z, f in zip(zeta, r))
+            return sum(
+                z * (k(A, B) + torch.outer(f(A) - mu0A, f(B) - mu0B))
+                for z, f, (_, k) in zip(zeta, r, parts)
+            )
+
+        expected = reference(A, B)
+        # under a gradient (as a continuous acquisition search asks, nothing
+        # memoized): the same values, and the reference's gradient (at points apart
+        # from B: the reference's kernel has no gradient at distance 0)
+        A_grad, A_ref = A.clone().requires_grad_(True), A.clone().requires_grad_(True)
+        got_grad = mixture.covariance(A_grad, B, w)
+        torch.testing.assert_close(got_grad.detach(), expected, rtol=1e-6, atol=1e-9)
+        (grad,) = torch.autograd.grad(got_grad[:5].square().sum(), A_grad)
+        (grad_ref,) = torch.autograd.grad(reference(A_ref[:5], B).square().sum(), A_ref)
+        torch.testing.assert_close(grad, grad_ref, rtol=1e-6, atol=1e-9)
+        var_grad = mixture.covariance(A_grad, A_grad, w, diag=True)
+        torch.testing.assert_close(
+            var_grad.detach(), torch.diagonal(reference(A, A)), rtol=1e-6, atol=1e-9
+        )
+        assert torch.autograd.gradcheck(
+            lambda X: mixture.covariance(X, X, w, diag=True), (A_grad,)
         )
     else:
         T = mixture.task_means
