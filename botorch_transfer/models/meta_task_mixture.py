@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
@@ -505,6 +506,16 @@ class MetaTaskMixtureGP(Model):
         return torch.Size([])
 
     @property
+    def target_X(self) -> Tensor:
+        r"""The target inputs (``X_baseline`` of noisy acquisition functions)."""
+        return self.train_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""The target observations in the user's units (``best_f``'s source)."""
+        return self.train_Y
+
+    @property
     def task_weights(self) -> Tensor:
         r"""``K + 1`` posterior probabilities of the meta-tasks and, last, of their
         average (over all components, summed over scales and residual settings)."""
@@ -566,6 +577,20 @@ class MetaTaskMixtureGP(Model):
         if posterior_transform is not None:
             posterior = posterior_transform(posterior)
         return posterior
+
+    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
+        r"""Not supported: the mixture's components and weights are chosen from one
+        target data set, and a batch of fantasy data sets has no one choice."""
+        raise UnsupportedError(
+            "MetaTaskMixtureGP cannot be conditioned on fantasy observations, so "
+            "acquisition functions that fantasize (qKnowledgeGradient, "
+            "qMaxValueEntropy, qJointEntropySearch) do not apply; use qLogNEI, qUCB, "
+            "UCB or LogEI, or build a new model on the new data."
+        )
+
+    def fantasize(self, X: Tensor, *args: Any, **kwargs: Any) -> Model:
+        r"""Not supported (see :meth:`condition_on_observations`)."""
+        return self.condition_on_observations(X, None)
 
     def _mixture(self, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""Mean ``batch x q`` and covariance ``batch x q x q`` of the moment-matched

@@ -343,7 +343,7 @@ class PretrainedPriorGP(SourceConditionedGP):
             self.mean_module = transfer.mean_module
             self.covar_module = transfer.covar_module
             noise = transfer.noise
-        # the noise at a new point when the training noise was given per point
+        # the noise at a new point before any target point with a known noise
         self.register_buffer("prior_noise", noise.detach().clone())
 
     def _training_data(self, X: Tensor, Y: Tensor, Yvar: Tensor) -> TrainingData:
@@ -351,9 +351,10 @@ class PretrainedPriorGP(SourceConditionedGP):
         return TrainingData(X, Y, None if self.learns_target_noise else Yvar)
 
     def target_noise(self) -> Tensor:
-        r"""The noise at a new point: the (prior's) learned level, or the prior's
-        noise when the training noise was given per point."""
-        if self.learns_target_noise:
+        r"""The noise at a new point: the (prior's) learned level, or the mean of
+        the known training noise (BoTorch's fixed-noise convention); the prior's
+        noise while no target point with a known noise is there."""
+        if self.learns_target_noise or self.num_train > 0:
             return super().target_noise()
         return self.prior_noise.expand(self.batch_shape)
 

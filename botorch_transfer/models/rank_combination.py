@@ -28,8 +28,10 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import FantasizeMixin, Model
 from botorch.posteriors import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
 from gpytorch.models import GP
+from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 
 from botorch_transfer.models.base import check_single_output
@@ -74,13 +76,25 @@ def weighted_combination(
 ) -> GPyTorchPosterior:
     r"""RGPE's combination of single-output posteriors over the same points: mean
     ``sum_k w_k mu_k``, covariance ``sum_k w_k^2 Sigma_k`` (the weighted sum of
-    independent GPs). A part without weight adds nothing (not even a NaN)."""
-    mean, covariance = 0.0, 0.0
+    independent GPs). A part without weight adds nothing (not even a NaN).
+
+    The covariance stays a lazy sum of the parts' linear operators: nothing is
+    factorized here, and a sample or log density factorizes the sum with
+    linear_operator's jitter policy (``psd_safe_cholesky``), as for any BoTorch GP
+    posterior. A dense sum handed to ``torch.distributions`` is factorized at once
+    without jitter, which fails where the points crowd together."""
+    mean, covariance = None, None
     for weight, part in zip(weights, parts, strict=True):
         if weight == 0.0:
             continue
-        mean = mean + weight * part.mean.squeeze(-1)
-        covariance = covariance + weight**2 * part.distribution.covariance_matrix
+        part_mean = weight * part.mean.squeeze(-1)
+        part_covariance = part.distribution.lazy_covariance_matrix * weight**2
+        if mean is None:
+            mean, covariance = part_mean, part_covariance
+        else:
+            mean, covariance = mean + part_mean, covariance + part_covariance
+    if mean is None:
+        raise ValueError("`weights` must give at least one part a nonzero weight.")
     return GPyTorchPosterior(MultivariateNormal(mean, covariance))
 
 
@@ -131,6 +145,16 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
     def knowledge_model(self) -> Model:
         r"""The GP with outside knowledge (the first of the two)."""
         return self._modules[self.knowledge_model_name]
+
+    @property
+    def target_X(self) -> Tensor:
+        r"""The target inputs, raw (``X_baseline`` of noisy acquisition functions)."""
+        return self.knowledge_model.target_X
+
+    @property
+    def target_Y(self) -> Tensor:
+        r"""The target observations in the user's units (``best_f``'s source)."""
+        return self.knowledge_model.target_Y
 
     # ------------------------------------------------------------------- hooks
     def _ranked_targets(self) -> Tensor:
@@ -235,20 +259,54 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         r"""RGPE's combination of the two GPs over the ``q`` points of ``X``
         (``batch x q x d``), in the user's units: mean ``w mu_1 + (1 - w) mu_2``,
         covariance ``w^2 S_1 + (1 - w)^2 S_2``. A GP without weight is not
-        evaluated."""
+        evaluated.
+
+        Args:
+            X: Raw inputs.
+            output_indices: ``None`` or ``[0]`` (single output).
+            observation_noise: ``True`` adds the target's noise at ``X`` (the
+                target-only GP's learned noise, or the mean of the known
+                ``train_Yvar``), whole, as ``RGPE`` does: a new observation is
+                noisy however the two GPs are weighted. A tensor (``... x q x 1``)
+                is passed to both GPs, each in its own model units (as
+                ``fantasize`` passes the training noise).
+            posterior_transform: Optional transform applied at the end.
+        """
         X = self._query_inputs(X)
         check_single_output(self, output_indices)
         w = self.weight
         weighted = [(w, self.knowledge_model), (1.0 - w, self.target_model)]
         weighted = [(weight, model) for weight, model in weighted if weight > 0.0]
+        part_noise = observation_noise if isinstance(observation_noise, Tensor) else False
         parts = [
-            model.posterior(X, observation_noise=observation_noise)
-            for _, model in weighted
+            model.posterior(X, observation_noise=part_noise) for _, model in weighted
         ]
         posterior = weighted_combination(parts, [weight for weight, _ in weighted])
+        if observation_noise is True:
+            mvn = posterior.distribution
+            noise = self.target_noise_variance().expand(mvn.mean.shape)
+            covariance = mvn.lazy_covariance_matrix + DiagLinearOperator(noise)
+            posterior = GPyTorchPosterior(MultivariateNormal(mvn.mean, covariance))
         if posterior_transform is not None:
             return posterior_transform(posterior)
         return posterior
+
+    def target_noise_variance(self) -> Tensor:
+        r"""The noise variance of a new target observation in the user's units,
+        ``batch_shape x 1``: the target-only GP's learned noise, or the mean of its
+        known training noise (BoTorch's convention for fixed-noise GPs)."""
+        target = self.target_model
+        noise = target.likelihood.noise
+        if isinstance(target.likelihood, FixedNoiseGaussianLikelihood):
+            noise = noise.mean(dim=-1, keepdim=True)
+        outcome_transform = getattr(target, "outcome_transform", None)
+        if outcome_transform is None:
+            return noise
+        # an outcome transform maps a variance to the user's units with its mean
+        _, noise = outcome_transform.untransform(
+            torch.zeros_like(noise).unsqueeze(-1), noise.unsqueeze(-1)
+        )
+        return noise.squeeze(-1)
 
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any

@@ -433,13 +433,3 @@ class RankWeightedTransferGP(RankWeightedCombination):
             return False
         return self.source_skill < self.min_source_skill
 
-    # ------------------------------------------------------------------ inputs
-    @property
-    def target_X(self) -> Tensor:
-        r"""The target inputs, raw (``X_baseline`` of noisy acquisition functions)."""
-        return self.transfer_model.target_X
-
-    @property
-    def target_Y(self) -> Tensor:
-        r"""The target observations in the user's units (``best_f``'s source)."""
-        return self.transfer_model.target_Y

@@ -187,13 +187,28 @@ def test_posterior_is_rgpes_weighted_combination():
     )
     torch.testing.assert_close(post.mean, mean)
     torch.testing.assert_close(post.distribution.covariance_matrix, cov)
-    # observation noise: each part's own
+    # observation noise: the target's whole noise (the target-only GP's, learned)
     noisy = model.posterior(Xt, observation_noise=True)
-    assert (noisy.variance > post.variance).all()
+    target_noise = model.target_model.likelihood.noise.item() * (
+        model.target_model.outcome_transform.stdvs.item() ** 2
+    )
+    torch.testing.assert_close(
+        noisy.distribution.covariance_matrix,
+        cov + target_noise * torch.eye(4, dtype=torch.float64),
+    )
     # no weight: the target-only GP's posterior exactly
     model._weight = 0.0
     torch.testing.assert_close(model.posterior(Xt).mean, p2.mean)
     torch.testing.assert_close(model.posterior(Xt).variance, p2.variance)
+
+
+def test_observation_noise_is_the_known_target_noise():
+    source, X, Y = make_data()
+    Yvar = torch.full_like(Y, 0.04)
+    model = fitted(RankWeightedTransferGP(X, Y, Yvar, source=source))
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    added = model.posterior(Xt, observation_noise=True).variance
+    torch.testing.assert_close(added - model.posterior(Xt).variance, Yvar[:5])
 
 
 def test_weight_is_the_ranking_evidence_of_the_loo_draws():

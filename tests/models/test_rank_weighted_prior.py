@@ -103,6 +103,25 @@ def test_posterior_is_rgpes_weighted_combination(prior):
     torch.testing.assert_close(model.posterior(Xt).variance, p2.variance)
 
 
+@pytest.mark.parametrize("known_noise", [False, True])
+def test_observation_noise_is_the_target_noise(prior, known_noise):
+    X, Y = target_data()
+    Yvar = torch.full_like(Y, 0.04) if known_noise else None
+    model = fitted(RankWeightedPriorGP(X, Y, Yvar, prior=prior))
+    Xt = torch.rand(5, 1, dtype=F64)
+    added = (
+        model.posterior(Xt, observation_noise=True).variance
+        - model.posterior(Xt).variance
+    )
+    if known_noise:
+        expected = torch.full_like(added, 0.04)
+    else:  # the target-only GP's learned noise in the user's units
+        target = model.target_model
+        scale = target.outcome_transform.stdvs.item() ** 2
+        expected = torch.full_like(added, target.likelihood.noise.item() * scale)
+    torch.testing.assert_close(added, expected)
+
+
 def brute_force_loo_losses(model, num_samples, seed):
     r"""Each model's LOO posterior by conditioning on the other points (plain linear
     algebra on its prior), the same draws, misordered pairs counted pair by pair."""
