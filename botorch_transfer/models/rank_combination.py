@@ -277,7 +277,8 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         w = self.weight
         weighted = [(w, self.knowledge_model), (1.0 - w, self.target_model)]
         weighted = [(weight, model) for weight, model in weighted if weight > 0.0]
-        part_noise = observation_noise if isinstance(observation_noise, Tensor) else False
+        tensor_noise = isinstance(observation_noise, Tensor)
+        part_noise = observation_noise if tensor_noise else False
         parts = [
             model.posterior(X, observation_noise=part_noise) for _, model in weighted
         ]

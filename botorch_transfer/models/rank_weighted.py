@@ -432,4 +432,3 @@ class RankWeightedTransferGP(RankWeightedCombination):
         if self.min_source_skill is None or math.isnan(self.source_skill):
             return False
         return self.source_skill < self.min_source_skill
-

@@ -173,10 +173,8 @@ def matrix():
         for name in ACQUISITIONS:
             if name == "qkg" and kind in NO_FANTASIES:
                 continue
-            default = name == "qlognei"
-            yield pytest.param(
-                kind, name, id=f"{kind}-{name}", marks=() if default else pytest.mark.slow
-            )
+            marks = () if name == "qlognei" else pytest.mark.slow
+            yield pytest.param(kind, name, id=f"{kind}-{name}", marks=marks)
 
 
 @pytest.mark.parametrize("kind, name", list(matrix()))
@@ -209,15 +207,23 @@ def test_posterior_on_plotting_grid_and_crowded_batches(kind, tasks, priors):
     joint draws over 200 points closer than 1e-3 and over the duplicated target
     points with a candidate batch (qLogNEI's joint posterior), float64 and float32."""
     gen = torch.Generator().manual_seed(2)
-    X = torch.cat([torch.rand(4, 2, generator=gen, dtype=F64), 0.35 + 0.01 * (
-        torch.rand(12, 2, generator=gen, dtype=F64)
-    )])
+    X = torch.cat(
+        [
+            torch.rand(4, 2, generator=gen, dtype=F64),
+            0.35 + 0.01 * (torch.rand(12, 2, generator=gen, dtype=F64)),
+        ]
+    )
     Y = objective(X, gen)
     for dtype in (F64, torch.float32):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = build(kind, X.to(dtype), Y.to(dtype), tasks_as(tasks, dtype),
-                          priors_as(priors, dtype))
+            model = build(
+                kind,
+                X.to(dtype),
+                Y.to(dtype),
+                tasks_as(tasks, dtype),
+                priors_as(priors, dtype),
+            )
         with torch.no_grad():
             posterior = model.posterior(grid(30, dtype))
             mean, variance = posterior.mean, posterior.variance
