@@ -29,7 +29,10 @@ from botorch_transfer.models.randomized_nn import (
     RandomizedNNEnsemble,
 )
 from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
-from botorch_transfer.models.rank_weighted_prior import RankWeightedPriorGP
+from botorch_transfer.models.rank_weighted_prior import (
+    PriorMisfitWarning,
+    RankWeightedPriorGP,
+)
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
@@ -53,6 +56,7 @@ __all__ = [
     "ModelSourcePosterior",
     "PooledTransferGP",
     "PretrainedPriorGP",
+    "PriorMisfitWarning",
     "RGPE",
     "RandomizedNNEnsemble",
     "RankWeightedPriorGP",

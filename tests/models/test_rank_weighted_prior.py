@@ -2,6 +2,8 @@ r"""RankWeightedPriorGP: its parts against plain linear algebra, the combination
 the weight against brute-force leave-one-out ranking, giving way to a target unlike
 the meta-tasks, fantasies, bad input and a BO loop."""
 
+import warnings
+
 import pytest
 import torch
 from botorch.acquisition import UpperConfidenceBound
@@ -15,6 +17,10 @@ from botorch_transfer import (
     RankWeightedPriorGP,
     TaskData,
     pretrain_prior,
+)
+from botorch_transfer.models.rank_weighted_prior import (
+    PRIOR_MISFIT_MAX_RMS_Z,
+    PriorMisfitWarning,
 )
 from botorch_transfer.models.rgpe import ranking_weights
 
@@ -183,6 +189,62 @@ def test_the_prior_gives_way_to_a_target_unlike_the_meta_tasks(prior):
         )
     assert weights[False] > 0.6
     assert weights[True] < 0.5 * weights[False]
+
+
+def unrelated_data(n, seed):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 1, generator=gen, dtype=F64)
+    Y = 1.5 * torch.cos(13 * X + seed) + X**2
+    return X, Y + 0.05 * torch.randn(n, 1, generator=gen, dtype=F64)
+
+
+@pytest.mark.parametrize("n", [5, 15])
+def test_a_prior_that_does_not_fit_gets_no_weight_and_a_warning(prior, n):
+    for seed in range(3):
+        X, Y = unrelated_data(n, seed)
+        with pytest.warns(PriorMisfitWarning, match="weight 0"):
+            model = fitted(RankWeightedPriorGP(X, Y, prior=prior))
+        assert model.prior_weight == 0.0
+        assert model.prior_misfit > PRIOR_MISFIT_MAX_RMS_Z
+        # the posterior is the target-only GP's
+        Xt = torch.rand(4, 1, dtype=F64)
+        expected = model.target_model.posterior(Xt)
+        torch.testing.assert_close(model.posterior(Xt).mean, expected.mean)
+
+
+def test_prior_misfit_is_the_rms_of_brute_force_loo_z_scores(prior):
+    X, Y = target_data(n=6)
+    model = fitted(RankWeightedPriorGP(X, Y, prior=prior))
+    part = model.prior_model
+    part.train()
+    with torch.no_grad():
+        joint = part.forward(X)
+        noise = part.likelihood.noise.detach().expand(6)
+    part.eval()
+    m, C = joint.mean, joint.covariance_matrix + torch.diag(noise)
+    y, z = part.train_targets, []
+    for i in range(6):
+        rest = [j for j in range(6) if j != i]
+        a = torch.linalg.solve(C[rest][:, rest], C[rest, i])
+        mean, variance = m[i] + a @ (y[rest] - m[rest]), C[i, i] - a @ C[rest, i]
+        z.append((y[i] - mean) / variance.sqrt())
+    expected = torch.stack(z).pow(2).mean().sqrt().item()
+    assert model.prior_misfit == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_related_target_keeps_the_prior_and_no_misfit_warning(prior):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PriorMisfitWarning)
+        for n in (5, 15):
+            model = fitted(RankWeightedPriorGP(*target_data(n), prior=prior))
+            assert model.prior_weight > 0.0
+
+
+def test_a_target_in_other_units_than_the_prior_gets_no_weight(prior):
+    X, Y = target_data(n=8)
+    with pytest.warns(PriorMisfitWarning, match="other units"):
+        model = fitted(RankWeightedPriorGP(X, 1000 * Y, prior=prior))
+    assert model.prior_weight == 0.0
 
 
 def test_too_few_points_to_rank_split_evenly(prior):
