@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -258,6 +259,44 @@ def check_bounds(bounds: Any, d: int, like: Tensor, name: str = "bounds") -> Ten
             f"bounds[1]); dimension(s) {empty} have lower >= upper."
         )
     return bounds
+
+
+#: Inputs may lie outside ``bounds`` by this fraction of the bounds' width (round-off).
+BOUNDS_RTOL = 1e-6
+
+
+def check_inputs_within_bounds(
+    tasks: Sequence[TaskData],
+    bounds: Tensor,
+    names: Sequence[Any] | None = None,
+    name: str = "bounds",
+) -> None:
+    r"""Raise when a task's inputs lie outside ``bounds`` (``2 x d``): a map of the
+    bounds to the unit cube would put them outside it, where nothing was learned.
+
+    Args:
+        tasks: The tasks whose inputs must lie within the bounds.
+        bounds: ``2 x d`` lower and upper bounds.
+        names: Optional task names for messages (default: their positions).
+        name: The bounds' argument name in messages.
+    """
+    slack = BOUNDS_RTOL * (bounds[1] - bounds[0])
+    for i, task in enumerate(tasks):
+        X = task.X.to(bounds)
+        outside = (X < bounds[0] - slack) | (X > bounds[1] + slack)
+        if outside.any():
+            label = names[i] if names else i
+            dims = sorted(set(outside.nonzero()[:, -1].tolist()))
+            raise ValueError(
+                f"`tasks[{label!r}]` has inputs outside `{name}` in dimension(s) "
+                f"{dims} (inputs from {_rounded(X.min(0).values)} to "
+                f"{_rounded(X.max(0).values)}; `{name}` {_rounded(bounds)}): give "
+                "bounds that contain every task's inputs."
+            )
+
+
+def _rounded(values: Tensor) -> list:
+    return torch.round(values.detach().cpu(), decimals=4).tolist()
 
 
 def as_source_list(source: Any, train_X: Tensor, allow_models: bool = True) -> list:

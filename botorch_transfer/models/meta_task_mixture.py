@@ -67,6 +67,7 @@ from botorch_transfer.validation import (
     check_bounds,
     check_query_inputs,
     validate_training_data,
+    warn_if_below_standardize_floor,
 )
 
 #: Scales ``a`` of a meta-task's standardized posterior mean (a grid with
@@ -323,6 +324,7 @@ class MetaTaskMixtureGP(Model):
         self._register("train_Yvar", train_Yvar)
         # the target's own standardization (BoTorch's: std 1 for a single point)
         self.outcome_transform = Standardize(m=1)
+        warn_if_below_standardize_floor(self.outcome_transform, train_Y)
         y, yvar = self.outcome_transform(train_Y, train_Yvar)
         self.outcome_transform.eval()
         y = y.squeeze(-1)

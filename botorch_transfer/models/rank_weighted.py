@@ -61,6 +61,7 @@ from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rank_combination import RankWeightedCombination
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
 from botorch_transfer.models.source_skill import (
+    MIN_DISTINCT_INPUTS,
     UninformativeSourceWarning,
     source_skill,
 )
@@ -269,6 +270,18 @@ class RankWeightedTransferGP(RankWeightedCombination):
         source_gp = self._source_gp(source, train_X, input_transform)
         self.source_skill = source_skill(source_gp)
         self.min_source_skill = _checked_min_skill(min_source_skill)
+        if self.min_source_skill is not None and math.isnan(self.source_skill):
+            warnings.warn(
+                "The source cannot be checked for structure to transfer "
+                "(`min_source_skill`: whether its GP predicts its own observations "
+                f"at left-out inputs): it has fewer than {MIN_DISTINCT_INPUTS} "
+                "distinct inputs or constant outcomes. It is used unchecked, "
+                "weighted by the target's ranking alone; add source points, or "
+                "pass min_source_skill=None to use a source you trust without this "
+                "warning.",
+                UninformativeSourceWarning,
+                stacklevel=2,
+            )
         if self.source_uninformative:
             warnings.warn(
                 "The source GP predicts its own observations at left-out inputs with "
@@ -318,6 +331,11 @@ class RankWeightedTransferGP(RankWeightedCombination):
                 "sources use RGPE, or pool sources on one scale into one TaskData."
             )
         if isinstance(source, TaskData):
+            if source.n == 0:
+                raise ValueError(
+                    "`source` has no observations (n=0): there is nothing to "
+                    "transfer. Use a SingleTaskGP on the target data alone."
+                )
             if torch.is_tensor(train_X) and source.X.shape[-1] != train_X.shape[-1]:
                 raise ValueError(
                     f"`source` has {source.X.shape[-1]} input dimensions, `train_X` "

@@ -206,9 +206,9 @@ def on_target_inputs(
         return ChainedInputTransform(**{f"tf{i}": t for i, t in enumerate(kept)})
     if not isinstance(transform, Normalize) or transform._d != width:
         return transform
-    indices = (
-        list(range(width)) if transform.indices is None else transform.indices.tolist()
-    )
+    # a Normalize over all inputs has no `indices` attribute at all
+    given = getattr(transform, "indices", None)
+    indices = list(range(width)) if given is None else given.tolist()
     kept = [p for p, i in enumerate(indices) if i in columns]
     new_indices = [columns.index(indices[p]) for p in kept]
     d = len(columns)

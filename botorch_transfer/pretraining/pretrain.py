@@ -28,7 +28,7 @@ from botorch_transfer.pretraining.posterior_empirical import (
 )
 from botorch_transfer.pretraining.prior import PretrainedPrior
 from botorch_transfer.progress import progress_bar
-from botorch_transfer.validation import check_bounds
+from botorch_transfer.validation import check_bounds, check_inputs_within_bounds
 
 OBJECTIVES = ("nll", "ekl", "nll+ekl", "empirical", "empirical-posterior")
 #: Inputs closer than this fraction of the pooled input range (in every coordinate)
@@ -199,9 +199,29 @@ def pretrain_prior(
     d = X0.shape[-1]
     if bounds is not None:
         bounds = check_bounds(bounds, d, X0)
+        check_inputs_within_bounds(tasks, bounds, names)
     thin = _warn_if_thin(tasks, names, objective, validation_fraction, num_steps)
 
     if objective.startswith("empirical"):
+        network_options = dict(
+            hidden=hidden,
+            num_steps=num_steps,
+            lr=lr,
+            batch_size=batch_size,
+            validation_fraction=validation_fraction,
+            eval_every=eval_every,
+            patience=patience,
+        )
+        given = [
+            k for k, v in network_options.items() if _network_options_given(**{k: v})
+        ]
+        if given:
+            raise ValueError(
+                f"objective={objective!r} trains no network, so "
+                f"{', '.join(f'`{k}`' for k in given)} would be ignored; leave "
+                "them at their defaults, or use objective='nll' to train the "
+                "network they configure."
+            )
         for name, value in (("mean", mean), ("kernel", kernel)):
             if value not in (None, "empirical"):
                 raise ValueError(

@@ -463,3 +463,11 @@ def test_on_the_device_of_its_data(device):
     assert p.mean.device.type == device.type
     cpu = MetaTaskMixtureGP(X, Y, meta_tasks=post).posterior(Xq)
     torch.testing.assert_close(p.mean.cpu(), cpu.mean, rtol=1e-5, atol=1e-6)
+
+
+def test_outcomes_below_standardizes_floor_warn():
+    from botorch_transfer.validation import OutcomeScaleWarning
+
+    X = torch.rand(6, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
+    with pytest.warns(OutcomeScaleWarning, match="below Standardize's floor"):
+        MetaTaskMixtureGP(X, 1e-9 * family(X, 0.2), meta_tasks=meta_tasks())

@@ -406,3 +406,36 @@ def test_copy_is_independent():
         twin.named_parameters(), model.named_parameters()
     ):
         assert a is not b
+
+
+def test_an_empty_source_is_a_clear_error():
+    _, X, Y = make_data()
+    empty = TaskData(torch.empty(0, 2, dtype=X.dtype), torch.empty(0, 1, dtype=X.dtype))
+    with pytest.raises(ValueError, match="`source` has no observations"):
+        RankWeightedTransferGP(X, Y, source=empty)
+
+
+def test_a_source_too_small_to_check_warns():
+    gen = torch.Generator().manual_seed(4)
+    Xs = torch.rand(9, 2, generator=gen, dtype=torch.float64)
+    noise = TaskData(Xs, torch.randn(9, 1, generator=gen, dtype=torch.float64))
+    _, X, Y = make_data()
+    with pytest.warns(UninformativeSourceWarning, match="cannot be checked"):
+        RankWeightedTransferGP(X, Y, source=noise)
+
+
+def test_a_task_column_with_a_plain_normalize_over_the_query_layout():
+    source, X, Y = make_data()
+    model = fitted(
+        RankWeightedTransferGP(
+            X, Y, source=source, task_feature=2, input_transform=Normalize(3)
+        )
+    )
+    queries = torch.cat([X, torch.ones(X.shape[0], 1, dtype=X.dtype)], dim=-1)
+    # the same model as on the d inputs alone, with a Normalize over them
+    plain = fitted(
+        RankWeightedTransferGP(X, Y, source=source, input_transform=Normalize(2))
+    )
+    expected = plain.posterior(X)
+    torch.testing.assert_close(model.posterior(queries).mean, expected.mean)
+    torch.testing.assert_close(model.posterior(queries).variance, expected.variance)

@@ -25,6 +25,7 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
+from botorch.sampling.index_sampler import IndexSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import (
@@ -145,6 +146,9 @@ def acquisition(name: str, model):
     if name == "qucb":
         return qUpperConfidenceBound(model, beta=2.0), 3
     if name == "qkg":
+        if isinstance(model, RandomizedNNEnsemble):  # fantasies are its members'
+            sampler = IndexSampler(torch.Size([4]))
+            return qKnowledgeGradient(model, num_fantasies=4, sampler=sampler), 1
         return qKnowledgeGradient(model, num_fantasies=4), 1
     raise ValueError(name)
 
@@ -182,8 +186,9 @@ def test_user_loop(kind, name, tasks, priors):
     model, X, Y = run_loop(kind, name, tasks, priors)
     # the loop reached the bump (its top is about 2.1; a random point scores ~0.3)
     assert Y.max() > 1.5, (kind, name, Y.max().item())
-    # the queries crowded: some pair closer than 0.02 (where dense sums broke)
-    assert torch.pdist(X).min() < 0.02, (kind, name)
+    if name != "qkg":  # the knowledge gradient explores; the others exploit
+        # the queries crowded: some pair closer than 0.02 (where dense sums broke)
+        assert torch.pdist(X).min() < 0.02, (kind, name)
 
 
 @pytest.mark.parametrize("kind", sorted(NO_FANTASIES))

@@ -229,3 +229,27 @@ def test_bad_bounds_are_clear_errors():
     )
     assert prior.features.range.dtype == F64
     torch.testing.assert_close(prior.features.range, torch.full((2,), 2.0, dtype=F64))
+
+
+def test_bounds_that_leave_out_the_inputs_are_a_clear_error():
+    gen = torch.Generator().manual_seed(0)
+    tasks = [
+        TaskData(torch.rand(10, 2, generator=gen), torch.rand(10, 1, generator=gen))
+        for _ in range(4)
+    ]
+    small = torch.tensor([[0.0, 0.0], [0.1, 0.1]])
+    with pytest.raises(ValueError, match=r"`tasks\[0\]` has inputs outside `bounds`"):
+        pretrain_prior(tasks, bounds=small)
+
+
+@pytest.mark.parametrize("objective", ["empirical", "empirical-posterior"])
+def test_network_options_with_an_empirical_objective_are_a_clear_error(objective):
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(10, 2, generator=gen)
+    shared = objective == "empirical"
+    tasks = [
+        TaskData(X if shared else torch.rand(10, 2, generator=gen), torch.rand(10, 1))
+        for _ in range(4)
+    ]
+    with pytest.raises(ValueError, match="`num_steps`, `lr` would be ignored"):
+        pretrain_prior(tasks, objective=objective, num_steps=10, lr=0.1)
