@@ -6,7 +6,10 @@ synced to disk, and then renamed over the destination (``os.replace``, atomic on
 POSIX and Windows within one file system). A reader sees the previous file or the
 new one, never a half-written one, and a write that fails (a full disk, an error
 while serializing, an interrupt) leaves the previous file as it was and no
-temporary file behind.
+temporary file behind. A process killed outright (``kill -9``, a power cut) cannot
+remove its temporary file; its name carries the writer's process id, and the next
+write of the same file removes the temporary files of writers that are no longer
+running (on this machine).
 """
 
 from __future__ import annotations
@@ -34,6 +37,40 @@ def _sync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def _process_running(pid: int) -> bool:
+    r"""Whether a process with this id runs on this machine (True where unknown)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, ValueError):
+        return True  # another user's process, or no such check on this platform
+    return True
+
+
+def _remove_stale_temporaries(target: str) -> None:
+    r"""Remove the temporary files of earlier writes of ``target`` whose writer no
+    longer runs (killed before it could clean up)."""
+    folder, name = os.path.split(target)
+    prefix = f".{name}."
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid, _, token = entry[len(prefix) : -len(".tmp")].partition("-")
+        if not (pid.isdigit() and token) or _process_running(int(pid)):
+            continue
+        try:
+            os.unlink(os.path.join(folder, entry))
+        except OSError:
+            pass
+
+
 def _create_temporary(target: str) -> tuple[str, int]:
     r"""A new, empty hidden file beside ``target``: its path and an open descriptor.
 
@@ -43,7 +80,8 @@ def _create_temporary(target: str) -> tuple[str, int]:
     folder, name = os.path.split(target)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
-        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+        token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        temporary = os.path.join(folder, f".{name}.{token}.tmp")
         try:
             return temporary, os.open(temporary, flags, 0o666)
         except FileExistsError:  # another writer's temporary file: draw again
@@ -78,6 +116,7 @@ def atomic_write(path: str | os.PathLike) -> Iterator[IO[bytes]]:
             f"Cannot write {os.fspath(path)!r}: it is a directory, expected a file "
             "path."
         )
+    _remove_stale_temporaries(target)
     temporary, fd = _create_temporary(target)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -215,7 +215,7 @@ def model_trials(client):
     [
         ("none", "auxiliary sources"),
         ("lacking", r"lacks the target's parameter\(s\) \['x1'\]"),
-        ("empty", "needs `source=`"),
+        ("empty", "no attached experiment contributed data"),
     ],
 )
 def test_model_selection_says_when_the_transfer_model_cannot_be_built(sources, cause):

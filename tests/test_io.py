@@ -80,3 +80,38 @@ def test_a_directory_is_not_replaced(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a directory"):
         atomic_write_bytes(folder, b"x")
     assert folder.is_dir() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    target = tmp_path / "prior.pt"
+    # a writer killed outright (SIGKILL) in the middle of its write
+    code = textwrap.dedent(
+        f"""
+        import time
+        from botorch_transfer._io import atomic_write
+        with atomic_write({str(target)!r}) as fh:
+            fh.write(b"partial")
+            fh.flush()
+            print("writing", flush=True)
+            time.sleep(60)
+        """
+    )
+    writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert writer.stdout.readline().strip() == b"writing"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".prior.pt.")  # it could not clean
+    # a running writer's temporary file is kept
+    running = tmp_path / f".prior.pt.{os.getpid()}-0000.tmp"
+    running.write_bytes(b"")
+    atomic_write_bytes(target, b"complete")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["prior.pt", running.name]
+    )
+    assert target.read_bytes() == b"complete"

@@ -432,6 +432,13 @@ def cmd_export(args: argparse.Namespace) -> None:
     file (gzipped if its name ends in ``.gz``): a sweep's results small enough to keep
     in the repository; unpacked to ``DIR/results.jsonl`` it is a results directory
     that ``summarize``, ``plot`` and a resumed ``run`` read."""
+    target = args.file
+    if target.resolve() == (args.out / RESULTS).resolve():
+        raise UsageError(
+            f"FILE: {target} is the results file that `export` reads (`--out` "
+            f"{args.out}); writing it would replace the records with trace-less "
+            "copies. Name another file."
+        )
     records = _load(args.out)
     lines = []
     for record in records:

@@ -177,8 +177,12 @@ def construct_transfer_inputs(
     argument = model_class.transfer_argument
     if kwargs.get(argument) is None:
         raise ValueError(
-            f"{model_class.__name__} needs `{argument}=` (e.g. in Ax's "
-            "`model_options`)."
+            f"{model_class.__name__} needs `{argument}=`, and its training data "
+            "hold the target task only. Through Ax's transfer-learning strategy "
+            "this means that no attached experiment contributed data: each "
+            "auxiliary experiment needs completed trials with data for the "
+            "target's objective metric (the same metric name). Outside it, pass "
+            f"`{argument}=` in Ax's `model_options`."
         )
     return {**Model.construct_inputs(training_data=training_data), **kwargs}
 

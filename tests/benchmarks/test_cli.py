@@ -249,6 +249,16 @@ def test_a_failed_export_leaves_the_previous_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["records.jsonl", "sweep"]
 
 
+def test_export_onto_the_results_file_it_reads_is_refused(tmp_path, capsys):
+    write_records(tmp_path, [{"problem": "p", "method": "a", "seed": 0}])
+    results = tmp_path / "results.jsonl"
+    before = results.read_bytes()
+    with pytest.raises(SystemExit):
+        main(["export", "--out", str(tmp_path), str(results)])
+    assert "the results file that `export` reads" in capsys.readouterr().err
+    assert results.read_bytes() == before
+
+
 # ------------------------------------------------------------ descriptions
 
 
