@@ -358,7 +358,7 @@ def run_breakdown(
             fit_start = clock()
             fit_gpytorch_mll(mll)
             fitted = clock()
-            acqf = policy.acquisition(model, state.problem, Y)
+            acqf = policy.acquisition(model, state.problem, X, Y)
             counted(acqf, acquisition_calls)
             candidate = maximize(state.problem, acqf)
             done = clock()

@@ -27,6 +27,7 @@ from botorch.acquisition import (
     LogExpectedImprovement,
     ProbabilityOfImprovement,
     UpperConfidenceBound,
+    qLogNoisyExpectedImprovement,
 )
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import MultiTaskGP, SingleTaskGP
@@ -123,7 +124,9 @@ class TransferState:
 
 SourceBuilder = Callable[[TransferProblem, TaskData], Any]
 ModelBuilder = Callable[[TransferState, Tensor, Tensor], Model]
-AcquisitionBuilder = Callable[[Model, TransferProblem, Tensor], AcquisitionFunction]
+AcquisitionBuilder = Callable[
+    [Model, TransferProblem, Tensor, Tensor], AcquisitionFunction
+]
 
 
 class TransferMethod(Method):
@@ -162,8 +165,9 @@ class AcquisitionMethod(TransferMethod):
 
     Args:
         model: ``model(state, X, Y) -> Model``, called every iteration.
-        acquisition: ``acquisition(model, problem, Y) -> AcquisitionFunction``
-            (default: UCB with the problem's ``beta``).
+        acquisition: ``acquisition(model, problem, X, Y) -> AcquisitionFunction``
+            with the target's inputs ``X`` and observations ``Y`` (default: UCB
+            with the problem's ``beta``).
         fit: Fit the model's hyperparameters with ``fit_gpytorch_mll`` every
             iteration (when there are target data).
         source_model: See :class:`TransferMethod`.
@@ -239,7 +243,7 @@ class AcquisitionMethod(TransferMethod):
                 model.uses_transfer
             )
             state.diagnostics.setdefault(key, []).append(gain)
-        return maximize(state.problem, self.acquisition(model, state.problem, Y))
+        return maximize(state.problem, self.acquisition(model, state.problem, X, Y))
 
 
 class PathwiseThompsonSampling(TransferMethod):
@@ -317,19 +321,34 @@ class RandomSearch(Method):
 # ---------------------------------------------------------------- acquisitions
 
 
-def ucb(model: Model, problem: TransferProblem, Y: Tensor) -> AcquisitionFunction:
+def ucb(
+    model: Model, problem: TransferProblem, X: Tensor, Y: Tensor
+) -> AcquisitionFunction:
     r"""``UpperConfidenceBound`` with the problem's fixed ``beta``."""
     return UpperConfidenceBound(model, beta=problem.beta)
 
 
-def log_ei(model: Model, problem: TransferProblem, Y: Tensor) -> AcquisitionFunction:
+def log_ei(
+    model: Model, problem: TransferProblem, X: Tensor, Y: Tensor
+) -> AcquisitionFunction:
     r"""``LogExpectedImprovement`` over the best observation."""
     return LogExpectedImprovement(model, best_f=Y.max())
 
 
-def pi(model: Model, problem: TransferProblem, Y: Tensor) -> AcquisitionFunction:
+def pi(
+    model: Model, problem: TransferProblem, X: Tensor, Y: Tensor
+) -> AcquisitionFunction:
     r"""``ProbabilityOfImprovement`` over the best observation."""
     return ProbabilityOfImprovement(model, best_f=Y.max())
+
+
+def qlog_nei(
+    model: Model, problem: TransferProblem, X: Tensor, Y: Tensor
+) -> AcquisitionFunction:
+    r"""``qLogNoisyExpectedImprovement`` with the target's inputs as ``X_baseline``
+    (the user's path: draws of the joint posterior over the baseline and each
+    candidate, from BoTorch's default quasi-Monte Carlo sampler)."""
+    return qLogNoisyExpectedImprovement(model, X_baseline=X, prune_baseline=True)
 
 
 # ------------------------------------------------- fixed-setting models (papers)
@@ -903,4 +922,34 @@ register_method(
     ),
     "peer: RGPE (Feurer et al. 2018): source SingleTaskGP fitted once, default "
     "target GP fitted every iteration, ranking-loss weights; UCB",
+)
+
+# the real track's methods through the loop a BoTorch user writes: qLogNEI with the
+# target's points as X_baseline (the models' joint posteriors over them and a candidate)
+register_method(
+    "rank-weighted-qlognei",
+    AcquisitionMethod(rank_weighted_model, acquisition=qlog_nei, fit=True),
+    "rank-weighted with qLogNoisyExpectedImprovement (X_baseline: the target's "
+    "points) instead of UCB",
+)
+register_method(
+    "mtgp-qlognei",
+    AcquisitionMethod(multitask_gp, acquisition=qlog_nei, fit=True),
+    "peer: mtgp with qLogNoisyExpectedImprovement (X_baseline: the target's points)",
+)
+register_method(
+    "rgpe-qlognei",
+    AcquisitionMethod(
+        fitted_rgpe_model,
+        acquisition=qlog_nei,
+        fit=True,
+        source_model=fitted_source_posterior,
+    ),
+    "peer: rgpe with qLogNoisyExpectedImprovement (X_baseline: the target's points)",
+)
+register_method(
+    "gp-qlognei-fitted",
+    AcquisitionMethod(fitted_target_gp, acquisition=qlog_nei, fit=True),
+    "no transfer: gp-ucb-fitted with qLogNoisyExpectedImprovement (X_baseline: the "
+    "target's points)",
 )
