@@ -1611,6 +1611,88 @@ def real_track_methods_table(
     return "\n".join(lines)
 
 
+#: The real track's methods under both acquisition protocols, in
+#: :func:`real_track_protocols_table`: ``(method, acquisition, no-transfer GP)``.
+REAL_TRACK_PROTOCOLS = (
+    (RECOMMENDED, "UCB", NO_TRANSFER),
+    ("rank-weighted-qlognei", "qLogNEI", "gp-qlognei-fitted"),
+    ("rgpe", "UCB", NO_TRANSFER),
+    ("rgpe-qlognei", "qLogNEI", "gp-qlognei-fitted"),
+    ("mtgp", "UCB", NO_TRANSFER),
+    ("mtgp-qlognei", "qLogNEI", "gp-qlognei-fitted"),
+    ("gp-qlognei-fitted", "qLogNEI", NO_TRANSFER),
+)
+
+
+def real_track_protocols_table(
+    records: list[dict],
+    problems: list[str],
+    protocols: tuple[tuple[str, str, str], ...] = REAL_TRACK_PROTOCOLS,
+) -> str:
+    r"""The real track's methods through two loops on the same seeds: UCB on the
+    candidate grid (the track's protocol) and ``qLogNoisyExpectedImprovement`` with
+    the target's points as ``X_baseline`` (a BoTorch user's loop). Each method's
+    ratio of mean ``R_T`` to the no-transfer GP with the same acquisition (the
+    geometric mean over the related pairs, and each control), on the seeds every
+    method shown has run on every problem.
+
+    Args:
+        records: Run records.
+        problems: The problems of the half.
+        protocols: ``(method, acquisition, reference)`` rows; a row whose method or
+            reference has no records is left out.
+
+    Returns:
+        A markdown table, or ``""`` when no row has records.
+    """
+    from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS
+
+    methods = {m for row in protocols for m in (row[0], row[2])}
+    seeds_of: dict[str, set[int]] = {}
+    for r in records:
+        if r["problem"] in problems and r["method"] in methods and not _failed(r):
+            seeds_of.setdefault(r["method"], set()).add(r["seed"])
+    rows_present = [
+        row for row in protocols if row[0] in seeds_of and row[2] in seeds_of
+    ]
+    if not rows_present:
+        return ""
+    shown = {m for row in rows_present for m in (row[0], row[2])}
+    seeds = set.intersection(*(seeds_of[m] for m in shown))
+    kept = [r for r in records if r["seed"] in seeds and r["method"] in shown]
+    finals = _final_cumulative_regret(kept)
+    present = [p for p in problems if all((p, m) in finals for m in shown)]
+    related = [p for p in present if p not in REAL_CONTROLS]
+    controls = [p for p in present if p in REAL_CONTROLS]
+
+    def ratio(problem: str, method: str, reference: str) -> float:
+        ref = finals[(problem, reference)].mean()
+        return finals[(problem, method)].mean() / ref if ref > 0 else math.inf
+
+    header = ["method", "acquisition", "vs", "related pairs: geometric mean"] + [
+        f"`{p}`" for p in controls
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method, acquisition, reference in rows_present:
+        geometric = _geometric_mean([ratio(p, method, reference) for p in related])
+        cells = [f"`{method}`", acquisition, f"`{reference}`", f"{geometric:.2f}"]
+        cells += [f"{ratio(p, method, reference):.2f}" for p in controls]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(
+        f"{len(seeds)} seeds ({_seed_range(seeds)}), {len(related)} related pairs, "
+        f"{len(controls)} controls"
+    )
+    return "\n".join(lines)
+
+
+def _seed_range(seeds: set[int]) -> str:
+    ordered = sorted(seeds)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"seeds {ordered[0]}-{ordered[-1]}"
+    return "seeds " + ", ".join(map(str, ordered))
+
+
 #: The default-settings track's models in :func:`transfer_track_table`: each
 #: transfer model of the package with its defaults, the guarded loop, the peers and
 #: random search.
@@ -1840,7 +1922,9 @@ def results_page_table(name: str) -> str:
 
     Args:
         name: ``"real-methods"`` (:func:`real_track_methods_table`, confirmation
-            half), ``"transfer"`` (:func:`transfer_track_table`, seeds 0-19),
+            half), ``"real-protocols"`` (:func:`real_track_protocols_table`,
+            confirmation half), ``"transfer"`` (:func:`transfer_track_table`,
+            seeds 0-19),
             ``"transfer-targets"`` (:func:`transfer_track_targets`, seeds 0-19),
             ``"ax"`` (:func:`ax_track_table` of ``ax_transfer_20seeds.csv``),
             ``"meta"`` (:func:`meta_track_table`) or ``"cost"`` (:func:`cost_table`
@@ -1852,10 +1936,12 @@ def results_page_table(name: str) -> str:
         raise ValueError(
             f"unknown table {name!r}; choose from {', '.join(RESULTS_PAGE_TABLES)}"
         )
-    if name in ("real-methods", "cost"):
+    if name in ("real-methods", "real-protocols", "cost"):
         records = committed_records("real")
         if name == "cost":
             return cost_table(records)
+        if name == "real-protocols":
+            return real_track_protocols_table(records, list(CONFIRMATION))
         return real_track_methods_table(records, list(CONFIRMATION))
     if name == "meta":
         return meta_track_table(committed_records("meta"))
@@ -1872,6 +1958,7 @@ def results_page_table(name: str) -> str:
 #: The names :func:`results_page_table` takes.
 RESULTS_PAGE_TABLES = (
     "real-methods",
+    "real-protocols",
     "transfer",
     "transfer-targets",
     "ax",
