@@ -113,9 +113,11 @@ def pretrain_prior(
         tasks: Related tasks (a list, or a dict name -> TaskData), each with at
             least one observation; all with the same input dimension.
         objective: ``"empirical"``, ``"empirical-posterior"``, ``"nll"``,
-            ``"ekl"`` or ``"nll+ekl"``; default ``None``: ``"empirical"`` when every
-            task observed the same inputs, otherwise ``"nll"`` (the paper's H-NLL)
-            when an option of the network is given, else ``"empirical-posterior"``.
+            ``"ekl"`` or ``"nll+ekl"``; default ``None``: ``"nll"`` (the paper's
+            H-NLL) when an option of the network is given, else ``"empirical"``
+            when every task observed the same inputs and ``"empirical-posterior"``
+            when they differ. An empirical objective with an option of the network
+            is an error (the option would be ignored).
         mean: ``"mlp"`` (paper; the default), ``"constant"`` or ``"zero"``.
         kernel: ``"matern52_on_features"`` (paper; the default) or ``"matern52"``.
         hidden: MLP hidden widths (paper: (32, 32)).
@@ -167,9 +169,7 @@ def pretrain_prior(
     ]
     shared = _shared_design(tasks)
     if objective is None:
-        if shared is not None:
-            objective = "empirical"
-        elif _network_options_given(
+        if _network_options_given(
             mean=mean,
             kernel=kernel,
             hidden=hidden,
@@ -181,6 +181,8 @@ def pretrain_prior(
             patience=patience,
         ):
             objective = "nll"  # options that only the network takes ask for it
+        elif shared is not None:
+            objective = "empirical"
         else:
             objective = "empirical-posterior"
     if shared is not None and objective in ("empirical", "ekl", "nll+ekl"):
