@@ -168,18 +168,18 @@ def pretrain_prior(
         for t in tasks
     ]
     shared = _shared_design(tasks)
+    # the options only the network takes that differ from their defaults
+    given = _network_options_given(
+        hidden=hidden,
+        num_steps=num_steps,
+        lr=lr,
+        batch_size=batch_size,
+        validation_fraction=validation_fraction,
+        eval_every=eval_every,
+        patience=patience,
+    )
     if objective is None:
-        if _network_options_given(
-            mean=mean,
-            kernel=kernel,
-            hidden=hidden,
-            num_steps=num_steps,
-            lr=lr,
-            batch_size=batch_size,
-            validation_fraction=validation_fraction,
-            eval_every=eval_every,
-            patience=patience,
-        ):
+        if given or _network_options_given(mean=mean, kernel=kernel):
             objective = "nll"  # options that only the network takes ask for it
         elif shared is not None:
             objective = "empirical"
@@ -205,18 +205,6 @@ def pretrain_prior(
     thin = _warn_if_thin(tasks, names, objective, validation_fraction, num_steps)
 
     if objective.startswith("empirical"):
-        network_options = dict(
-            hidden=hidden,
-            num_steps=num_steps,
-            lr=lr,
-            batch_size=batch_size,
-            validation_fraction=validation_fraction,
-            eval_every=eval_every,
-            patience=patience,
-        )
-        given = [
-            k for k, v in network_options.items() if _network_options_given(**{k: v})
-        ]
         if given:
             raise ValueError(
                 f"objective={objective!r} trains no network, so "
@@ -365,13 +353,14 @@ _NETWORK_DEFAULTS = {
 }
 
 
-def _network_options_given(**options: Any) -> bool:
-    r"""Whether any option that only the NLL network takes differs from its
-    default."""
-    return any(
-        tuple(v) != _NETWORK_DEFAULTS[k] if k == "hidden" else v != _NETWORK_DEFAULTS[k]
+def _network_options_given(**options: Any) -> list[str]:
+    r"""The names of the options that only the NLL network takes and that differ
+    from their defaults."""
+    return [
+        k
         for k, v in options.items()
-    )
+        if (tuple(v) if k == "hidden" else v) != _NETWORK_DEFAULTS[k]
+    ]
 
 
 def _shared_design(tasks: Sequence[TaskData]) -> list[TaskData] | None:
