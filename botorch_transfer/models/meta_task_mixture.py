@@ -26,16 +26,23 @@ what the meta-tasks share, rather than like any one of them (with few target poi
 a single meta-task can fit them by chance).
 
 So component ``k = (j, a, rho^2, f)`` is a GP with mean ``c + a g_j`` and covariance
-``C_k = a^2 G_j + rho^2 R_j^(1/f^2)`` (plus noise at observations). Its weight is its
-marginal likelihood of the target's points (at the least-squares ``c``) times its
-prior: ``average_task_prior`` on the average meta-task and the rest shared equally by
-the meta-tasks, uniform over residual settings, ``log a ~ N(0, 1)`` over the grid of
-scales. The ``max_components`` heaviest components are conditioned on the
-target's points and the mixture is moment-matched to one Gaussian (mean
-``sum_k w_k m_k``, covariance ``sum_k w_k (S_k + (m_k - m)(m_k - m)^T)``), so that
-every BoTorch acquisition function takes it. A target like one meta-task follows it
-(rescaled and shifted); a target unlike all of them gets its weight on a large, short
-residual and follows its own points.
+``C_k = a^2 G_j + rho^2 R_j^(1/f^2)`` (plus noise at observations). The scale ``a``
+takes the grid's values and their negations (a target that rises where a meta-task
+falls). One more candidate is the *target alone*: a ``SingleTaskGP`` with BoTorch's
+defaults fitted to the target's points (``target_model``), for a target unlike every
+meta-task.
+
+Each candidate's weight is its marginal likelihood of the target's points (at the
+least-squares ``c``; the target model's at its fitted hyperparameters) times its
+prior: ``target_alone_prior`` on the target alone; of the rest, ``average_task_prior``
+on the average meta-task and the remainder shared equally by the meta-tasks;
+``log |a| ~ N(0, 1)`` over the grid of scales with ``negative_scale_prior`` on the
+negations; uniform over residual settings. The ``max_components`` heaviest meta-task
+components and the target model are conditioned on the target's points and the
+mixture is moment-matched to one Gaussian (mean ``sum_k w_k m_k``, covariance
+``sum_k w_k (S_k + (m_k - m)(m_k - m)^T)``), so that every BoTorch acquisition
+function that does not fantasize takes it. A target like one meta-task follows it
+(rescaled, shifted, or negated); a target unlike all of them follows its own GP.
 """
 
 from __future__ import annotations
@@ -86,6 +93,11 @@ DEFAULT_MAX_COMPONENTS = 64
 #: Prior probability of the average meta-task (the meta-tasks share the rest): as
 #: likely that the target is like what the meta-tasks share as like one of them.
 DEFAULT_AVERAGE_TASK_PRIOR = 0.5
+#: Prior probability that the target follows a meta-task with its sign flipped
+#: (a negative scale ``a``).
+DEFAULT_NEGATIVE_SCALE_PRIOR = 0.1
+#: Prior probability that the target is unlike every meta-task: its own GP.
+DEFAULT_TARGET_ALONE_PRIOR = 0.1
 
 
 def _positive_grid(values: Sequence[float] | Tensor, name: str, strict: bool) -> Tensor:
@@ -210,8 +222,8 @@ class MetaTaskMixtureGP(Model):
     residual GP: a mixture weighted by each component's marginal likelihood of the
     target's points (see the module docstring for the model).
 
-    Build it every BO iteration from the target's data; it has no hyperparameters to
-    fit (the meta-tasks' GPs are fitted once, by :func:`fit_default_meta_task_gps`).
+    Build it every BO iteration from the target's data: the only fit is the target
+    model's (the meta-tasks' GPs are fitted once, by :func:`fit_default_meta_task_gps`).
     Give the fitted meta-tasks to the next iteration's model
     (``meta_tasks=model.meta_tasks``) instead of refitting them.
 
@@ -239,13 +251,19 @@ class MetaTaskMixtureGP(Model):
         noise_variance: The target's observation noise variance in units of its
             outcome variance, when ``train_Yvar`` is not given.
         max_components: How many of the heaviest components form the posterior.
-        average_task_prior: Prior probability of the average meta-task (``0``: the
-            meta-tasks alone; the meta-tasks share ``1 - average_task_prior``).
+        average_task_prior: Prior probability of the average meta-task among the
+            meta-task candidates (``0``: the meta-tasks alone; the meta-tasks share
+            ``1 - average_task_prior``).
+        negative_scale_prior: Prior probability that the target follows a
+            meta-task with its sign flipped (``0``: positive scales only).
+        target_alone_prior: Prior probability of the target alone, its own
+            ``SingleTaskGP`` (``0``: the meta-task candidates only, no fit).
 
     Example:
         >>> model = MetaTaskMixtureGP(train_X, train_Y, meta_tasks=related_tasks)
         >>> acqf = UpperConfidenceBound(model, beta=1.0)
         >>> model.task_weights  # how much each meta-task (and their average) explains
+        >>> model.target_alone_weight  # how much the target's own GP explains
         >>> next_model = MetaTaskMixtureGP(X, Y, meta_tasks=model.meta_tasks)
     """
 
@@ -264,6 +282,8 @@ class MetaTaskMixtureGP(Model):
         noise_variance: float = DEFAULT_NOISE_VARIANCE,
         max_components: int = DEFAULT_MAX_COMPONENTS,
         average_task_prior: float = DEFAULT_AVERAGE_TASK_PRIOR,
+        negative_scale_prior: float = DEFAULT_NEGATIVE_SCALE_PRIOR,
+        target_alone_prior: float = DEFAULT_TARGET_ALONE_PRIOR,
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, train_Yvar)
@@ -290,15 +310,23 @@ class MetaTaskMixtureGP(Model):
             raise ValueError(
                 f"`max_components` must be a positive int, got {max_components!r}."
             )
-        if (
-            not isinstance(average_task_prior, (int, float))
-            or isinstance(average_task_prior, bool)
-            or not 0 <= average_task_prior < 1
+        for name, value, rest in (
+            ("average_task_prior", average_task_prior, "the meta-tasks share the rest"),
+            (
+                "negative_scale_prior",
+                negative_scale_prior,
+                "positive scales have the rest",
+            ),
+            ("target_alone_prior", target_alone_prior, "the meta-tasks have the rest"),
         ):
-            raise ValueError(
-                "`average_task_prior` must be a number in [0, 1) (the meta-tasks "
-                f"share the rest), got {average_task_prior!r}."
-            )
+            if (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not 0 <= value < 1
+            ):
+                raise ValueError(
+                    f"`{name}` must be a number in [0, 1) ({rest}), got {value!r}."
+                )
         like = {"dtype": train_X.dtype, "device": train_X.device}
         self._register(
             "_scales", _positive_grid(scales, "scales", strict=True).to(**like)
@@ -317,6 +345,8 @@ class MetaTaskMixtureGP(Model):
         self.noise_variance = float(noise_variance)
         self.max_components = max_components
         self.average_task_prior = float(average_task_prior)
+        self.negative_scale_prior = float(negative_scale_prior)
+        self.target_alone_prior = float(target_alone_prior)
         self.meta_tasks = self._meta_task_posteriors(meta_tasks, bounds, train_X)
         # buffers (moved by `.to()`), derived from the data, not state
         self._register("train_X", train_X)
@@ -334,6 +364,9 @@ class MetaTaskMixtureGP(Model):
             else yvar.squeeze(-1)
         )
         self._register("_noise", noise)
+        self.target_model = (
+            self._fit_target_model(train_X, y, yvar) if target_alone_prior > 0 else None
+        )
         with torch.no_grad():
             self._fit_components(train_X, y, noise)
 
@@ -386,6 +419,31 @@ class MetaTaskMixtureGP(Model):
             )
         return posteriors
 
+    def _fit_target_model(
+        self, X: Tensor, y: Tensor, yvar: Tensor | None
+    ) -> SingleTaskGP:
+        r"""The target alone: a ``SingleTaskGP`` with BoTorch's defaults on the
+        standardized outcomes (so no outcome transform of its own), inputs normalized
+        by the meta-tasks' bounds, fitted by ``fit_gpytorch_mll`` and frozen."""
+        model = SingleTaskGP(
+            X,
+            y.unsqueeze(-1),
+            yvar,
+            input_transform=Normalize(X.shape[-1], bounds=self.meta_tasks.bounds),
+            outcome_transform=None,
+        )
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        model.requires_grad_(False)
+        return model.eval()
+
+    def _target_model_log_likelihood(self, X: Tensor, y: Tensor) -> Tensor:
+        r"""The target model's log marginal likelihood of the (standardized)
+        target points at its fitted hyperparameters."""
+        model = self.target_model
+        inputs = model.input_transform(X)
+        prior = model.likelihood(model.forward(inputs), inputs)
+        return prior.log_prob(y)
+
     def standardized_means(self, X: Tensor) -> Tensor:
         r"""Every meta-task's posterior mean ``g_j`` at flat ``N x d`` inputs,
         standardized by its own outcomes: ``K x N``."""
@@ -417,12 +475,13 @@ class MetaTaskMixtureGP(Model):
         r"""Every component's marginal likelihood (one residual setting at a time, to
         bound the memory); the heaviest components conditioned."""
         K = self.meta_tasks.num_tasks + 1  # the meta-tasks and their average
-        A, P = self._scales.numel(), self._residual_variances.numel()
+        signed = torch.cat([self._scales, -self._scales])  # scales, then negations
+        A, P = signed.numel(), self._residual_variances.numel()
         F = self._residual_powers.numel()
         g = self._with_average(self.standardized_means(X))  # K x n
         G, R = (self._with_average(M) for M in self._covariances(X, X))  # K x n x n
         tasks = torch.arange(K, device=X.device).repeat_interleave(A)
-        scales = self._scales.repeat(K)
+        scales = signed.repeat(K)
         like = {"dtype": X.dtype, "device": X.device}
         loglik = torch.empty(P, F, K * A, **like)
         for r, rho2 in enumerate(self._residual_variances):
@@ -432,16 +491,34 @@ class MetaTaskMixtureGP(Model):
                 )[0]
         # K x A x P x F, the order of `component_weights`
         loglik = loglik.reshape(P, F, K, A).permute(2, 3, 0, 1)
+        # normalized priors: the meta-tasks' evidence is weighed against the
+        # target model's
         p = self.average_task_prior
-        task_prior = torch.full((K, 1, 1, 1), (1 - p) / (K - 1), **like)
+        task_prior = torch.full((K,), (1 - p) / (K - 1), **like)
         task_prior[-1] = p
-        log_prior = task_prior.log() - 0.5 * self._scales.log().pow(2).reshape(
-            1, A, 1, 1
+        magnitude = -0.5 * self._scales.log().pow(2)  # log |a| ~ N(0, 1) on the grid
+        magnitude = magnitude - magnitude.logsumexp(0)
+        negative = torch.tensor(self.negative_scale_prior, **like)
+        sign = torch.cat(
+            [(1 - negative).log().expand(A // 2), negative.log().expand(A // 2)]
         )
-        weights = torch.softmax((loglik + log_prior).reshape(-1), dim=-1)
+        log_prior = (
+            task_prior.log().reshape(K, 1, 1, 1)
+            + (magnitude.repeat(2) + sign).reshape(1, A, 1, 1)
+            - math.log(P * F)
+        )
+        log_joint = (loglik + log_prior).reshape(-1)
+        weights = torch.softmax(log_joint, dim=-1)  # given a meta-task component
+        alone = torch.zeros((), **like)
+        if self.target_model is not None:
+            log_alone = self._target_model_log_likelihood(X, y) + math.log(
+                self.target_alone_prior
+            )
+            evidence = log_joint.logsumexp(0) + math.log1p(-self.target_alone_prior)
+            alone = torch.sigmoid(log_alone - evidence)
         top = weights.argsort(descending=True)[: self.max_components]
         task, rest = top // (A * P * F), top % (A * P * F)
-        scale = self._scales[rest // (P * F)]
+        scale = signed[rest // (P * F)]
         rho2 = self._residual_variances[(rest // F) % P]
         power = self._residual_powers[rest % F]
         _, offset, alpha, chol = self._components(
@@ -449,12 +526,13 @@ class MetaTaskMixtureGP(Model):
         )
         derived = {
             "_log_likelihoods": loglik,
-            "_component_weights": weights.reshape(K, A, P, F),
+            "_component_weights": (1 - alone) * weights.reshape(K, A, P, F),
+            "_target_alone_weight": alone,
             "_top_task": task,
             "_top_scale": scale,
             "_top_rho2": rho2,
             "_top_power": power,
-            "_top_weight": weights[top] / weights[top].sum(),
+            "_top_weight": (1 - alone) * weights[top] / weights[top].sum(),
             "_top_offset": offset,
             "_top_alpha": alpha,
             "_top_chol": chol,
@@ -520,15 +598,22 @@ class MetaTaskMixtureGP(Model):
     @property
     def task_weights(self) -> Tensor:
         r"""``K + 1`` posterior probabilities of the meta-tasks and, last, of their
-        average (over all components, summed over scales and residual settings)."""
+        average (over all components, summed over scales and residual settings; the
+        rest, ``target_alone_weight``, is the target model's)."""
         return self._component_weights.sum(dim=(-1, -2, -3))
 
     @property
     def component_weights(self) -> Tensor:
-        r"""``(K + 1) x len(scales) x len(residual_variances) x
+        r"""``(K + 1) x 2 len(scales) x len(residual_variances) x
         len(residual_lengthscale_factors)`` posterior probabilities of the
-        components (the average meta-task last)."""
+        components (the average meta-task last; the scales, then their negations)."""
         return self._component_weights
+
+    @property
+    def target_alone_weight(self) -> Tensor:
+        r"""Posterior probability that the target is unlike every meta-task (its
+        own GP, ``target_model``; 0 with ``target_alone_prior=0``)."""
+        return self._target_alone_weight
 
     # -------------------------------------------------------------- posterior
     def posterior(
@@ -633,6 +718,11 @@ class MetaTaskMixtureGP(Model):
         ).reshape(-1, n, b, q)  # L^-1 K_X*
         covs = K_own - torch.einsum("mnbq,mnbp->mbqp", W, W)
         w = self._top_weight
+        if self.target_model is not None:
+            alone = self.target_model.posterior(Xb)  # standardized units
+            means = torch.cat([means, alone.mean.squeeze(-1).unsqueeze(0)])
+            covs = torch.cat([covs, alone.distribution.covariance_matrix.unsqueeze(0)])
+            w = torch.cat([w, self._target_alone_weight.reshape(1)])
         mean = torch.einsum("m,mbq->bq", w, means)
         spread = means - mean
         cov = torch.einsum("m,mbqp->bqp", w, covs) + torch.einsum(

@@ -19,10 +19,12 @@ from botorch_transfer import MetaTaskMixtureGP, TaskData
 from botorch_transfer.clustering import meta_task_posteriors
 from botorch_transfer.models.meta_task_mixture import (
     DEFAULT_AVERAGE_TASK_PRIOR,
+    DEFAULT_NEGATIVE_SCALE_PRIOR,
     DEFAULT_NOISE_VARIANCE,
     DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS,
     DEFAULT_RESIDUAL_VARIANCES,
     DEFAULT_SCALES,
+    DEFAULT_TARGET_ALONE_PRIOR,
     fit_default_meta_task_gps,
 )
 from tests.clustering.reference import matern32x12, task_posterior
@@ -118,6 +120,37 @@ def rmse(model, Xq, truth):
     return (mean - truth).pow(2).mean().sqrt()
 
 
+def target_alone(target_model, X, y, nvar, Xq, bounds):
+    r"""The target model (a default ``SingleTaskGP``: constant mean, RBF kernel on
+    inputs normalized by ``bounds``, Gaussian noise or the known ``nvar``) at its
+    fitted hyperparameters: log marginal likelihood of ``y`` and the posterior mean
+    and covariance at ``Xq``, written out."""
+    c = target_model.mean_module.constant.detach()
+    ls = target_model.covar_module.lengthscale.detach().reshape(-1)
+    if nvar is None:
+        nvar = target_model.likelihood.noise.detach().reshape(()).expand(y.shape[0])
+
+    def k(A, B):
+        A, B = (
+            (A - bounds[0]) / (bounds[1] - bounds[0]),
+            (B - bounds[0]) / (bounds[1] - bounds[0]),
+        )
+        D = (A.unsqueeze(-2) - B.unsqueeze(-3)) / ls
+        return torch.exp(-0.5 * D.pow(2).sum(-1))
+
+    C = k(X, X) + torch.diag(nvar)
+    r = y - c
+    loglik = -0.5 * (
+        r @ torch.linalg.solve(C, r)
+        + torch.logdet(C)
+        + y.shape[0] * math.log(2 * math.pi)
+    )
+    Kq = k(Xq, X)
+    mean = c + Kq @ torch.linalg.solve(C, r)
+    cov = k(Xq, Xq) - Kq @ torch.linalg.solve(C, Kq.T)
+    return loglik, mean, cov
+
+
 def reference_mixture(
     post,
     X,
@@ -127,12 +160,16 @@ def reference_mixture(
     max_components=None,
     noise=DEFAULT_NOISE_VARIANCE,
     average_task_prior=DEFAULT_AVERAGE_TASK_PRIOR,
+    negative_scale_prior=DEFAULT_NEGATIVE_SCALE_PRIOR,
+    target_alone_prior=DEFAULT_TARGET_ALONE_PRIOR,
+    target_model=None,
 ):
     r"""The model's equations, one component at a time, with dense solves.
 
-    Returns the component weights (``(K + 1) x A x P x F``, the average meta-task
-    last) and the moment-matched mean and covariance at ``Xq`` (``q x d``, user
-    units).
+    Returns the component weights (``(K + 1) x 2A x P x F``, the average meta-task
+    last, the scales then their negations) and the moment-matched mean and
+    covariance at ``Xq`` (``q x d``, user units). ``target_model``: the model's
+    fitted target GP, whose hyperparameters the target-alone candidate takes.
     """
     y_mean = Y.mean()
     y_std = Y.std() if Y.shape[0] > 1 else torch.tensor(1.0, dtype=F64)
@@ -150,9 +187,19 @@ def reference_mixture(
     p = average_task_prior
     log_task_prior = [math.log((1 - p) / K)] * K
     log_task_prior.append(math.log(p) if p > 0 else -math.inf)
+    # log |a| ~ N(0, 1) normalized over the grid; the sign's prior; uniform residual
+    z = sum(math.exp(-0.5 * math.log(a) ** 2) for a in DEFAULT_SCALES)
+    signed = [(a, math.log(1 - negative_scale_prior)) for a in DEFAULT_SCALES] + [
+        (-a, math.log(negative_scale_prior) if negative_scale_prior else -math.inf)
+        for a in DEFAULT_SCALES
+    ]
+    n_residual = len(DEFAULT_RESIDUAL_VARIANCES) * len(
+        DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS
+    )
     comps, log_w = [], []
     for (g, G), R_of, log_p in zip(g_G, R_ofs, log_task_prior):
-        for a in DEFAULT_SCALES:
+        for a, log_sign in signed:
+            log_scale = log_sign - 0.5 * math.log(abs(a)) ** 2 - math.log(z)
             for rho2 in DEFAULT_RESIDUAL_VARIANCES:
                 for f in DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS:
                     Kz = a**2 * G + rho2 * R_of(Z, f)
@@ -165,23 +212,35 @@ def reference_mixture(
                     res = r0 - c
                     quad = res @ torch.linalg.solve(C, res)
                     loglik = -0.5 * (quad + torch.logdet(C) + n * math.log(2 * math.pi))
-                    log_w.append(loglik + log_p - 0.5 * math.log(a) ** 2)
+                    log_w.append(loglik + log_p + log_scale - math.log(n_residual))
                     m = c + a * g[n:] + Kz[n:, :n] @ torch.linalg.solve(C, res)
                     S = Kz[n:, n:] - Kz[n:, :n] @ torch.linalg.solve(C, Kz[:n, n:])
                     comps.append((m, S))
-    log_w = torch.stack(log_w)
-    w = torch.exp(log_w - log_w.max())
-    w = w / w.sum()
-    order = torch.argsort(w, descending=True)[:max_components]
-    wt = w[order] / w[order].sum()
-    mean = sum(wt[i] * comps[k][0] for i, k in enumerate(order.tolist()))
+    log_w = torch.stack(log_w) + math.log(1 - target_alone_prior)
+    order = torch.argsort(log_w, descending=True)[:max_components]
+    chosen = [comps[k] for k in order.tolist()]
+    log_chosen = log_w[order]
+    if target_alone_prior > 0:
+        # the target alone is one more candidate with its prior and evidence
+        loglik, m, S = target_alone(
+            target_model, X, y, None if Yvar is None else nvar, Xq, post.bounds
+        )
+        alone = torch.sigmoid(
+            loglik + math.log(target_alone_prior) - log_w.logsumexp(0)
+        )
+        chosen.append((m, S))
+    else:
+        alone = torch.zeros((), dtype=F64)
+    w = (1 - alone) * torch.softmax(log_w, 0)
+    wt = torch.cat([(1 - alone) * torch.softmax(log_chosen, 0), alone.reshape(1)])
+    wt = wt[: len(chosen)]
+    mean = sum(wt[i] * m for i, (m, _) in enumerate(chosen))
     cov = sum(
-        wt[i] * (comps[k][1] + torch.outer(comps[k][0] - mean, comps[k][0] - mean))
-        for i, k in enumerate(order.tolist())
+        wt[i] * (S + torch.outer(m - mean, m - mean)) for i, (m, S) in enumerate(chosen)
     )
     shape = (
         K + 1,
-        len(DEFAULT_SCALES),
+        2 * len(DEFAULT_SCALES),
         len(DEFAULT_RESIDUAL_VARIANCES),
         len(DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS),
     )
@@ -195,7 +254,7 @@ def test_posterior_and_weights_equal_reference(max_components, known_noise, bank
     tasks, post = meta(bank)
     X, Y = target(6, lambda X: 2.0 * family(X, 1.5) + 3.0 + 0.2 * X[..., :1])
     Yvar = torch.full_like(Y, 0.05) if known_noise else None
-    total = (post.num_tasks + 1) * len(DEFAULT_SCALES)
+    total = (post.num_tasks + 1) * 2 * len(DEFAULT_SCALES)
     total *= len(DEFAULT_RESIDUAL_VARIANCES)
     total *= len(DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS)  # every component
     model = MetaTaskMixtureGP(
@@ -205,7 +264,9 @@ def test_posterior_and_weights_equal_reference(max_components, known_noise, bank
     p = model.posterior(Xq)
     assert p.mean.shape == (2, 3, 1)
     for b in range(2):
-        w, mean, cov = reference_mixture(post, X, Y, Xq[b], Yvar, max_components)
+        w, mean, cov = reference_mixture(
+            post, X, Y, Xq[b], Yvar, max_components, target_model=model.target_model
+        )
         torch.testing.assert_close(model.component_weights, w, rtol=1e-8, atol=1e-12)
         torch.testing.assert_close(p.mean[b, :, 0], mean, rtol=1e-7, atol=1e-9)
         torch.testing.assert_close(
@@ -219,7 +280,9 @@ def test_one_target_point_equals_reference():
     X, Y = target(1, lambda X: family(X, 3.0))
     model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
     Xq = torch.rand(4, 2, generator=torch.Generator().manual_seed(6), dtype=F64)
-    w, mean, cov = reference_mixture(post, X, Y, Xq, max_components=64)
+    w, mean, cov = reference_mixture(
+        post, X, Y, Xq, max_components=64, target_model=model.target_model
+    )
     p = model.posterior(Xq)
     torch.testing.assert_close(model.component_weights, w, rtol=1e-8, atol=1e-12)
     torch.testing.assert_close(p.mean[:, 0], mean, rtol=1e-8, atol=1e-10)
@@ -265,7 +328,13 @@ def test_other_average_task_priors_equal_reference(average_task_prior):
     )
     Xq = torch.rand(3, 2, generator=torch.Generator().manual_seed(7), dtype=F64)
     w, mean, cov = reference_mixture(
-        post, X, Y, Xq, max_components=64, average_task_prior=average_task_prior
+        post,
+        X,
+        Y,
+        Xq,
+        max_components=64,
+        average_task_prior=average_task_prior,
+        target_model=model.target_model,
     )
     torch.testing.assert_close(model.component_weights, w, rtol=1e-8, atol=1e-12)
     p = model.posterior(Xq)
@@ -285,8 +354,12 @@ def test_follows_what_the_meta_tasks_share_with_the_average_meta_task():
 
     X, Y = target(8, like_the_average)
     model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
-    assert model.task_weights[-1] > 0.95
-    without = MetaTaskMixtureGP(X, Y, meta_tasks=post, average_task_prior=0.0)
+    # of the meta-task candidates, the average explains the target (the target
+    # alone, a near-linear function, explains it as well)
+    assert model.task_weights[-1] > 0.95 * model.task_weights.sum()
+    without = MetaTaskMixtureGP(
+        X, Y, meta_tasks=post, average_task_prior=0.0, target_alone_prior=0.0
+    )
     Xq = torch.rand(200, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
     truth = like_the_average(Xq).squeeze(-1)
     assert rmse(model, Xq, truth) < 0.5 * rmse(without, Xq, truth)
@@ -297,14 +370,60 @@ def test_gives_way_to_a_target_unlike_every_meta_task():
     unlike = lambda X: torch.cos(9 * X[..., 1:]) * X[..., :1]  # noqa: E731
     X, Y = target(12, unlike)
     model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
-    # the weight goes to the largest, shortest residual: the target's own points
-    by_residual = model.component_weights.sum((0, 1))
-    assert by_residual.sum(-1).argmax() == len(DEFAULT_RESIDUAL_VARIANCES) - 1
-    assert by_residual.sum(0).argmax() == len(DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS) - 1
+    # the weight goes to the target alone: its own GP
+    assert model.target_alone_weight > 0.99
+    torch.testing.assert_close(
+        model.task_weights.sum(), 1 - model.target_alone_weight, rtol=0, atol=1e-12
+    )
     p = model.posterior(X.unsqueeze(-2))
     # it interpolates the target's points within its noise, not a meta-task's values
     resid = (p.mean.squeeze() - Y.squeeze()) / Y.std()
     assert resid.abs().max() < 3 * math.sqrt(DEFAULT_NOISE_VARIANCE)
+    # without the target-alone candidate the weight goes to the largest, shortest
+    # residual
+    within = MetaTaskMixtureGP(X, Y, meta_tasks=post, target_alone_prior=0.0)
+    by_residual = within.component_weights.sum((0, 1))
+    assert by_residual.sum(-1).argmax() == len(DEFAULT_RESIDUAL_VARIANCES) - 1
+    assert by_residual.sum(0).argmax() == len(DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS) - 1
+
+
+def test_follows_a_meta_task_with_its_sign_flipped():
+    _, post = meta()
+    flipped = lambda X: -2.0 * family(X, 3.0) + 1.0  # noqa: E731
+    X, Y = target(8, flipped)
+    model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
+    assert model.task_weights.argmax() == SHIFTS.index(3.0)
+    negations = model.component_weights[:, len(DEFAULT_SCALES) :]
+    assert negations.sum() > 0.95
+    Xq = torch.rand(200, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
+    truth = flipped(Xq).squeeze(-1)
+    alone = SingleTaskGP(X, Y)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(alone.likelihood, alone))
+    assert rmse(model, Xq, truth) < 0.5 * rmse(alone, Xq, truth)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [5, 15])
+def test_error_on_unlike_targets_at_most_the_target_only_gps(n):
+    r"""Over 10 seeds, a negated meta-task and an unrelated function: the mean RMSE
+    at most 1.1x a ``SingleTaskGP``'s on the target's points alone."""
+    _, post = meta()
+    unlike = {
+        "negated": lambda X: -family(X, 1.5),
+        "unrelated": lambda X: torch.cos(9 * X[..., 1:]) * X[..., :1],
+    }
+    Xq = torch.rand(300, 2, generator=torch.Generator().manual_seed(99), dtype=F64)
+    for name, fn in unlike.items():
+        errors = []
+        for seed in range(10):
+            X, Y = target(n, fn, seed=100 + seed, noise=0.05)
+            alone = SingleTaskGP(X, Y)
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(alone.likelihood, alone))
+            model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
+            truth = fn(Xq).squeeze(-1)
+            errors.append((rmse(model, Xq, truth), rmse(alone, Xq, truth)))
+        mixture, gp = (torch.stack(e).mean() for e in zip(*errors))
+        assert mixture <= 1.1 * gp, (name, float(mixture / gp))
 
 
 def test_reuses_fitted_meta_tasks_and_fits_them_from_task_data():
@@ -436,9 +555,10 @@ def test_bad_input_is_refused_with_the_argument_named():
         MetaTaskMixtureGP(X, Y, meta_tasks=post, noise_variance=0.0)
     with pytest.raises(ValueError, match="`max_components` must be a positive int"):
         MetaTaskMixtureGP(X, Y, meta_tasks=post, max_components=0)
-    for bad in (1.0, -0.1, True, "half"):
-        with pytest.raises(ValueError, match="`average_task_prior` must be a number"):
-            MetaTaskMixtureGP(X, Y, meta_tasks=post, average_task_prior=bad)
+    for name in ("average_task_prior", "negative_scale_prior", "target_alone_prior"):
+        for bad in (1.0, -0.1, True, "half"):
+            with pytest.raises(ValueError, match=f"`{name}` must be a number"):
+                MetaTaskMixtureGP(X, Y, meta_tasks=post, **{name: bad})
     with pytest.raises(ValueError, match="`train_Y` must have shape"):
         MetaTaskMixtureGP(X, Y[:-1], meta_tasks=post)
     model = MetaTaskMixtureGP(X, Y, meta_tasks=post)
