@@ -703,13 +703,27 @@ def test_rank_weighted_construct_inputs_from_a_multitask_dataset():
     )
 
 
-def test_rank_weighted_construct_inputs_refuses_several_or_no_sources():
+def test_rank_weighted_construct_inputs_from_several_source_tasks():
     from botorch_transfer import RankWeightedTransferGP
 
-    with pytest.raises(
-        ValueError, match=r"one source task.*holds 2 \(\['a_y', 'b_y'\]\)"
-    ):
-        RankWeightedTransferGP.construct_inputs(multitask_dataset())
+    data = multitask_dataset()
+    inputs = RankWeightedTransferGP.construct_inputs(data)
+    sources = inputs["source"]
+    assert [s.name for s in sources] == ["a_y", "b_y"]
+    for source in sources:
+        torch.testing.assert_close(source.X, data.datasets[source.name].X[:, :2])
+        torch.testing.assert_close(source.Y, data.datasets[source.name].Y)
+    model = RankWeightedTransferGP(**inputs)
+    assert model.source_names == ("a_y", "b_y")
+    X = torch.rand(4, 2, dtype=F64)
+    torch.testing.assert_close(
+        model.posterior(with_task_column(X)).mean, model.posterior(X).mean
+    )
+
+
+def test_rank_weighted_construct_inputs_refuses_no_sources():
+    from botorch_transfer import RankWeightedTransferGP
+
     data = multitask_dataset()
     target_only = MultiTaskDataset(
         datasets=[data.datasets["y"]], target_outcome_name="y", task_feature_index=-1

@@ -67,12 +67,9 @@ def test_readme_ax_flow_runs_30_trials(num_sources):
     reasons = [
         run.gen_metadata.get("transfer_model_unused_reason", "") for run in model_runs
     ]
-    if num_sources == 1:
-        # the transfer model, except where Ax's cross-validated model selection
-        # preferred its own GP on the target trials (and said so)
-        assert any(used), used
-        assert all(
-            u or "model selection preferred" in r for u, r in zip(used, reasons)
-        ), reasons
-    else:  # one source only: the strategy says so and uses Ax's target-only GP
-        assert not any(used), used
+    # the transfer model, except where Ax's cross-validated model selection
+    # preferred its own GP on the target trials (and said so)
+    assert any(used), used
+    assert all(u or "model selection preferred" in r for u, r in zip(used, reasons)), (
+        reasons
+    )

@@ -32,6 +32,25 @@ def fixed_kernel(kind: str, lengthscale: float, outputscale: float, dim: int) ->
     return kernel
 
 
+@dataclass(frozen=True)
+class ExtraSource:
+    r"""A further source task of a multi-source problem.
+
+    Attributes:
+        name: The source's name (its ``TaskData.name``).
+        observe: ``observe(X, generator) -> n x 1`` draws one real replicate at each
+            row of ``X``.
+        noise: Its noise variance (the table's mean replicate variance).
+        description: What it is (task, scrambled or not, rank correlation with the
+            target).
+    """
+
+    name: str
+    observe: Callable[[Tensor, torch.Generator], Tensor]
+    noise: float
+    description: str = ""
+
+
 @dataclass
 class TransferProblem:
     r"""A source/target pair to maximize.
@@ -59,6 +78,9 @@ class TransferProblem:
             Gaussian noise as ``noisy_observations`` says.
         observe_target: The same for the target.
         description: One-line summary with the source of the settings.
+        source_name: The first source's name (``None``: unnamed).
+        extra_sources: Further sources (multi-source problems), each with
+            ``n_source`` observations drawn after the target's initial points.
     """
 
     name: str
@@ -78,6 +100,8 @@ class TransferProblem:
     observe_source: Callable[[Tensor, torch.Generator], Tensor] | None = None
     observe_target: Callable[[Tensor, torch.Generator], Tensor] | None = None
     description: str = ""
+    source_name: str | None = None
+    extra_sources: tuple[ExtraSource, ...] = ()
     _grid: Tensor | None = field(default=None, repr=False)
 
     @property

@@ -23,8 +23,10 @@ Every method queries points of the split's candidate pool (``MetaData.pool``);
   ``max(y) + 0.1`` in the prior's standardized units;
 - ``cmbo-{center,barycenter}-{w2,jeffreys}``: cm-BO (Alg. 1), see
   :class:`ClusterMetaBO`;
-- ``meta-task-mixture-ucb1-skip``: :class:`~botorch_transfer.MetaTaskMixtureGP`,
-  UCB with ``beta = 1``, without re-queries;
+- ``meta-task-mixture-ucb1-skip``: :class:`~botorch_transfer.MetaTaskMixtureGP`
+  with positive scales only and no target-alone candidate, UCB with ``beta = 1``,
+  without re-queries; ``meta-task-mixture-defaults-ucb1-skip`` the same with the
+  model's defaults;
 - ``portfolio-skip``: a greedy portfolio of the meta-training tasks (Feurer et al.
   2015), see :class:`GreedyPortfolioMeta`.
 """
@@ -338,12 +340,20 @@ class MetaTaskMixtureState:
 
 
 class MetaTaskMixtureMeta(Method):
-    r""":class:`~botorch_transfer.MetaTaskMixtureGP` with its defaults: the meta-task
-    GPs (BoTorch's default ``SingleTaskGP``) fitted once per split on the unit cube,
-    the model rebuilt from the target's data every iteration, UCB with the README
-    ``PretrainedPriorGP`` loop's weight on the pool points not yet queried."""
+    r""":class:`~botorch_transfer.MetaTaskMixtureGP`: the meta-task GPs (BoTorch's
+    default ``SingleTaskGP``) fitted once per split on the unit cube, the model
+    rebuilt from the target's data every iteration, UCB with the README
+    ``PretrainedPriorGP`` loop's weight on the pool points not yet queried.
+
+    Args:
+        options: Keyword arguments of ``MetaTaskMixtureGP`` (default: none, its
+            defaults).
+    """
 
     protocols = (META,)
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = dict(options or {})
 
     def setup(self, problem: MetaProblem, data: MetaData) -> MetaTaskMixtureState:
         bounds = torch.stack([torch.zeros(problem.dim), torch.ones(problem.dim)])
@@ -353,7 +363,7 @@ class MetaTaskMixtureMeta(Method):
         )
 
     def propose(self, state: MetaTaskMixtureState, X: Tensor, Y: Tensor) -> Tensor:
-        model = MetaTaskMixtureGP(X, Y, meta_tasks=state.meta_tasks)
+        model = MetaTaskMixtureGP(X, Y, meta_tasks=state.meta_tasks, **self.options)
         acqf = UpperConfidenceBound(model, beta=PRETRAINED_PRIOR_UCB_BETA)
         return maximize_on_pool(acqf, state.pool, queried=X)
 
@@ -884,9 +894,17 @@ register_method(
 )
 register_method(
     "meta-task-mixture-ucb1-skip",
-    MetaTaskMixtureMeta(),
+    MetaTaskMixtureMeta({"negative_scale_prior": 0.0, "target_alone_prior": 0.0}),
     "MetaTaskMixtureGP (one mixture component per meta-task or their average, "
-    "scale and residual), UCB beta = 1 on the pool points not yet queried",
+    "positive scale and residual; no negated scales, no target-alone candidate), UCB "
+    "beta = 1 on the pool points not yet queried",
+)
+register_method(
+    "meta-task-mixture-defaults-ucb1-skip",
+    MetaTaskMixtureMeta(),
+    "MetaTaskMixtureGP with its defaults (meta-task-mixture-ucb1-skip with negated "
+    "scales and the target alone as candidates), UCB beta = 1 on the pool points not "
+    "yet queried",
 )
 register_method(
     "portfolio-skip",

@@ -54,10 +54,17 @@ class TransferData:
         generator: The run's policy generator (random search, Thompson draws);
             the methods' only source of randomness besides torch's global RNG,
             which the protocol seeds.
+        extra_sources: Further sources of a multi-source problem.
     """
 
     source: TaskData
     generator: torch.Generator
+    extra_sources: tuple[TaskData, ...] = ()
+
+    @property
+    def sources(self) -> tuple[TaskData, ...]:
+        r"""Every source, the first one first."""
+        return (self.source, *self.extra_sources)
 
 
 @dataclass

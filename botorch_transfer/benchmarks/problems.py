@@ -21,6 +21,10 @@ from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo import breast_cancer
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS, hpo_pair
+from botorch_transfer.benchmarks.real_multi import (
+    MULTI_SOURCE_PROBLEMS,
+    multi_source_problem,
+)
 from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS, real_pair
 
 __all__ = [
@@ -237,6 +241,8 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     **{name: partial(hpo_pair, name) for name in HPO_PAIRS},
     # real tuning tables with replicate noise (shipped with the package)
     **{name: partial(real_pair, name) for name in REAL_PAIRS},
+    # several sources of mixed relatedness per target (same tables)
+    **{name: partial(multi_source_problem, name) for name in MULTI_SOURCE_PROBLEMS},
 }
 
 

@@ -126,9 +126,19 @@ def run_experiment(
             Y_s = observe(problem.source(X_s), problem.source_noise, gen)
         X = problem.sample(problem.n_init, gen)
         Y = observe_target(X, problem.target(X), gen)
-        source = TaskData(X_s, Y_s, torch.full_like(Y_s, problem.source_noise))
+        source = TaskData(
+            X_s, Y_s, torch.full_like(Y_s, problem.source_noise), problem.source_name
+        )
+        extra_sources = []
+        for extra in problem.extra_sources:  # after the target's: one-source runs stay
+            X_e = problem.sample(problem.n_source, gen)
+            Y_e = extra.observe(X_e, gen)
+            Yvar_e = torch.full_like(Y_e, extra.noise)
+            extra_sources.append(TaskData(X_e, Y_e, Yvar_e, extra.name).to(device))
         data = TransferData(
-            source.to(device), generator=torch.Generator().manual_seed(seed + 20_000)
+            source.to(device),
+            generator=torch.Generator().manual_seed(seed + 20_000),
+            extra_sources=tuple(extra_sources),
         )
         domain = problem.with_domain_on(device)
 

@@ -34,6 +34,10 @@ from dataclasses import dataclass
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
 from botorch_transfer.benchmarks.problems import CONTROLLED, SHILTON_SHIFTS
+from botorch_transfer.benchmarks.real_multi import (
+    MULTI_CONFIRMATION,
+    MULTI_DEVELOPMENT,
+)
 from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
 
 PAPER_SETTINGS = (
@@ -78,6 +82,17 @@ REAL_METHODS = (
     "random",
 )
 
+#: The methods of the multi-source track: the recommended model, the peers that take
+#: several sources, the no-transfer GP and random search.
+MULTI_SOURCE_METHODS = (
+    "rank-weighted",
+    "mtgp",
+    "rgpe",
+    "meta-task-mixture",
+    "gp-ucb-fitted",
+    "random",
+)
+
 TRACKS: dict[str, Track] = {
     "quick": Track(
         methods=("rank-weighted", "mtgp", "rgpe", "gp-ucb-fitted", "random"),
@@ -101,6 +116,19 @@ TRACKS: dict[str, Track] = {
         methods=REAL_METHODS,
         problems=tuple(CONFIRMATION),
         description="the real track's confirmation half (claims are made here)",
+        seeds=20,
+    ),
+    "multi-development": Track(
+        methods=MULTI_SOURCE_METHODS,
+        problems=tuple(MULTI_DEVELOPMENT),
+        description="the multi-source track's development half (defaults are chosen "
+        "here)",
+        seeds=20,
+    ),
+    "multi-confirmation": Track(
+        methods=MULTI_SOURCE_METHODS,
+        problems=tuple(MULTI_CONFIRMATION),
+        description="the multi-source track's confirmation half (claims are made here)",
         seeds=20,
     ),
     "quick-papers": Track(

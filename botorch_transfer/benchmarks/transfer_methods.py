@@ -45,8 +45,10 @@ from botorch_transfer import (
     DeltaBOModel,
     DiffGP,
     EnvGP,
+    MetaTaskMixtureGP,
     RankWeightedTransferGP,
     TaskData,
+    fit_default_meta_task_gps,
     randomized_nn_thompson_candidate,
 )
 from botorch_transfer.benchmarks.base import TransferProblem
@@ -108,6 +110,11 @@ class TransferState:
             ``guard_uses_transfer``), one list per name, one entry per iteration.
         guard: The previous iteration's ``TransferGuard`` (a prequential guard
             builds on it), or ``None``.
+        extra_sources: Further sources of a multi-source problem.
+        source_models: What the method built from each source at setup (the
+            first is ``source_model``).
+        built: What a model builder made once in the run and reuses (e.g. the
+            meta-task GPs of a mixture), by name.
     """
 
     problem: TransferProblem
@@ -116,6 +123,14 @@ class TransferState:
     source_model: Any = None
     diagnostics: dict[str, list] = field(default_factory=dict)
     guard: Any = None
+    extra_sources: tuple[TaskData, ...] = ()
+    source_models: tuple[Any, ...] = ()
+    built: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> tuple[TaskData, ...]:
+        r"""Every source, the first one first."""
+        return (self.source, *self.extra_sources)
 
     def target_noise(self, Y: Tensor) -> Tensor:
         r"""The known target noise variance, shaped like ``Y``."""
@@ -134,7 +149,7 @@ class TransferMethod(Method):
 
     Args:
         source_model: ``source_model(problem, source) -> model``, called once per
-            run (timed as the run's setup), or ``None``.
+            source of the run (timed as the run's setup), or ``None``.
     """
 
     protocols = (TRANSFER,)
@@ -152,12 +167,19 @@ class TransferMethod(Method):
         Returns:
             The run's :class:`TransferState`.
         """
-        source_model = (
-            None
+        source_models = (
+            ()
             if self.source_model is None
-            else self.source_model(problem, data.source)
+            else tuple(self.source_model(problem, s) for s in data.sources)
         )
-        return TransferState(problem, data.source, data.generator, source_model)
+        return TransferState(
+            problem,
+            data.source,
+            data.generator,
+            source_models[0] if source_models else None,
+            extra_sources=data.extra_sources,
+            source_models=source_models,
+        )
 
 
 class AcquisitionMethod(TransferMethod):
@@ -529,7 +551,7 @@ def marginal_affine_deltabo_model(
 def fitted_rgpe_model(state: TransferState, X: Tensor, Y: Tensor) -> RGPE:
     r"""RGPE with the fitted source GP as its base model (built once per run), the
     default target GP, standardized outcomes."""
-    return default_settings_model(RGPE, state, X, Y, [state.source_model])
+    return default_settings_model(RGPE, state, X, Y, list(state.source_models))
 
 
 def fitted_envgp_model(state: TransferState, X: Tensor, Y: Tensor) -> EnvGP:
@@ -596,8 +618,22 @@ def rank_weighted_model(
         X,
         Y,
         train_Yvar=state.target_noise(Y),
-        source=state.source,
+        source=state.source if len(state.sources) == 1 else list(state.sources),
         input_transform=_unit_cube(state.problem),
+    )
+
+
+def meta_task_mixture_model(
+    state: TransferState, X: Tensor, Y: Tensor
+) -> MetaTaskMixtureGP:
+    r"""``MetaTaskMixtureGP`` with its defaults, the sources as its meta-tasks (their
+    GPs fitted at the first iteration and reused, as its docstring advises)."""
+    if "meta_tasks" not in state.built:
+        state.built["meta_tasks"] = fit_default_meta_task_gps(
+            list(state.sources), state.problem.bounds
+        )
+    return MetaTaskMixtureGP(
+        X, Y, state.target_noise(Y), meta_tasks=state.built["meta_tasks"]
     )
 
 
@@ -607,16 +643,21 @@ def with_task_column(Z: Tensor, task: int) -> Tensor:
 
 
 def multitask_gp(state: TransferState, X: Tensor, Y: Tensor) -> MultiTaskGP:
-    r"""BoTorch's ``MultiTaskGP`` (ICM) with its defaults: the source is task 0 and
-    the target task 1 of a task feature column; it predicts the target task."""
-    source, d = state.source, state.problem.dim
-    bounds = torch.cat([state.problem.bounds, torch.tensor([[0.0], [1.0]]).to(X)], -1)
+    r"""BoTorch's ``MultiTaskGP`` (ICM) with its defaults: the sources are tasks
+    ``0..S-1`` and the target task ``S`` of a task feature column; it predicts the
+    target task."""
+    sources, d = state.sources, state.problem.dim
+    S = len(sources)
+    bounds = torch.cat([state.problem.bounds, torch.tensor([[0.0], [S]]).to(X)], -1)
     return MultiTaskGP(
-        torch.cat([with_task_column(source.X, 0), with_task_column(X, 1)]),
-        torch.cat([source.Y, Y]),
+        torch.cat(
+            [with_task_column(s.X, k) for k, s in enumerate(sources)]
+            + [with_task_column(X, S)]
+        ),
+        torch.cat([s.Y for s in sources] + [Y]),
         task_feature=-1,
-        train_Yvar=torch.cat([source.Yvar, state.target_noise(Y)]),
-        output_tasks=[1],
+        train_Yvar=torch.cat([s.Yvar for s in sources] + [state.target_noise(Y)]),
+        output_tasks=[S],
         # the unit cube for the features; the task column stays 0/1
         input_transform=Normalize(d + 1, indices=list(range(d)), bounds=bounds),
     )
@@ -914,6 +955,12 @@ register_method(
     AcquisitionMethod(multitask_gp, fit=True),
     "peer: BoTorch's MultiTaskGP (ICM; source task 0, target task 1), its defaults "
     "fitted every iteration; UCB",
+)
+register_method(
+    "meta-task-mixture",
+    AcquisitionMethod(meta_task_mixture_model),
+    "peer: MetaTaskMixtureGP with its defaults, the sources as its meta-tasks (their "
+    "GPs fitted once per run); UCB",
 )
 register_method(
     "rgpe",

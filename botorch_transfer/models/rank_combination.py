@@ -1,19 +1,20 @@
-r"""Two exact GPs on the same target data, combined by leave-one-out ranking evidence.
+r"""Exact GPs on the same target data, combined by leave-one-out ranking evidence.
 
 RGPE (Feurer, Letham and Bakshy 2018) weighs models by how well their leave-one-out
 predictions order the target's observations and combines them as a weighted sum of
-independent GPs. :class:`RankWeightedCombination` does this for two GPs built on
-the same target data: a model that brings outside knowledge (a transfer GP, a
-meta-learned prior) and a target-only ``SingleTaskGP``. It is the base of
-:class:`~botorch_transfer.RankWeightedTransferGP` and
-:class:`~botorch_transfer.RankWeightedPriorGP`, which say what the first model is.
+independent GPs. :class:`RankWeightedCombination` does this for GPs built on the
+same target data: one or more models that bring outside knowledge (a transfer GP
+per source, a meta-learned prior) and a target-only ``SingleTaskGP``. It is the base
+of :class:`~botorch_transfer.RankWeightedTransferGP` and
+:class:`~botorch_transfer.RankWeightedPriorGP`, which say what the knowledge models
+are.
 
-The weight ``w`` of the first model is the fraction of ``num_samples`` leave-one-out
-draws in which it ranks the target observations better (ties split at random), and
-0 when its median ranking loss is above the target-only GP's 95th percentile
-(RGPE's weight-dilution rule); the posterior has mean ``w mu_1 + (1 - w) mu_2`` and
-covariance ``w^2 Sigma_1 + (1 - w)^2 Sigma_2``. The weight is recomputed from all
-target data at every fit.
+The weight ``w_k`` of each model is the fraction of ``num_samples`` leave-one-out
+draws in which it ranks the target observations best (ties split at random), and
+0 for a knowledge model whose median ranking loss is above the target-only GP's 95th
+percentile (RGPE's weight-dilution rule); the posterior has mean ``sum_k w_k mu_k``
+and covariance ``sum_k w_k^2 Sigma_k``. The weights are recomputed from all target
+data at every fit.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
 from gpytorch.models import GP
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
+from torch.nn import ModuleList
 
 from botorch_transfer.models.base import check_single_output
 from botorch_transfer.models.loo import exact_loo_posterior
@@ -99,14 +101,14 @@ def weighted_combination(
 
 
 class RankWeightedCombination(Model, GP, FantasizeMixin):
-    r"""Base class: a GP with outside knowledge and a target-only GP on the same
-    target data, combined by RGPE's ranking weight (see the module docstring).
+    r"""Base class: GPs with outside knowledge and a target-only GP on the same
+    target data, combined by RGPE's ranking weights (see the module docstring).
 
-    A subclass builds both GPs in its ``__init__`` (after this class's), registered
-    under the attribute named by :attr:`knowledge_model_name` and as
-    ``target_model``, and may override the hooks :meth:`_ranked_targets`,
-    :meth:`_models_to_fit`, :meth:`_forced_weight`, :meth:`_query_inputs` and
-    :meth:`_condition_knowledge_model`.
+    A subclass builds the GPs in its ``__init__`` (after this class's): the
+    knowledge model (or a ``ModuleList`` of them) under the attribute named by
+    :attr:`knowledge_model_name`, the target-only GP as ``target_model``; it may
+    override the hooks :meth:`_ranked_targets`, :meth:`_models_to_fit`,
+    :meth:`_excluded`, :meth:`_query_inputs` and :meth:`_condition_knowledge_model`.
 
     Args:
         num_samples: Draws of the leave-one-out ranking losses.
@@ -114,7 +116,8 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             and the hyperparameters).
     """
 
-    #: The attribute under which the subclass registers its first GP.
+    #: The attribute under which the subclass registers its knowledge model (or a
+    #: ``ModuleList`` of them).
     knowledge_model_name: ClassVar[str]
 
     def __init__(self, num_samples: int = 256, seed: int = 0) -> None:
@@ -124,17 +127,20 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         if num_samples < 1:
             raise ValueError(f"`num_samples` must be positive, got {num_samples}.")
         self.num_samples, self.seed = num_samples, seed
-        self._weight: float | None = None
+        self._weights: Tensor | None = None
 
     @staticmethod
-    def _check_train_X(train_X: Tensor, before_first_point: str) -> None:
+    def _check_train_X(train_X: Tensor, before_first_point: str | None) -> None:
         r"""Raise unless ``train_X`` is ``n x d`` with ``n >= 1``
-        (``before_first_point``: what to do before the first observation)."""
+        (``before_first_point``: what to do before the first observation; ``None``:
+        ``n = 0`` is allowed)."""
         if torch.is_tensor(train_X) and train_X.dim() != 2:
             raise ValueError(
                 "`train_X` must have shape n x d (batched training data are not "
                 f"supported), got {tuple(train_X.shape)}."
             )
+        if before_first_point is None:
+            return
         if torch.is_tensor(train_X) and train_X.shape[-2] == 0:
             raise ValueError(
                 "`train_X` must hold at least one target point (the target-only GP "
@@ -142,43 +148,64 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             )
 
     @property
+    def knowledge_models(self) -> tuple[Model, ...]:
+        r"""The GPs with outside knowledge, in order (the target-only GP is not
+        among them)."""
+        held = self._modules[self.knowledge_model_name]
+        return tuple(held) if isinstance(held, ModuleList) else (held,)
+
+    @property
     def knowledge_model(self) -> Model:
-        r"""The GP with outside knowledge (the first of the two)."""
-        return self._modules[self.knowledge_model_name]
+        r"""The GP with outside knowledge, where there is one."""
+        models = self.knowledge_models
+        if len(models) != 1:
+            raise AttributeError(
+                f"{type(self).__name__} holds {len(models)} knowledge models; use "
+                "`knowledge_models`."
+            )
+        return models[0]
 
     @property
     def target_X(self) -> Tensor:
         r"""The target inputs, raw (``X_baseline`` of noisy acquisition functions)."""
-        return self.knowledge_model.target_X
+        return self.knowledge_models[0].target_X
 
     @property
     def target_Y(self) -> Tensor:
         r"""The target observations in the user's units (``best_f``'s source)."""
-        return self.knowledge_model.target_Y
+        return self.knowledge_models[0].target_Y
 
     # ------------------------------------------------------------------- hooks
-    def _ranked_targets(self) -> Tensor:
-        r"""The observations the knowledge model's LOO draws are ranked against,
-        in the units of its training targets."""
-        return self.knowledge_model.train_targets
+    def _ranked_targets(self, model: Model) -> Tensor:
+        r"""The observations a knowledge model's LOO draws are ranked against, in
+        the units of its training targets."""
+        return model.train_targets
 
     def _models_to_fit(self) -> tuple[Model, ...]:
         r"""The GPs :meth:`custom_fit` fits (default: the target-only GP)."""
         return (self.target_model,)
 
-    def _forced_weight(self) -> float | None:
-        r"""A weight that the ranking does not decide, or ``None``."""
-        return None
+    def _excluded(self) -> list[bool]:
+        r"""Per knowledge model, whether it gets weight 0 whatever the ranking
+        (default: none)."""
+        return [False] * len(self.knowledge_models)
 
     def _query_inputs(self, X: Tensor) -> Tensor:
-        r"""Query inputs as both GPs take them."""
+        r"""Query inputs as all GPs take them."""
         return X
 
     def _condition_knowledge_model(
-        self, X: Tensor, Y: Tensor, noise: Tensor | None
+        self, model: Model, X: Tensor, Y: Tensor, noise: Tensor | None
     ) -> Model:
-        r"""The knowledge model conditioned on ``(X, Y)`` (raw inputs, user units)."""
-        return _condition_exact_gp(self.knowledge_model, X, Y, noise)
+        r"""A knowledge model conditioned on ``(X, Y)`` (raw inputs, user units)."""
+        return _condition_exact_gp(model, X, Y, noise)
+
+    def _part_posterior(
+        self, model: Model, X: Tensor, observation_noise: bool | Tensor
+    ) -> GPyTorchPosterior:
+        r"""One GP's posterior at ``X`` as the combination takes it (default: the
+        GP's own, in the user's units)."""
+        return model.posterior(X, observation_noise=observation_noise)
 
     # ----------------------------------------------------------------- fitting
     @property
@@ -192,52 +219,79 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
     ) -> MarginalLogLikelihood:
         r"""Called by ``fit_gpytorch_mll``: fits the GPs that are fitted (each by its
         exact marginal likelihood, with ``fit_gpytorch_mll``'s keyword arguments),
-        then recomputes the weight."""
+        then recomputes the weights."""
         kwargs.pop("closure", None)  # a closure of the outer mll fits neither GP
         for model in self._models_to_fit():
             fit_gpytorch_mll(
                 ExactMarginalLogLikelihood(model.likelihood, model), **kwargs
             )
-        self.update_weight()
+        self.update_weights()
         return mll.eval()
 
     def load_state_dict(self, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
-        r"""Loads both GPs' hyperparameters; the weight is recomputed on use."""
+        r"""Loads the GPs' hyperparameters; the weights are recomputed on use."""
         result = super().load_state_dict(state_dict, *args, **kwargs)
-        self._weight = None
+        self._weights = None
         return result
 
-    # ------------------------------------------------------------------ weight
+    # ----------------------------------------------------------------- weights
+    @property
+    def weights(self) -> Tensor:
+        r"""The weights of the knowledge models and, last, of the target-only GP
+        (they sum to 1); computed from the current hyperparameters if not yet
+        fitted."""
+        if self._weights is None:
+            self.update_weights()
+        return self._weights
+
     @property
     def weight(self) -> float:
-        r"""The knowledge model's weight ``w`` in ``[0, 1]`` (the target-only GP has
-        ``1 - w``); computed from the current hyperparameters if not yet fitted."""
-        if self._weight is None:
-            self.update_weight()
-        return self._weight
+        r"""The knowledge models' total weight ``w`` in ``[0, 1]`` (the target-only
+        GP has ``1 - w``)."""
+        return float(self.weights[:-1].sum())
 
     def ranking_losses(self) -> Tensor:
-        r"""``2 x num_samples`` ranking losses of leave-one-out draws of the
-        knowledge model (first) and the target-only GP (second)."""
-        parts = (
-            (self.knowledge_model, self._ranked_targets()),
-            (self.target_model, self.target_model.train_targets),
-        )
+        r"""``(K + 1) x num_samples`` ranking losses of leave-one-out draws of the
+        ``K`` knowledge models (in order) and, last, the target-only GP."""
+        parts = [
+            (model, self._ranked_targets(model)) for model in self.knowledge_models
+        ]
+        parts.append((self.target_model, self.target_model.train_targets))
         return loo_ranking_losses(parts, self.num_samples, self.seed)
 
-    def update_weight(self) -> float:
-        r"""Recompute the weight from the target data (0.5 with fewer than 2 target
-        points: no pair to rank)."""
-        forced = self._forced_weight()
-        if forced is not None:
-            self._weight = forced
-        elif self.target_model.train_targets.shape[-1] < 2:
-            self._weight = 0.5
+    def update_weights(self) -> Tensor:
+        r"""Recompute the weights from the target data. With fewer than 2 target
+        points there is no pair to rank: the knowledge models not excluded share
+        half the weight equally, or all of it with no target point (the target-only
+        GP has nothing to predict from)."""
+        excluded = self._excluded()
+        kept = [k for k, out in enumerate(excluded) if not out]
+        weights = torch.zeros(len(excluded) + 1, dtype=torch.float64)
+        n = self.target_model.train_targets.shape[-1]
+        if not kept:
+            weights[-1] = 1.0
+        elif n == 0:
+            weights[kept] = 1.0 / len(kept)
+        elif n < 2:
+            weights[kept] = 0.5 / len(kept)
+            weights[-1] = 0.5
         else:
-            losses = self.ranking_losses()
+            models = self.knowledge_models
+            parts = [(models[k], self._ranked_targets(models[k])) for k in kept]
+            parts.append((self.target_model, self.target_model.train_targets))
+            losses = loo_ranking_losses(parts, self.num_samples, self.seed)
             generator = torch.Generator().manual_seed(self.seed + 1)
-            self._weight = float(ranking_weights(losses, generator)[0])
-        return self._weight
+            ranked = ranking_weights(losses, generator).cpu().to(torch.float64)
+            weights[kept] = ranked[:-1]
+            weights[-1] = ranked[-1]
+        self._weights = weights
+        return weights
+
+    def update_weight(self) -> float:
+        r"""Recompute the weights (:meth:`update_weights`); the knowledge models'
+        total."""
+        self.update_weights()
+        return self.weight
 
     # --------------------------------------------------------------- posterior
     @property
@@ -256,10 +310,9 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         posterior_transform: PosteriorTransform | None = None,
         **kwargs: Any,
     ) -> GPyTorchPosterior:
-        r"""RGPE's combination of the two GPs over the ``q`` points of ``X``
-        (``batch x q x d``), in the user's units: mean ``w mu_1 + (1 - w) mu_2``,
-        covariance ``w^2 S_1 + (1 - w)^2 S_2``. A GP without weight is not
-        evaluated.
+        r"""RGPE's combination of the GPs over the ``q`` points of ``X``
+        (``batch x q x d``), in the user's units: mean ``sum_k w_k mu_k``,
+        covariance ``sum_k w_k^2 S_k``. A GP without weight is not evaluated.
 
         Args:
             X: Raw inputs.
@@ -267,21 +320,22 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             observation_noise: ``True`` adds the target's noise at ``X`` (the
                 target-only GP's learned noise, or the mean of the known
                 ``train_Yvar``), whole, as ``RGPE`` does: a new observation is
-                noisy however the two GPs are weighted. A tensor (``... x q x 1``)
-                is passed to both GPs, each in its own model units (as
+                noisy however the GPs are weighted. A tensor (``... x q x 1``)
+                is passed to every GP, each in its own model units (as
                 ``fantasize`` passes the training noise).
             posterior_transform: Optional transform applied at the end.
         """
         X = self._query_inputs(X)
         check_single_output(self, output_indices)
-        w = self.weight
-        weighted = [(w, self.knowledge_model), (1.0 - w, self.target_model)]
-        weighted = [(weight, model) for weight, model in weighted if weight > 0.0]
+        models = (*self.knowledge_models, self.target_model)
+        weighted = [
+            (float(weight), model)
+            for weight, model in zip(self.weights, models, strict=True)
+            if weight > 0.0
+        ]
         tensor_noise = isinstance(observation_noise, Tensor)
         part_noise = observation_noise if tensor_noise else False
-        parts = [
-            model.posterior(X, observation_noise=part_noise) for _, model in weighted
-        ]
+        parts = [self._part_posterior(model, X, part_noise) for _, model in weighted]
         posterior = weighted_combination(parts, [weight for weight, _ in weighted])
         if observation_noise is True:
             mvn = posterior.distribution
@@ -312,16 +366,23 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
     ) -> RankWeightedCombination:
-        r"""Both GPs conditioned on ``(X, Y)`` (raw inputs, user units), the weight
+        r"""Every GP conditioned on ``(X, Y)`` (raw inputs, user units), the weights
         kept (as a fantasy model keeps its hyperparameters)."""
         X = self._query_inputs(X)
-        knowledge = self._condition_knowledge_model(X, Y, noise)
+        weights = self.weights
+        knowledge = [
+            self._condition_knowledge_model(model, X, Y, noise)
+            for model in self.knowledge_models
+        ]
         target = _condition_exact_gp(self.target_model, X, Y, noise)
         new = copy.copy(self)
         new._modules = dict(self._modules)
-        new._modules[self.knowledge_model_name] = knowledge
+        held = self._modules[self.knowledge_model_name]
+        new._modules[self.knowledge_model_name] = (
+            ModuleList(knowledge) if isinstance(held, ModuleList) else knowledge[0]
+        )
         new._modules["target_model"] = target
-        new._weight = self.weight
+        new._weights = weights
         return new
 
 

@@ -33,6 +33,13 @@ then gets weight 0 at every fit, and the model warns once
 points: a transfer model with its own fitted difference ranks them about as well
 as the target-only GP, while away from them it follows a source that says
 nothing.
+
+With several sources (``source=[a, b, ...]``) each has its own transfer model and the
+weights are RGPE's over all of them and the target-only GP (:attr:`source_weights`,
+by name); a source without structure is named in a warning, gets weight 0 and is not
+fitted. Before the first target point the informative sources' GPs, each
+standardized by its own outcomes, are averaged: the first queries come from the
+sources.
 """
 
 from __future__ import annotations
@@ -42,24 +49,33 @@ import hashlib
 import math
 import warnings
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
+from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior
 from torch import Tensor
+from torch.nn import ModuleList
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rank_combination import RankWeightedCombination
-from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
+from botorch_transfer.models.source_posterior import (
+    FIT_MAX_POINTS,
+    fit_subset_rows,
+    outcome_affine,
+)
 from botorch_transfer.models.source_skill import (
     MIN_DISTINCT_INPUTS,
     UninformativeSourceWarning,
@@ -165,7 +181,11 @@ class RankWeightedTransferGP(RankWeightedCombination):
     recomputes the weight; the source GP is fitted once per source (kept by value).
 
     Args:
-        train_X: ``n x d`` target inputs (``n >= 1``).
+        train_X: ``n x d`` target inputs. With ``n = 0`` (no target point yet) the
+            posterior is the average of the informative sources' GPs, each in its
+            own standardized units, to choose the first queries with an acquisition
+            function that needs no incumbent or noise (``UpperConfidenceBound``,
+            ``qUpperConfidenceBound``, ``PosteriorMean``); nothing is fitted.
         train_Y: ``n x 1`` target observations.
         train_Yvar: Optional ``n x 1`` known target noise variances; else learned.
         outcome_transform: The outcome transform of both GPs (default
@@ -177,7 +197,9 @@ class RankWeightedTransferGP(RankWeightedCombination):
             unit cube).
         source: The source task (keyword): a ``TaskData`` (a ``SingleTaskGP`` is
             fitted on it once and kept for the same data) or a fitted single-output
-            ``SingleTaskGP`` (its kernel's shape is shared with the difference).
+            ``SingleTaskGP`` (its kernel's shape is shared with the difference); or
+            a sequence of them, one per source task (each at its own inputs, sizes
+            and units), each with its own transfer model.
         source_map: How the source enters the transfer model (see
             :class:`DeltaBOModel`): ``"affine"`` (default: ``a`` and ``c`` fitted)
             or ``"marginal-affine"`` (integrated out).
@@ -208,9 +230,12 @@ class RankWeightedTransferGP(RankWeightedCombination):
             then last: ``task_feature=-1``); their columns are dropped as well.
 
     Attributes:
-        source_skill: The source GP's leave-input-out ``R^2`` on its own data
-            (:func:`~botorch_transfer.models.source_skill.source_skill`; NaN with
-            fewer than 10 distinct source inputs).
+        source_names: The sources' names, in order (``TaskData.name``, else
+            ``"source i"``).
+        source_skills: Per source name, its GP's leave-input-out ``R^2`` on its
+            own data (:func:`~botorch_transfer.models.source_skill.source_skill`;
+            NaN with fewer than 10 distinct source inputs).
+        transfer_models: One transfer model per source, in order.
 
     Example:
         >>> model = RankWeightedTransferGP(
@@ -221,13 +246,22 @@ class RankWeightedTransferGP(RankWeightedCombination):
         >>> mll = fit_gpytorch_mll(mll)
         >>> w = model.transfer_weight  # how much the transfer model acts, in [0, 1]
         >>> acqf = LogExpectedImprovement(model, best_f=train_Y.max())
+
+        Several past experiments, each with its own weight:
+
+        >>> model = RankWeightedTransferGP(
+        ...     train_X, train_Y, source=[last_month, the_month_before],
+        ...     input_transform=Normalize(d, bounds=bounds),
+        ... )
+        >>> mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        >>> model.source_weights  # {"last month": ..., "the month before": ...}
     """
 
     _default_outcome_transform = object()
     #: The transfer input's argument (what Ax's ``model_options`` must give when
     #: the training data hold no source task).
     transfer_argument: ClassVar[str] = "source"
-    knowledge_model_name: ClassVar[str] = "transfer_model"
+    knowledge_model_name: ClassVar[str] = "transfer_models"
 
     def __init__(
         self,
@@ -237,7 +271,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         outcome_transform: OutcomeTransform | None | Any = _default_outcome_transform,
         input_transform: InputTransform | None = None,
         *,
-        source: TaskData | SingleTaskGP,
+        source: TaskData | SingleTaskGP | Sequence[TaskData | SingleTaskGP],
         source_map: str = "affine",
         source_tolerance: float = 1e-6,
         min_source_skill: float | None = 0.1,
@@ -248,9 +282,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         source_only_features: int = 0,
     ) -> None:
         super().__init__(num_samples=num_samples, seed=seed)
-        self._check_train_X(
-            train_X, "query the source GP's optimum or an initial design"
-        )
+        self._check_train_X(train_X, None)
         if outcome_transform is self._default_outcome_transform:
             outcome_transform = Standardize(m=1)
         if outcome_transform is not None and not isinstance(
@@ -267,83 +299,150 @@ class RankWeightedTransferGP(RankWeightedCombination):
             width = d + source_only_features + 1
             columns = [i for i in range(width) if i != task_feature % width][:d]
             input_transform = on_target_inputs(input_transform, columns, width)
-        source_gp = self._source_gp(source, train_X, input_transform)
-        self.source_skill = source_skill(source_gp)
+        sources = self._source_list(source)
+        self.source_names = self._names_of(sources)
+        source_gps = [self._source_gp(s, train_X, input_transform) for s in sources]
+        self.source_skills = {
+            name: source_skill(gp)
+            for name, gp in zip(self.source_names, source_gps, strict=True)
+        }
         self.min_source_skill = _checked_min_skill(min_source_skill)
-        if self.min_source_skill is not None and math.isnan(self.source_skill):
-            warnings.warn(
-                "The source cannot be checked for structure to transfer "
-                "(`min_source_skill`: whether its GP predicts its own observations "
-                f"at left-out inputs): it has fewer than {MIN_DISTINCT_INPUTS} "
-                "distinct inputs or constant outcomes. It is used unchecked, "
-                "weighted by the target's ranking alone; add source points, or "
-                "pass min_source_skill=None to use a source you trust without this "
-                "warning.",
-                UninformativeSourceWarning,
-                stacklevel=2,
+        self._warn_about_sources()
+        if (
+            torch.is_tensor(train_X)
+            and train_X.shape[-2] == 0
+            and all(self._excluded())
+        ):
+            raise ValueError(
+                "`train_X` has no points and no source carries structure to transfer "
+                f"(uninformative: {list(self.uninformative_sources)}): there is "
+                "nothing to choose a first query from; evaluate an initial design "
+                "(e.g. Sobol points) first."
             )
-        if self.source_uninformative:
-            warnings.warn(
-                "The source GP predicts its own observations at left-out inputs with "
-                f"R^2 = {self.source_skill:.3f}, below `min_source_skill` = "
-                f"{self.min_source_skill}: the source carries no structure to "
-                "transfer, and the model acts as its target-only GP (transfer_weight "
-                "0). Check that the source's inputs and outcomes belong together.",
-                UninformativeSourceWarning,
-                stacklevel=2,
+        # with no target point the source GPs choose the first query (the target's
+        # units are unknown), and the target-only GP has weight 0
+        empty = torch.is_tensor(train_X) and train_X.shape[-2] == 0
+        self._source_gps = tuple(source_gps)  # shared, frozen: not submodules
+        # each difference shares its source kernel's shape, with its own amplitude
+        self.transfer_models = ModuleList(
+            DeltaBOModel(
+                train_X,
+                train_Y,
+                train_Yvar,
+                outcome_transform=None if empty else copy.deepcopy(outcome_transform),
+                input_transform=copy.deepcopy(input_transform),
+                source=source_gp,
+                covar_module=ScaleKernel(
+                    self._frozen_shape(source_gp),
+                    outputscale_prior=GammaPrior(2.0, 4.0),
+                ).to(train_X),
+                source_map=source_map,
+                source_tolerance=source_tolerance,
+                progress=False,
+                task_feature=task_feature,
+                target_task_value=target_task_value,
+                source_only_features=source_only_features,
             )
-        # the difference shares the source kernel's shape, with its own amplitude
-        shape = copy.deepcopy(source_gp.covar_module)
-        for p in shape.parameters():
-            p.requires_grad_(False)
-        self.transfer_model = DeltaBOModel(
-            train_X,
-            train_Y,
-            train_Yvar,
-            outcome_transform=copy.deepcopy(outcome_transform),
-            input_transform=copy.deepcopy(input_transform),
-            source=source_gp,
-            covar_module=ScaleKernel(shape, outputscale_prior=GammaPrior(2.0, 4.0)).to(
-                train_X
-            ),
-            source_map=source_map,
-            source_tolerance=source_tolerance,
-            progress=False,
-            task_feature=task_feature,
-            target_task_value=target_task_value,
-            source_only_features=source_only_features,
+            for source_gp in source_gps
         )
         self.target_model = SingleTaskGP(
             train_X,
             train_Y,
             train_Yvar,
-            outcome_transform=copy.deepcopy(outcome_transform),
+            outcome_transform=None if empty else copy.deepcopy(outcome_transform),
             input_transform=copy.deepcopy(input_transform),
         )
+
+    @staticmethod
+    def _source_list(source: Any) -> list[Any]:
+        if isinstance(source, (TaskData, SingleTaskGP)):
+            return [source]
+        if isinstance(source, Sequence) and not isinstance(source, str):
+            if len(source) == 0:
+                raise ValueError(
+                    "`source` is an empty sequence: give at least one TaskData or "
+                    "fitted SingleTaskGP (a target-only model is a SingleTaskGP)."
+                )
+            return list(source)
+        raise TypeError(
+            "`source` must be a TaskData, a fitted SingleTaskGP or a sequence of "
+            f"them, got {type(source).__name__}."
+        )
+
+    @staticmethod
+    def _names_of(sources: list[Any]) -> tuple[str, ...]:
+        names = tuple(
+            s.name if isinstance(s, TaskData) and s.name is not None else f"source {i}"
+            for i, s in enumerate(sources)
+        )
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(
+                f"`source` has several tasks named {repeated}: give each TaskData "
+                "its own `name` (the weights are read by name)."
+            )
+        return names
+
+    @staticmethod
+    def _frozen_shape(source_gp: SingleTaskGP) -> Any:
+        shape = copy.deepcopy(source_gp.covar_module)
+        for p in shape.parameters():
+            p.requires_grad_(False)
+        return shape
+
+    def _warn_about_sources(self) -> None:
+        r"""One warning per source that cannot be checked or carries no structure,
+        naming it."""
+        several = len(self.source_names) > 1
+        for name, skill in self.source_skills.items():
+            label = f"The source {name!r}" if several else "The source"
+            if self.min_source_skill is not None and math.isnan(skill):
+                warnings.warn(
+                    f"{label} cannot be checked for structure to transfer "
+                    "(`min_source_skill`: whether its GP predicts its own "
+                    "observations at left-out inputs): it has fewer than "
+                    f"{MIN_DISTINCT_INPUTS} distinct inputs or constant outcomes. It "
+                    "is used unchecked, weighted by the target's ranking alone; add "
+                    "source points, or pass min_source_skill=None to use a source "
+                    "you trust without this warning.",
+                    UninformativeSourceWarning,
+                    stacklevel=3,
+                )
+            elif name in self.uninformative_sources:
+                acts = (
+                    "its transfer model gets weight 0"
+                    if several
+                    else "the model acts as its target-only GP (transfer_weight 0)"
+                )
+                warnings.warn(
+                    f"{label}'s GP predicts its own observations at left-out inputs "
+                    f"with R^2 = {skill:.3f}, below `min_source_skill` = "
+                    f"{self.min_source_skill}: the source carries no structure to "
+                    f"transfer, and {acts}. Check that the source's inputs and "
+                    "outcomes belong together.",
+                    UninformativeSourceWarning,
+                    stacklevel=3,
+                )
 
     @staticmethod
     def _source_gp(
         source: Any, train_X: Tensor, input_transform: InputTransform | None
     ) -> SingleTaskGP:
-        if isinstance(source, (list, tuple)):
-            raise TypeError(
-                "`source` must be one TaskData or fitted SingleTaskGP; for several "
-                "sources use RGPE, or pool sources on one scale into one TaskData."
-            )
         if isinstance(source, TaskData):
             if source.n == 0:
                 raise ValueError(
                     "`source` has no observations (n=0): there is nothing to "
                     "transfer. Use a SingleTaskGP on the target data alone."
                 )
+            label = "`source`" if source.name is None else f"`source` {source.name!r}"
             if torch.is_tensor(train_X) and source.X.shape[-1] != train_X.shape[-1]:
                 raise ValueError(
-                    f"`source` has {source.X.shape[-1]} input dimensions, `train_X` "
+                    f"{label} has {source.X.shape[-1]} input dimensions, `train_X` "
                     f"has {train_X.shape[-1]}."
                 )
             if torch.is_tensor(train_X) and source.X.dtype != train_X.dtype:
                 raise ValueError(
-                    f"`source` is {source.X.dtype}, `train_X` is {train_X.dtype}: "
+                    f"{label} is {source.X.dtype}, `train_X` is {train_X.dtype}: "
                     "give both in one dtype."
                 )
             return fitted_source_gp(source, input_transform)
@@ -354,8 +453,8 @@ class RankWeightedTransferGP(RankWeightedCombination):
                 )
             return source
         raise TypeError(
-            "`source` must be a TaskData or a fitted SingleTaskGP, got "
-            f"{type(source).__name__}."
+            "`source` must be a TaskData or a fitted SingleTaskGP (or a sequence of "
+            f"them), got {type(source).__name__}."
         )
 
     @classmethod
@@ -365,15 +464,16 @@ class RankWeightedTransferGP(RankWeightedCombination):
         r"""Constructor arguments from the training data plus the model's options.
 
         As ``SourceConditionedGP.construct_inputs`` (whose dataset splitting this
-        uses), with one source task:
+        uses):
 
         - a ``SupervisedDataset`` of the target task, with ``source=`` in
           ``kwargs`` (e.g. from Ax's ``model_options``);
         - a ``MultiTaskDataset`` as Ax's ``TransferLearningAdapter`` builds it from
-          the experiment attached as ``TRANSFERABLE_EXPERIMENT``: the task column
-          is dropped from all inputs, the source becomes one ``TaskData``
-          (``source=``), and ``task_feature``/``target_task_value`` (and
-          ``source_only_features``) let the model accept Ax's queries.
+          the experiments attached as ``TRANSFERABLE_EXPERIMENT``: the task column
+          is dropped from all inputs, each source task becomes one ``TaskData``
+          (``source=``: one, or a list of several, named after their tasks), and
+          ``task_feature``/``target_task_value`` (and ``source_only_features``) let
+          the model accept Ax's queries.
 
         Args:
             training_data: The target data, or the target and source data.
@@ -384,9 +484,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
             Keyword arguments for ``cls(**inputs)``.
 
         Raises:
-            ValueError: If no source is given, or ``training_data`` holds several
-                source tasks (this model transfers from one; ``RGPE`` weights
-                several).
+            ValueError: If no source is given.
 
         Example:
             >>> inputs = RankWeightedTransferGP.construct_inputs(mt_dataset)
@@ -396,57 +494,144 @@ class RankWeightedTransferGP(RankWeightedCombination):
         # sources as TaskData, task column, source-only parameters), for this class
         from_dataset = kwargs.get(cls.transfer_argument) is None
         inputs = construct_transfer_inputs(cls, training_data, **kwargs)
-        if from_dataset:  # the sources of a MultiTaskDataset
-            sources = inputs["source"]
-            if len(sources) > 1:
-                names = [s.name for s in sources]
-                raise ValueError(
-                    f"{cls.__name__} transfers from one source task; "
-                    f"`training_data` holds {len(sources)} ({names}), e.g. "
-                    "several experiments attached as TRANSFERABLE_EXPERIMENT. "
-                    "Attach one source experiment, or use RGPE, which weights "
-                    "several sources."
-                )
-            inputs["source"] = sources[0]
+        if from_dataset and len(inputs["source"]) == 1:  # a MultiTaskDataset's
+            inputs["source"] = inputs["source"][0]
         return inputs
 
     # ------------------------------------------------------------------- hooks
-    def _ranked_targets(self) -> Tensor:
-        # the transfer model's targets are residuals: rank its draws of the
+    def _ranked_targets(self, model: Model) -> Tensor:
+        # a transfer model's targets are residuals: rank its draws of the
         # observations
-        return self.transfer_model._target_Y
+        return model._target_Y
+
+    @property
+    def _no_target_points(self) -> bool:
+        return self.target_model.train_targets.shape[-1] == 0
 
     def _models_to_fit(self) -> tuple[Model, ...]:
-        if self.source_uninformative:  # the transfer model has no weight
-            return (self.target_model,)
-        return (self.transfer_model, self.target_model)
+        if self._no_target_points:  # no target data to fit anything to
+            return ()
+        # a transfer model without weight whatever the ranking is not fitted
+        kept = [
+            model
+            for model, out in zip(self.transfer_models, self._excluded(), strict=True)
+            if not out
+        ]
+        return (*kept, self.target_model)
 
-    def _forced_weight(self) -> float | None:
-        return 0.0 if self.source_uninformative else None
+    def _excluded(self) -> list[bool]:
+        return [name in self.uninformative_sources for name in self.source_names]
 
     def _query_inputs(self, X: Tensor) -> Tensor:
-        return self.transfer_model.strip_task_feature(X)
+        return self.transfer_models[0].strip_task_feature(X)
 
     def _condition_knowledge_model(
-        self, X: Tensor, Y: Tensor, noise: Tensor | None
+        self, model: Model, X: Tensor, Y: Tensor, noise: Tensor | None
     ) -> Model:
         # DeltaBOModel takes raw inputs and conditions its residual GP itself
-        return self.transfer_model.condition_on_observations(X, Y, noise=noise)
+        return model.condition_on_observations(X, Y, noise=noise)
 
-    # ------------------------------------------------------------------ weight
+    def _part_posterior(
+        self, model: Model, X: Tensor, observation_noise: bool | Tensor
+    ) -> GPyTorchPosterior:
+        if not self._no_target_points:
+            return model.posterior(X, observation_noise=observation_noise)
+        # no target units yet: each source GP's posterior in its own standardized
+        # units, so that sources in other units average fairly
+        index = next(k for k, m in enumerate(self.transfer_models) if m is model)
+        source_gp = self._source_gps[index]
+        posterior = source_gp.posterior(X, observation_noise=observation_noise)
+        affine = outcome_affine(getattr(source_gp, "outcome_transform", None))
+        if affine is None:  # outcomes kept as they are: no units to take out
+            return posterior
+        scale, offset = affine
+        mvn = posterior.distribution
+        return GPyTorchPosterior(
+            MultivariateNormal(
+                (mvn.mean - offset) / scale, mvn.lazy_covariance_matrix / scale**2
+            )
+        )
+
+    def condition_on_observations(
+        self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
+    ) -> RankWeightedTransferGP:
+        r"""Every GP conditioned on ``(X, Y)`` (raw inputs, user units), the weights
+        kept; not before the first target point (the target's units are unknown:
+        build the model on the first observations instead)."""
+        if self._no_target_points:
+            raise UnsupportedError(
+                "RankWeightedTransferGP with no target point cannot be conditioned "
+                "on fantasy observations (the target's units are unknown); use an "
+                "acquisition function that does not fantasize (UCB, qUCB, "
+                "PosteriorMean) for the first query."
+            )
+        return super().condition_on_observations(X, Y, noise=noise, **kwargs)
+
+    def target_noise_variance(self) -> Tensor:
+        if self._no_target_points:
+            raise UnsupportedError(
+                "RankWeightedTransferGP has no target point, so the noise of a target "
+                "observation is unknown: `observation_noise=True` needs at least one; "
+                "use UCB, qUCB or PosteriorMean for the first query."
+            )
+        return super().target_noise_variance()
+
+    # ----------------------------------------------------------------- sources
     @property
-    def transfer_weight(self) -> float:
-        r"""The transfer model's weight ``w`` in ``[0, 1]`` (the target-only GP has
-        ``1 - w``); computed from the current hyperparameters if not yet fitted. For
-        an uninformative source (:attr:`source_uninformative`) it is 0 and only
-        the target-only GP is fitted."""
-        return self.weight
+    def transfer_model(self) -> DeltaBOModel:
+        r"""The transfer model of the one source (with several, see
+        :attr:`transfer_models`)."""
+        if len(self.transfer_models) != 1:
+            raise ValueError(
+                f"The model has {len(self.transfer_models)} sources "
+                f"{list(self.source_names)}: use `transfer_models` (in that order)."
+            )
+        return self.transfer_models[0]
+
+    @property
+    def source_skill(self) -> float:
+        r"""The one source's skill (with several, see :attr:`source_skills`)."""
+        if len(self.source_names) != 1:
+            raise ValueError(
+                f"The model has {len(self.source_names)} sources: use "
+                "`source_skills` (by name)."
+            )
+        return self.source_skills[self.source_names[0]]
+
+    @property
+    def uninformative_sources(self) -> tuple[str, ...]:
+        r"""The sources whose skill (:attr:`source_skills`, their GP's
+        leave-input-out ``R^2``) is below ``min_source_skill``: their transfer
+        models have weight 0 and are not fitted."""
+        if self.min_source_skill is None:
+            return ()
+        return tuple(
+            name
+            for name, skill in self.source_skills.items()
+            if not math.isnan(skill) and skill < self.min_source_skill
+        )
 
     @property
     def source_uninformative(self) -> bool:
-        r"""Whether the source's skill (:attr:`source_skill`, the source GP's
-        leave-input-out ``R^2``) is below ``min_source_skill``: the transfer model
-        then has weight 0."""
-        if self.min_source_skill is None or math.isnan(self.source_skill):
-            return False
-        return self.source_skill < self.min_source_skill
+        r"""Whether every source is uninformative (:attr:`uninformative_sources`):
+        the model is then its target-only GP."""
+        return len(self.uninformative_sources) == len(self.source_names)
+
+    # ----------------------------------------------------------------- weights
+    @property
+    def source_weights(self) -> dict[str, float]:
+        r"""Per source name, its transfer model's weight (the target-only GP has
+        the rest, ``1 - transfer_weight``); computed from the current
+        hyperparameters if not yet fitted."""
+        return {
+            name: float(w)
+            for name, w in zip(self.source_names, self.weights[:-1], strict=True)
+        }
+
+    @property
+    def transfer_weight(self) -> float:
+        r"""The transfer models' total weight ``w`` in ``[0, 1]`` (the target-only
+        GP has ``1 - w``); computed from the current hyperparameters if not yet
+        fitted. An uninformative source's transfer model
+        (:attr:`uninformative_sources`) has weight 0 and is not fitted."""
+        return self.weight

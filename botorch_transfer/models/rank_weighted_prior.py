@@ -136,10 +136,10 @@ class RankWeightedPriorGP(RankWeightedCombination):
         )
         return (shift.pow(2) / variance).mean().sqrt().item()
 
-    def _forced_weight(self) -> float | None:
+    def _excluded(self) -> list[bool]:
         misfit = self.prior_misfit
         if not misfit > PRIOR_MISFIT_MAX_RMS_Z:
-            return None
+            return [False]
         warnings.warn(
             "The pre-trained prior's leave-one-out predictions of `train_Y` miss by "
             f"{misfit:.3g} of its own standard deviations (root mean square; above "
@@ -149,7 +149,7 @@ class RankWeightedPriorGP(RankWeightedCombination):
             PriorMisfitWarning,
             stacklevel=2,
         )
-        return 0.0
+        return [True]
 
     @property
     def prior_weight(self) -> float:

@@ -7,7 +7,9 @@ from botorch.acquisition import (
     LogExpectedImprovement,
     UpperConfidenceBound,
     qLogNoisyExpectedImprovement,
+    qUpperConfidenceBound,
 )
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize
@@ -197,7 +199,7 @@ def test_posterior_is_rgpes_weighted_combination():
         cov + target_noise * torch.eye(4, dtype=torch.float64),
     )
     # no weight: the target-only GP's posterior exactly
-    model._weight = 0.0
+    model._weights = torch.tensor([0.0, 1.0], dtype=torch.float64)
     torch.testing.assert_close(model.posterior(Xt).mean, p2.mean)
     torch.testing.assert_close(model.posterior(Xt).variance, p2.variance)
 
@@ -291,8 +293,6 @@ def test_too_few_points_to_rank_split_evenly():
     model = fitted(RankWeightedTransferGP(X, Y, source=source))
     assert model.transfer_weight == 0.5
     assert model.posterior(X).mean.shape == (1, 1)
-    with pytest.raises(ValueError, match="at least one target point"):
-        RankWeightedTransferGP(X[:0], Y[:0], source=source)
 
 
 def test_source_gp_is_fitted_once_per_source_data():
@@ -324,7 +324,7 @@ def test_condition_on_observations_and_fantasize(dtype):
     # the same as both GPs rebuilt on all data with the same hyperparameters
     rebuilt = RankWeightedTransferGP(torch.cat([X, Xn]), torch.cat([Y, Yn]), **options)
     rebuilt.load_state_dict(model.state_dict())
-    rebuilt._weight = model.transfer_weight
+    rebuilt._weights = model.weights
     Xt = torch.rand(4, 2, dtype=dtype)
     tol = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else {}
     torch.testing.assert_close(
@@ -349,8 +349,15 @@ def test_bad_input_names_the_argument():
     source, X, Y = make_data()
     with pytest.raises(ValueError, match="`train_X`"):
         RankWeightedTransferGP(X.unsqueeze(0), Y.unsqueeze(0), source=source)
-    with pytest.raises(TypeError, match="`source`"):
-        RankWeightedTransferGP(X, Y, source=[source, source])
+    with pytest.raises(ValueError, match="`source` is an empty sequence"):
+        RankWeightedTransferGP(X, Y, source=[])
+    with pytest.raises(TypeError, match="`source` must be a TaskData"):
+        RankWeightedTransferGP(X, Y, source=[source, source.X])
+    named = TaskData(source.X, source.Y, name="last month")
+    with pytest.raises(ValueError, match="several tasks named \\['last month'\\]"):
+        RankWeightedTransferGP(X, Y, source=[named, named])
+    with pytest.raises(ValueError, match="`source` 'last month' has 2 input"):
+        RankWeightedTransferGP(X[:, :1], Y, source=[named])
     with pytest.raises(TypeError, match="`source`"):
         RankWeightedTransferGP(X, Y, source=source.X)
     with pytest.raises(ValueError, match="`source`"):
@@ -439,3 +446,208 @@ def test_a_task_column_with_a_plain_normalize_over_the_query_layout():
     expected = plain.posterior(X)
     torch.testing.assert_close(model.posterior(queries).mean, expected.mean)
     torch.testing.assert_close(model.posterior(queries).variance, expected.variance)
+
+
+# ---------------------------------------------------------------- several sources
+def several_sources(n_source=40):
+    r"""A related source (the target's shape), a second related one (shifted and
+    rescaled) and a scrambled one, named."""
+    related, X, Y = make_data(n=10, n_source=n_source)
+    gen = torch.Generator().manual_seed(5)
+    Xb = torch.rand(n_source, 2, generator=gen, dtype=torch.float64)
+    Yb = 2.0 * objective(Xb) - 1.0 + 0.05 * torch.randn(n_source, 1, generator=gen)
+    perm = torch.randperm(n_source, generator=torch.Generator().manual_seed(1))
+    return (
+        [
+            TaskData(related.X, related.Y, name="last month"),
+            TaskData(Xb, Yb, name="simulator"),
+            TaskData(related.X, related.Y[perm], name="scrambled"),
+        ],
+        X,
+        Y,
+    )
+
+
+def test_several_sources_posterior_is_rgpes_combination_of_every_part():
+    sources, X, Y = several_sources()
+    with pytest.warns(UninformativeSourceWarning, match="'scrambled'"):
+        model = RankWeightedTransferGP(X, Y, source=sources)
+    fitted(model)
+    assert model.source_names == ("last month", "simulator", "scrambled")
+    assert model.uninformative_sources == ("scrambled",)
+    weights = model.source_weights
+    assert weights["scrambled"] == 0.0
+    assert sum(weights.values()) == pytest.approx(model.transfer_weight)
+    assert model.transfer_weight > 0.5
+    Xt = torch.rand(2, 4, 2, generator=torch.Generator().manual_seed(4)).double()
+    parts = [m.posterior(Xt) for m in (*model.transfer_models, model.target_model)]
+    w = model.weights
+    mean = sum(wk * p.mean for wk, p in zip(w, parts))
+    cov = sum(wk**2 * p.distribution.covariance_matrix for wk, p in zip(w, parts))
+    post = model.posterior(Xt)
+    torch.testing.assert_close(post.mean, mean)
+    torch.testing.assert_close(post.distribution.covariance_matrix, cov)
+    with pytest.raises(ValueError, match="use `transfer_models`"):
+        model.transfer_model
+    with pytest.raises(ValueError, match="use `source_skills`"):
+        model.source_skill
+
+
+def test_several_sources_weights_are_the_ranking_evidence_of_the_kept_models():
+    sources, X, Y = several_sources()
+    with pytest.warns(UninformativeSourceWarning):
+        model = fitted(RankWeightedTransferGP(X, Y, source=sources, num_samples=64))
+    # written out: the LOO draws of the kept transfer models and the target-only
+    # GP, in that order from one generator, and RGPE's weights over them
+    generator = torch.Generator().manual_seed(model.seed)
+    kept = [model.transfer_models[0], model.transfer_models[1]]
+    losses = []
+    for part, y in [(m, m._target_Y) for m in kept] + [
+        (model.target_model, model.target_model.train_targets)
+    ]:
+        shift, variance, _ = exact_loo_posterior(part)
+        z = torch.randn(64, 10, generator=generator, dtype=y.dtype)
+        losses.append(ranking_loss((y - shift) + variance.sqrt() * z, y))
+    w = ranking_weights(torch.stack(losses), torch.Generator().manual_seed(1))
+    expected = torch.cat([w[:2], torch.zeros(1, dtype=w.dtype), w[2:]])
+    torch.testing.assert_close(model.weights, expected.double())
+
+
+def test_each_source_part_is_the_single_source_models_transfer_part():
+    sources, X, Y = several_sources()
+    with pytest.warns(UninformativeSourceWarning):
+        model = fitted(RankWeightedTransferGP(X, Y, source=sources))
+    Xt = torch.rand(5, 2, generator=torch.Generator().manual_seed(2)).double()
+    for source, part in zip(sources[:2], model.transfer_models[:2]):
+        alone = RankWeightedTransferGP(X, Y, source=source)
+        alone.transfer_model.load_state_dict(part.state_dict())
+        torch.testing.assert_close(
+            alone.transfer_model.posterior(Xt).mean, part.posterior(Xt).mean
+        )
+
+
+def test_one_source_in_a_list_is_the_one_source_model():
+    source, X, Y = make_data()
+    one = fitted(RankWeightedTransferGP(X, Y, source=source))
+    listed = fitted(RankWeightedTransferGP(X, Y, source=[source]))
+    assert listed.transfer_weight == one.transfer_weight
+    Xt = torch.rand(4, 2, dtype=torch.float64)
+    torch.testing.assert_close(listed.posterior(Xt).mean, one.posterior(Xt).mean)
+    assert listed.source_weights == {"source 0": one.transfer_weight}
+
+
+def test_several_sources_with_too_few_points_to_rank_share_half():
+    sources, X, Y = several_sources()
+    with pytest.warns(UninformativeSourceWarning):
+        model = fitted(RankWeightedTransferGP(X[:1], Y[:1], source=sources))
+    assert model.source_weights == {
+        "last month": 0.25,
+        "simulator": 0.25,
+        "scrambled": 0.0,
+    }
+
+
+def test_several_sources_bo_loop_with_qlognei_batches_and_fantasies():
+    sources, X, Y = several_sources()
+    X, Y = X[:3], Y[:3]
+    for _ in range(3):
+        with pytest.warns(UninformativeSourceWarning):
+            model = fitted(
+                RankWeightedTransferGP(
+                    X, Y, source=sources, input_transform=Normalize(2, bounds=BOUNDS)
+                )
+            )
+        acqf = qLogNoisyExpectedImprovement(model, X_baseline=model.target_X)
+        candidates, _ = optimize_acqf(
+            acqf, bounds=BOUNDS, q=2, num_restarts=2, raw_samples=32
+        )
+        assert candidates.shape == (2, 2)
+        X, Y = torch.cat([X, candidates]), torch.cat([Y, objective(candidates)])
+    sampler = SobolQMCNormalSampler(torch.Size([4]), seed=0)
+    fantasy = model.fantasize(candidates, sampler)
+    assert fantasy.posterior(X[:3]).mean.shape == (4, 3, 1)
+    assert torch.equal(fantasy.weights, model.weights)
+
+
+# ------------------------------------------------------------ no target point yet
+def test_with_no_target_point_the_posterior_is_the_sources_standardized_average():
+    sources, X, Y = several_sources()
+    with pytest.warns(UninformativeSourceWarning):
+        model = fitted(RankWeightedTransferGP(X[:0], Y[:0], source=sources))
+    assert model.source_weights == {
+        "last month": 0.5,
+        "simulator": 0.5,
+        "scrambled": 0.0,
+    }
+    assert model.transfer_weight == 1.0
+    # written out: each informative source's GP, standardized by its own outcomes
+    Xt = torch.rand(6, 2, generator=torch.Generator().manual_seed(8)).double()
+    means, covariances = [], []
+    for source in sources[:2]:
+        gp = fitted_source_gp(source)
+        p = gp.posterior(Xt)
+        mu, sd = source.Y.mean(), source.Y.std()
+        means.append((p.mean.squeeze(-1) - mu) / sd)
+        covariances.append(p.distribution.covariance_matrix / sd**2)
+    post = model.posterior(Xt)
+    torch.testing.assert_close(post.mean.squeeze(-1), 0.5 * (means[0] + means[1]))
+    torch.testing.assert_close(
+        post.distribution.covariance_matrix,
+        0.25 * (covariances[0] + covariances[1]),
+    )
+
+
+def test_from_no_target_point_the_first_queries_come_from_the_sources():
+    source, X, Y = make_data()
+    model = fitted(
+        RankWeightedTransferGP(
+            X[:0], Y[:0], source=source, input_transform=Normalize(2, bounds=BOUNDS)
+        )
+    )
+    x, _ = optimize_acqf(
+        UpperConfidenceBound(model, beta=0.1),
+        BOUNDS,
+        q=1,
+        num_restarts=4,
+        raw_samples=128,
+    )
+    grid = torch.stack(
+        torch.meshgrid(
+            *[torch.linspace(0, 1, 101, dtype=torch.float64)] * 2, indexing="ij"
+        ),
+        -1,
+    ).reshape(-1, 2)
+    best, worst = objective(grid).max(), objective(grid).min()
+    # the source is the target's shape: the first query is near the optimum
+    assert best - objective(x).squeeze() < 0.05 * (best - worst)
+    batch, _ = optimize_acqf(
+        qUpperConfidenceBound(model, beta=1.0),
+        BOUNDS,
+        q=3,
+        num_restarts=2,
+        raw_samples=64,
+    )
+    assert batch.shape == (3, 2)
+    # then the loop goes on with the first observations
+    X1, Y1 = torch.cat([x, batch]), scale_objective(torch.cat([x, batch]))
+    following = fitted(RankWeightedTransferGP(X1, Y1, source=source))
+    assert 0.0 <= following.transfer_weight <= 1.0
+
+
+def scale_objective(X):
+    return 3.0 * objective(X) + 1.0
+
+
+def test_with_no_target_point_what_needs_one_says_so():
+    source, X, Y = make_data(n=12, n_source=60)
+    model = RankWeightedTransferGP(X[:0], Y[:0], source=source)
+    Xt = torch.rand(2, 2, dtype=torch.float64)
+    with pytest.raises(UnsupportedError, match="noise of a target observation"):
+        model.posterior(Xt, observation_noise=True)
+    with pytest.raises(UnsupportedError, match="cannot be conditioned"):
+        model.condition_on_observations(Xt, Xt[:, :1])
+    perm = torch.randperm(60, generator=torch.Generator().manual_seed(1))
+    scrambled = TaskData(source.X, source.Y[perm])
+    with pytest.warns(UninformativeSourceWarning):
+        with pytest.raises(ValueError, match="`train_X` has no points and no source"):
+            RankWeightedTransferGP(X[:0], Y[:0], source=scrambled)

@@ -104,7 +104,9 @@ def test_posterior_is_rgpes_weighted_combination(prior):
         + (1 - w) ** 2 * p2.distribution.covariance_matrix
     )
     torch.testing.assert_close(post.distribution.covariance_matrix, cov)
-    model._weight = 0.0  # no weight: the target-only GP's posterior exactly
+    model._weights = torch.tensor(
+        [0.0, 1.0], dtype=torch.float64
+    )  # no weight: the target-only GP's posterior exactly
     torch.testing.assert_close(model.posterior(Xt).mean, p2.mean)
     torch.testing.assert_close(model.posterior(Xt).variance, p2.variance)
 
