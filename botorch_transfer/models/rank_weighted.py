@@ -249,12 +249,14 @@ class RankWeightedTransferGP(RankWeightedCombination):
 
         Several past experiments, each with its own weight:
 
+        >>> last_month = TaskData(X1, Y1, name="last month")
+        >>> the_month_before = TaskData(X2, Y2, name="the month before")
         >>> model = RankWeightedTransferGP(
         ...     train_X, train_Y, source=[last_month, the_month_before],
         ...     input_transform=Normalize(d, bounds=bounds),
         ... )
         >>> mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        >>> model.source_weights  # {"last month": ..., "the month before": ...}
+        >>> weights = model.source_weights  # {"last month": ..., ...}
     """
 
     _default_outcome_transform = object()
