@@ -8,6 +8,7 @@ from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
 from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
 from botorch_transfer.benchmarks.problems import PROBLEMS
+from botorch_transfer.benchmarks.real_multi import MULTI_SOURCE_PROBLEMS
 from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS
 from botorch_transfer.benchmarks.report import summary_table
 from botorch_transfer.benchmarks.runner import (
@@ -30,6 +31,8 @@ SMOKE_PROBLEMS = sorted(
     if p not in HPO_PAIRS
     # one real tuning pair (test_real_pairs runs a loop on each family)
     and (p not in REAL_PAIRS or p == "svm-digit3-to-digit8")
+    # one multi-source problem (test_real_multi checks the others' data)
+    and (p not in MULTI_SOURCE_PROBLEMS or p == "multi-svm-digit9")
 )
 
 
