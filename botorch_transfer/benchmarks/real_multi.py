@@ -25,10 +25,10 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from botorch_transfer.benchmarks.base import ExtraSource, TransferProblem, fixed_kernel
 from botorch_transfer.benchmarks.hpo_pairs import rank_correlation
+from botorch_transfer.benchmarks.real_pairs import table_means, table_replicates
 from botorch_transfer.benchmarks.real_tables import FAMILIES, load_table
 
 #: ``name: (family, target task, source tasks, scrambled source tasks)``.
@@ -133,12 +133,6 @@ MULTI_SOURCE_CONTROLS = tuple(
 )
 
 
-def _grid_rows(X: Tensor, grid_size: int) -> np.ndarray:
-    index = (X.detach().cpu().double() * (grid_size - 1)).round().long().numpy()
-    index = index.reshape(-1, X.shape[-1])
-    return np.ravel_multi_index(tuple(index.T), (grid_size,) * X.shape[-1])
-
-
 def _scrambled(table: np.ndarray, seed: int, k: int) -> np.ndarray:
     # a permutation per seed and source (two scrambled sources are not alike)
     generator = np.random.default_rng([seed, k])
@@ -172,26 +166,6 @@ def multi_source_rank_correlations(name: str, seed: int = 0) -> dict[str, float]
     }
 
 
-def _replicates(table: np.ndarray, grid_size: int):
-    def draw(X: Tensor, generator: torch.Generator) -> Tensor:
-        rows = _grid_rows(X, grid_size)
-        cols = torch.randint(table.shape[1], (len(rows),), generator=generator)
-        values = torch.from_numpy(table[rows, cols.numpy()])
-        return values.to(X).reshape(*X.shape[:-1], 1)
-
-    return draw
-
-
-def _means(table: np.ndarray, grid_size: int):
-    means = table.mean(1)
-
-    def evaluate(X: Tensor) -> Tensor:
-        values = torch.from_numpy(means[_grid_rows(X, grid_size)])
-        return values.to(X).reshape(*X.shape[:-1], 1)
-
-    return evaluate
-
-
 def multi_source_problem(name: str, seed: int = 0) -> TransferProblem:
     r"""The multi-source problem ``name`` (a key of :data:`MULTI_SOURCE_PROBLEMS`).
 
@@ -222,7 +196,7 @@ def multi_source_problem(name: str, seed: int = 0) -> TransferProblem:
     extra = tuple(
         ExtraSource(
             name=task,
-            observe=_replicates(table, g),
+            observe=table_replicates(table, g),
             noise=float(table.var(1, ddof=1).mean()),
             description=label(task, scrambled),
         )
@@ -237,8 +211,8 @@ def multi_source_problem(name: str, seed: int = 0) -> TransferProblem:
     return TransferProblem(
         name=name,
         bounds=torch.stack([torch.zeros(family.dim), torch.ones(family.dim)]).double(),
-        target=_means(target_table, g),
-        source=_means(first_table, g),
+        target=table_means(target_table, g),
+        source=table_means(first_table, g),
         n_source=100,
         source_noise=float(first_table.var(1, ddof=1).mean()),
         target_noise=float(target_table.var(1, ddof=1).mean()),
@@ -248,8 +222,8 @@ def multi_source_problem(name: str, seed: int = 0) -> TransferProblem:
         iterations=30,
         beta=2.0,
         noisy_observations=True,
-        observe_source=_replicates(first_table, g),
-        observe_target=_replicates(target_table, g),
+        observe_source=table_replicates(first_table, g),
+        observe_target=table_replicates(target_table, g),
         description=f"real multi-source {'control' if control else 'problem'}: "
         f"{family.description}; target {family_name}/{target_task}; sources "
         f"{sources}",

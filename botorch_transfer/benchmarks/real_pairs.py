@@ -98,6 +98,30 @@ def _grid_rows(X: Tensor, grid_size: int) -> np.ndarray:
     return np.ravel_multi_index(tuple(index.T), (grid_size,) * X.shape[-1])
 
 
+def table_means(table: np.ndarray, grid_size: int):
+    r"""``X -> n x 1`` replicate means of ``table`` at unit-cube grid points."""
+    means = table.mean(1)
+
+    def evaluate(X: Tensor) -> Tensor:
+        values = torch.from_numpy(means[_grid_rows(X, grid_size)])
+        return values.to(X).reshape(*X.shape[:-1], 1)
+
+    return evaluate
+
+
+def table_replicates(table: np.ndarray, grid_size: int):
+    r"""``(X, generator) -> n x 1``: one random replicate of ``table`` per grid
+    point."""
+
+    def draw(X: Tensor, generator: torch.Generator) -> Tensor:
+        rows = _grid_rows(X, grid_size)
+        cols = torch.randint(table.shape[1], (len(rows),), generator=generator)
+        values = torch.from_numpy(table[rows, cols.numpy()])
+        return values.to(X).reshape(*X.shape[:-1], 1)
+
+    return draw
+
+
 @lru_cache
 def _tables(name: str) -> tuple[np.ndarray, np.ndarray]:
     source_family, source_task, family, target_task, _ = REAL_PAIRS[name]
@@ -141,24 +165,6 @@ def real_pair(name: str, seed: int = 0) -> TransferProblem:
     if control == "permuted":
         source_table = _permuted(source_table, seed)
 
-    def mean_of(table: np.ndarray):
-        means = table.mean(1)
-
-        def evaluate(X: Tensor) -> Tensor:
-            values = torch.from_numpy(means[_grid_rows(X, g)])
-            return values.to(X).reshape(*X.shape[:-1], 1)
-
-        return evaluate
-
-    def replicate_of(table: np.ndarray):
-        def draw(X: Tensor, generator: torch.Generator) -> Tensor:
-            rows = _grid_rows(X, g)
-            cols = torch.randint(table.shape[1], (len(rows),), generator=generator)
-            values = torch.from_numpy(table[rows, cols.numpy()])
-            return values.to(X).reshape(*X.shape[:-1], 1)
-
-        return draw
-
     rho = pair_rank_correlation(name, seed)
     kernels = {
         key: (lambda d: fixed_kernel("matern52", 0.3, 25.0, d))
@@ -168,8 +174,8 @@ def real_pair(name: str, seed: int = 0) -> TransferProblem:
     return TransferProblem(
         name=name,
         bounds=torch.stack([torch.zeros(fam.dim), torch.ones(fam.dim)]).double(),
-        target=mean_of(target_table),
-        source=mean_of(source_table),
+        target=table_means(target_table, g),
+        source=table_means(source_table, g),
         n_source=100,
         source_noise=float(source_table.var(1, ddof=1).mean()),
         target_noise=float(target_table.var(1, ddof=1).mean()),
@@ -179,8 +185,8 @@ def real_pair(name: str, seed: int = 0) -> TransferProblem:
         iterations=30,
         beta=2.0,
         noisy_observations=True,
-        observe_source=replicate_of(source_table),
-        observe_target=replicate_of(target_table),
+        observe_source=table_replicates(source_table, g),
+        observe_target=table_replicates(target_table, g),
         description=f"real {kind[control]}: {fam.description}; source "
         f"{source_family}/{source_task}, target {family}/{target_task}, rank "
         f"correlation {rho:.2f}",
