@@ -159,7 +159,9 @@ class _TransferGenerationNode(GenerationNode):
         transfer = self._transfer_spec
         metadata = dict(generator_run.gen_metadata or {})
         metadata["transfer_model_used"] = used == transfer.generator_key
-        if used != transfer.generator_key:
+        if used == transfer.generator_key:
+            metadata.update(_source_use(transfer))
+        else:
             cause, failed = self._why_not_transfer(used)
             metadata["transfer_model_unused_reason"] = cause
             message = (
@@ -205,6 +207,25 @@ class _TransferGenerationNode(GenerationNode):
             f"model selection preferred `{used}` by cross-validation{detail}; pass "
             "`use_model_selection=False` to always use the transfer model"
         ), False
+
+
+def _source_use(spec: GeneratorSpec) -> dict[str, Any]:
+    r"""What the fitted transfer model did with each source, for the trial's
+    ``gen_metadata``: ``source_weights`` (per source name, its weight; the
+    target-only GP has ``target_only_weight``) and ``uninformative_sources``, for a
+    model that reports them (``RankWeightedTransferGP``); empty otherwise."""
+    try:
+        model = spec.fitted_adapter.generator.surrogate.model
+    except Exception:  # not a BoTorch generator with a surrogate: nothing to say
+        return {}
+    if not hasattr(model, "source_weights"):
+        return {}
+    weights = model.source_weights
+    return {
+        "source_weights": weights,
+        "target_only_weight": 1.0 - sum(weights.values()),
+        "uninformative_sources": list(model.uninformative_sources),
+    }
 
 
 def _describe_generator(key: str) -> str:
@@ -477,10 +498,9 @@ def transfer_learning_generation_strategy(
     Args:
         botorch_model_class: A source-conditioned model. Default
             ``RankWeightedTransferGP``, the package's recommended model, which
-            transfers from one source experiment (with several attached it cannot
-            be built: see ``on_transfer_failure``); ``RGPE`` weights several
-            sources; also ``DeltaBOModel``, ``EnvGP`` or ``DiffGP`` (Ax's default
-            is ``MultiTaskGP``).
+            transfers from one or several source experiments, each weighted by
+            its evidence; also ``RGPE``, ``DeltaBOModel``, ``EnvGP`` or ``DiffGP``
+            (Ax's default is ``MultiTaskGP``).
         initialization_trials: Sobol trials before the model takes over (at
             least 1: Ax's transfer-learning adapter cannot generate without target
             data, for ``MultiTaskGP`` neither; for a start from the source data
@@ -502,7 +522,11 @@ def transfer_learning_generation_strategy(
             ``"raise"`` raises ``TransferModelUnusedError`` instead. Model
             selection's choice of the target-only GP by cross-validation is a
             decision, not a failure: it warns either way. Each trial's
-            ``gen_metadata["transfer_model_used"]`` records which it was.
+            ``gen_metadata["transfer_model_used"]`` records which it was; a trial
+            from ``RankWeightedTransferGP`` also records each source
+            experiment's weight (``"source_weights"``, by name), the target-only
+            GP's (``"target_only_weight"``) and the sources given no weight for
+            lack of structure (``"uninformative_sources"``).
 
     Returns:
         A ``GenerationStrategy``; pass it to ``Client.set_generation_strategy``.

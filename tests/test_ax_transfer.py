@@ -3,6 +3,7 @@ r"""The source-conditioned models on Ax's native transfer-learning path
 Skipped when Ax is not installed."""
 
 import math
+import warnings
 
 import pandas as pd
 import pytest
@@ -250,8 +251,6 @@ def test_the_strategy_can_fail_when_the_transfer_model_cannot_be_built():
 
 
 def test_a_trial_from_the_transfer_model_is_recorded_as_such():
-    import warnings
-
     sources = [source_experiment("source_a", shift=0.5)]
     with warnings.catch_warnings():
         warnings.simplefilter("error", TransferModelUnusedWarning)
@@ -794,8 +793,6 @@ def test_rank_weighted_is_the_default_transfer_learning_model():
 
 
 def test_rank_weighted_through_the_transfer_learning_adapter():
-    import warnings
-
     from botorch_transfer import RankWeightedTransferGP
 
     source = source_experiment("source_a", shift=0.5)
@@ -830,6 +827,29 @@ def test_rank_weighted_through_the_transfer_learning_adapter():
     point = {"x0": float(X_test[0, 0]), "x1": float(X_test[0, 1])}
     prediction = client.predict([point])[0]["y"]
     assert prediction[0] == pytest.approx(b.mean[0, 0].item(), rel=1e-5, abs=1e-5)
+
+
+def test_each_trial_records_what_the_model_did_with_each_source_experiment():
+    from botorch_transfer import RankWeightedTransferGP
+
+    sources = [
+        source_experiment("month_a", shift=0.5),
+        source_experiment("month_b", shift=-0.5, seed=2),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TransferModelUnusedWarning)
+        client = run_target(RankWeightedTransferGP, sources, trials=3, init=2)
+    (run,) = model_trials(client)
+    model = client._generation_strategy.adapter.generator.surrogate.model
+    metadata = run.gen_metadata
+    assert metadata["transfer_model_used"] is True
+    assert list(metadata["source_weights"]) == list(model.source_names)
+    assert len(model.source_names) == 2
+    assert metadata["source_weights"] == pytest.approx(model.source_weights)
+    assert metadata["target_only_weight"] == pytest.approx(
+        float(model.weights[-1]), abs=1e-12
+    )
+    assert metadata["uninformative_sources"] == list(model.uninformative_sources)
 
 
 def test_ax_cross_validation_runs_on_rank_weighted():

@@ -43,7 +43,10 @@ budget, on the same kind of meta-data, with each prior's NLL on held-out tasks),
 --stage1-points 100 --dims 7``.
 
 ``python -m botorch_transfer.benchmarks.timing --targets`` measures every cost target
-of the package in one run and prints each with its goal: DeltaBO against the
+of the package in one run and prints each with its goal: the recommended
+``RankWeightedTransferGP`` against the target-only GP with one source of 200 and of
+2,000 points and with five sources of 200 (``--recommended`` measures these
+alone), DeltaBO against the
 target-only GP at ``--target-n`` source points (both rebuild paths) and at
 ``--large-n`` (construction time, peak memory, per iteration; the source posterior's
 error against the exact one on an ``--error-n``-point subsample), the low-rank
@@ -199,21 +202,37 @@ def _clock(device: torch.device) -> float:
 
 
 def _timing_data(
-    dim: int, n_source: int, seed: int, device: torch.device
+    dim: int, n_source: int, seed: int, device: torch.device, n_sources: int = 1
 ) -> tuple[TransferProblem, TransferData, Tensor, Tensor]:
-    r"""The timing pair's problem, its ``n_source`` source observations and
-    ``T_TARGET`` initial target observations (drawn on the CPU from torch's global
-    RNG, so a seed gives the same data on every device)."""
+    r"""The timing pair's problem, ``n_sources`` sources of ``n_source`` observations
+    each and ``T_TARGET`` initial target observations (drawn on the CPU from torch's
+    global RNG, so a seed gives the same data on every device). The ``k``-th further
+    source is the source function shifted by ``0.1 k`` along its first input."""
     problem = timing_problem(dim, n_source).with_domain_on(device)
-    X_s = torch.rand(n_source, dim, dtype=torch.float64)
-    noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
-    Y_s = source_function(X_s) + noise
+    sources = []
+    for k in range(n_sources):
+        X_s = torch.rand(n_source, dim, dtype=torch.float64)
+        noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
+        shift = torch.zeros(dim, dtype=torch.float64)
+        shift[0] = 0.1 * k
+        Y_s = (source_function(X_s + shift) + noise).to(device)
+        sources.append(
+            TaskData(
+                X_s.to(device),
+                Y_s,
+                torch.full_like(Y_s, SOURCE_NOISE),
+                name=f"source-{k}",
+            )
+        )
     X = torch.rand(T_TARGET, dim, dtype=torch.float64)
     noise = TARGET_NOISE**0.5 * torch.randn(T_TARGET, 1, dtype=torch.float64)
     Y = target_function(X) + noise
-    X_s, Y_s, X, Y = (t.to(device) for t in (X_s, Y_s, X, Y))
-    source = TaskData(X_s, Y_s, torch.full_like(Y_s, SOURCE_NOISE))
-    data = TransferData(source, torch.Generator().manual_seed(seed + 20_000))
+    X, Y = X.to(device), Y.to(device)
+    data = TransferData(
+        sources[0],
+        torch.Generator().manual_seed(seed + 20_000),
+        extra_sources=tuple(sources[1:]),
+    )
     return problem, data, X, Y
 
 
@@ -226,6 +245,7 @@ def run_config(
     max_fit_n: int,
     frozen_iterations: int | None = None,
     device: str = "cpu",
+    n_sources: int = 1,
 ) -> dict:
     r"""Time BO iterations of one registered method in this (fresh) process.
 
@@ -240,10 +260,13 @@ def run_config(
             (default: ``iterations``).
         device: Where the data, the models and the acquisition live (the data are
             drawn on the CPU, so a seed gives the same data everywhere).
+        n_sources: Number of sources, each of ``n_source`` points (a method that
+            takes one source uses the first).
 
     Returns:
-        ``{"method", "dim", "N", "device", "refit", "setup_s", "iteration_s",
-        "peak_rss_mb", "rss_increase_mb", "peak_device_mb", "source_rank"}``
+        ``{"method", "dim", "N", "sources", "device", "refit", "setup_s",
+        "first_iteration_s", "iteration_s", "peak_rss_mb", "rss_increase_mb",
+        "peak_device_mb", "source_rank"}``
         (``iteration_s``: the median; ``peak_device_mb``: CUDA memory, else
         ``None``).
     """
@@ -253,13 +276,14 @@ def run_config(
 
     clock = partial(_clock, device)
     with torch_run_context(num_threads=2, seed=seed):
-        problem, data, X, Y = _timing_data(dim, n_source, seed, device)
+        problem, data, X, Y = _timing_data(dim, n_source, seed, device, n_sources)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         result = {
             "method": method,
             "dim": dim,
             "N": n_source,
+            "sources": n_sources,
             "device": device.type,
             "refit": True,
         }
@@ -284,6 +308,8 @@ def run_config(
             times.append(clock() - start)
             X = torch.cat([X, candidate])
             Y = torch.cat([Y, target_function(candidate)])
+    # the first iteration may fit what a method keeps (a source GP per source)
+    result["first_iteration_s"] = times[0]
     # median: one iteration's L-BFGS fit can take several times another's
     result["iteration_s"] = sorted(times)[len(times) // 2]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -421,6 +447,7 @@ def _config_in_process(
     dim: int,
     n: int,
     max_fit_n: int | None = None,
+    n_sources: int = 1,
 ) -> dict:
     r""":func:`run_config` with the command line's settings, in a fresh process."""
     return _in_process(
@@ -433,6 +460,7 @@ def _config_in_process(
         args.max_fit_n if max_fit_n is None else max_fit_n,
         args.large_n_iterations,
         str(args.device),
+        n_sources,
     )
 
 
@@ -668,57 +696,99 @@ def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
     return next(r for r in rows if r["mean"] == "dtc")
 
 
+def _report(
+    rows: list[dict],
+    what: str,
+    value: float | list[float],
+    goal: float,
+    unit: str = "x",
+) -> None:
+    r"""Print one cost target's line (a list: one value per repeat, reported by its
+    median and range) and append its row to ``rows``."""
+    values = value if isinstance(value, list) else [value]
+    value = statistics.median(values)
+    met = "yes" if value <= goal else "no"
+    spread = (
+        f"  ({min(values):.2f}-{max(values):.2f}, {len(values)} repeats)"
+        if len(values) > 1
+        else ""
+    )
+    print(
+        f"{what:<72} {value:>9.2f}{unit:<2} {'<= ' + f'{goal:g}':>9} {met:>4}{spread}",
+        flush=True,
+    )
+    rows.append(
+        {
+            "target": what,
+            "value": value,
+            "goal": goal,
+            "met": met == "yes",
+            "repeats": values,
+        }
+    )
+
+
+def _side_by_side(
+    args: argparse.Namespace,
+    baseline: str,
+    methods: list[str],
+    dim: int,
+    n: int,
+    n_sources: int = 1,
+) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
+    r"""Per-iteration ratios of ``methods`` to ``baseline`` (every model re-fitted
+    every iteration, as in a BO loop): the baseline and then each method,
+    ``--repeats`` times. A ratio takes its numerator and denominator from the same
+    repeat, so that a slow spell of the machine does not land on one side only."""
+    ratios: dict[str, list[float]] = {m: [] for m in methods}
+    results: dict[str, list[dict]] = {m: [] for m in methods}
+    for _ in range(args.repeats):
+        base = _config_in_process(args, baseline, dim, n, 10**9, n_sources)
+        for method in methods:
+            result = _config_in_process(args, method, dim, n, 10**9, n_sources)
+            ratios[method].append(result["iteration_s"] / base["iteration_s"])
+            results[method].append(result)
+    return ratios, results
+
+
+def recommended_configurations(args: argparse.Namespace) -> list[tuple[int, int]]:
+    r"""The recommended model's cost targets as ``(sources, points per source)``:
+    one source of each of ``--recommended-n``, and ``--recommended-sources`` of the
+    first (defaults: one of 200, one of 2,000, five of 200)."""
+    sizes = args.recommended_n
+    return [(1, n) for n in sizes] + [(args.recommended_sources, sizes[0])]
+
+
+def recommended_targets(args: argparse.Namespace, rows: list[dict]) -> None:
+    r"""``RankWeightedTransferGP`` (``rank-weighted``) against the target-only GP per
+    iteration, in each of :func:`recommended_configurations`, at d=4. The source GPs
+    are fitted in the first iteration and kept (its time is printed apart)."""
+    dim = 4
+    for n_sources, n in recommended_configurations(args):
+        ratios, results = _side_by_side(
+            args, "gp-ucb-fitted", ["rank-weighted"], dim, n, n_sources
+        )
+        label = f"{n_sources} source{'s' if n_sources > 1 else ''} of {n}"
+        _report(
+            rows,
+            f"RankWeightedTransferGP/target-only per iteration, {label}, d={dim}",
+            ratios["rank-weighted"],
+            3.0,
+        )
+        first = [r["first_iteration_s"] for r in results["rank-weighted"]]
+        print(
+            f"  first iteration (fits the source GPs): "
+            f"{statistics.median(first):.2f} s",
+            flush=True,
+        )
+
+
 def main_targets(args: argparse.Namespace) -> list[dict]:
     r"""The ``--targets`` table: every cost target of the package, measured in
     this run, each configuration in its own process, with its ratio and goal."""
     rows: list[dict] = []
-
-    def report(
-        what: str, value: float | list[float], goal: float, unit: str = "x"
-    ) -> None:
-        # a list: one value per repeat, reported by its median and range
-        values = value if isinstance(value, list) else [value]
-        value = statistics.median(values)
-        met = "yes" if value <= goal else "no"
-        spread = (
-            f"  ({min(values):.2f}-{max(values):.2f}, {len(values)} repeats)"
-            if len(values) > 1
-            else ""
-        )
-        print(
-            f"{what:<72} {value:>9.2f}{unit:<2} {'<= ' + f'{goal:g}':>9} {met:>4}"
-            f"{spread}",
-            flush=True,
-        )
-        rows.append(
-            {
-                "target": what,
-                "value": value,
-                "goal": goal,
-                "met": met == "yes",
-                "repeats": values,
-            }
-        )
-
-    def iteration(method: str, dim: int, n: int) -> dict:
-        # every model is re-fitted every iteration, as in a BO loop
-        return _config_in_process(args, method, dim, n, max_fit_n=10**9)
-
-    def side_by_side(
-        baseline: str, methods: list[str], dim: int, n: int
-    ) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
-        # the baseline and then each method, --repeats times: a ratio takes its
-        # numerator and denominator from the same repeat, so that a slow spell of
-        # the machine does not land on one side only
-        ratios: dict[str, list[float]] = {m: [] for m in methods}
-        results: dict[str, list[dict]] = {m: [] for m in methods}
-        for _ in range(args.repeats):
-            base = iteration(baseline, dim, n)["iteration_s"]
-            for method in methods:
-                result = iteration(method, dim, n)
-                ratios[method].append(result["iteration_s"] / base)
-                results[method].append(result)
-        return ratios, results
+    report = partial(_report, rows)
+    side_by_side = partial(_side_by_side, args)
 
     def breakdown(dim: int, n: int) -> None:
         # where DeltaBO's extra time goes: more optimizer steps, or dearer ones
@@ -757,6 +827,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         )
 
     print(f"{'target':<72} {'measured':>11} {'goal':>9} {'met':>4}")
+    recommended_targets(args, rows)
     n, d = args.target_n, 4
     paths = {
         "deltabo-fitted": "frozen source",
@@ -1009,6 +1080,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "each with its ratio and goal",
     )
     parser.add_argument(
+        "--recommended",
+        action="store_true",
+        help="measure the recommended model's cost targets only (one source of 200 "
+        "and of 2,000 points, five sources of 200)",
+    )
+    parser.add_argument(
+        "--recommended-n",
+        type=int,
+        nargs="+",
+        default=[200, 2000],
+        help="--recommended/--targets: one source of each size",
+    )
+    parser.add_argument(
+        "--recommended-sources",
+        type=int,
+        default=5,
+        help="--recommended/--targets: this many sources of the first size",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=3,
@@ -1039,6 +1129,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         parser.error(f"--repeats must be at least 1, got {args.repeats}.")
     if args.targets:
         return main_targets(args)
+    if args.recommended:
+        rows: list[dict] = []
+        print(f"{'target':<72} {'measured':>11} {'goal':>9} {'met':>4}")
+        recommended_targets(args, rows)
+        return rows
     if args.scaling:
         return main_scaling(args)
     if args.stage1:

@@ -1,13 +1,14 @@
 r"""The one registry of benchmark methods, and that every consumer resolves names
 through it: the CLI, the transfer and meta protocols and the timing script."""
 
+import argparse
 import dataclasses
 import math
 
 import pytest
 import torch
 
-from botorch_transfer.benchmarks import timing
+from botorch_transfer.benchmarks import timing, transfer_methods
 from botorch_transfer.benchmarks.__main__ import main
 from botorch_transfer.benchmarks.meta import MetaProblem, gp_tasks, run_meta_experiment
 from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
@@ -290,6 +291,18 @@ def test_timing_resolves_names_through_the_registry(register):
         timing.main(["--methods", "stbo"])
 
 
+def test_timing_gives_the_recommended_model_every_source():
+    args = argparse.Namespace(recommended_n=[200, 2000], recommended_sources=5)
+    assert timing.recommended_configurations(args) == [(1, 200), (1, 2000), (5, 200)]
+    _, data, X, _ = timing._timing_data(2, 25, 0, torch.device("cpu"), n_sources=3)
+    assert [s.name for s in data.sources] == ["source-0", "source-1", "source-2"]
+    assert all(s.X.shape == (25, 2) for s in data.sources)
+    assert X.shape == (timing.T_TARGET, 2)
+    state = get_method("rank-weighted").setup(timing.timing_problem(2, 25), data)
+    model = transfer_methods.rank_weighted_model(state, X, X.sum(-1, keepdim=True))
+    assert model.source_names == ("source-0", "source-1", "source-2")
+
+
 def test_timing_freezes_hyperparameters_of_large_models():
     result = timing.run_config(
         "pooled-gp-fitted", dim=2, n_source=40, iterations=1, seed=0, max_fit_n=50
@@ -364,9 +377,15 @@ def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
         + ["--pooled-n", "40", "--iterations", "1", "--stage1-tasks", "3"]
         + ["--stage1-points", "6", "--pretrain-tasks", "6", "--pretrain-points", "8"]
         + ["--pretrain-steps", "3", "--repeats", "2"]
+        + ["--recommended-n", "20", "40", "--recommended-sources", "3"]
     )
     goals = [r for r in rows if "goal" in r]
-    assert len(goals) == 13
+    assert len(goals) == 16
+    assert [r["target"] for r in goals[:3]] == [
+        "RankWeightedTransferGP/target-only per iteration, 1 source of 20, d=4",
+        "RankWeightedTransferGP/target-only per iteration, 1 source of 40, d=4",
+        "RankWeightedTransferGP/target-only per iteration, 3 sources of 20, d=4",
+    ]
     # a ratio is the median over the repeats, each taken side by side
     ratio = goals[0]
     assert len(ratio["repeats"]) == 2
