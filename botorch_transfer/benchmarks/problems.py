@@ -26,6 +26,7 @@ from botorch_transfer.benchmarks.real_multi import (
     multi_source_problem,
 )
 from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS, real_pair
+from botorch_transfer.benchmarks.zero_start import ZERO_START_BASES, zero_start_problem
 
 __all__ = [
     "PROBLEMS",
@@ -243,6 +244,8 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     **{name: partial(real_pair, name) for name in REAL_PAIRS},
     # several sources of mixed relatedness per target (same tables)
     **{name: partial(multi_source_problem, name) for name in MULTI_SOURCE_PROBLEMS},
+    # the related ones without an initial target point (5 queries)
+    **{name: partial(zero_start_problem, name) for name in ZERO_START_BASES},
 }
 
 

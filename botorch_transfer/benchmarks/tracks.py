@@ -7,6 +7,9 @@ r"""Named sets of methods and problems for ``run --track``.
 - ``"real-development"`` and ``"real-confirmation"``: the two halves of the real
   track (:mod:`~botorch_transfer.benchmarks.real_pairs`), 20 seeds: defaults are
   chosen on the development half, claims are made on the confirmation half.
+- ``"zero-development"`` and ``"zero-confirmation"``: the first five queries with
+  no target point (:mod:`~botorch_transfer.benchmarks.zero_start`), the recommended
+  model from the sources alone against a Sobol design, 20 seeds.
 - ``"quick-papers"``: the papers' models with their hand-set kernels beside the
   peers on two synthetic problems (the main job's earlier form).
 - ``"papers"``: the papers' track: fixed kernels and noise levels as the papers
@@ -39,6 +42,7 @@ from botorch_transfer.benchmarks.real_multi import (
     MULTI_DEVELOPMENT,
 )
 from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
+from botorch_transfer.benchmarks.zero_start import ZERO_CONFIRMATION, ZERO_DEVELOPMENT
 
 PAPER_SETTINGS = (
     "breast-cancer-gboost",
@@ -93,6 +97,10 @@ MULTI_SOURCE_METHODS = (
     "random",
 )
 
+#: The methods of the zero-start track: the recommended model from the sources alone,
+#: a Sobol design and random search.
+ZERO_START_METHODS = ("rank-weighted", "sobol", "random")
+
 TRACKS: dict[str, Track] = {
     "quick": Track(
         methods=("rank-weighted", "mtgp", "rgpe", "gp-ucb-fitted", "random"),
@@ -129,6 +137,18 @@ TRACKS: dict[str, Track] = {
         methods=MULTI_SOURCE_METHODS,
         problems=tuple(MULTI_CONFIRMATION),
         description="the multi-source track's confirmation half (claims are made here)",
+        seeds=20,
+    ),
+    "zero-development": Track(
+        methods=ZERO_START_METHODS,
+        problems=tuple(ZERO_DEVELOPMENT),
+        description="the first 5 queries with no target point, development half",
+        seeds=20,
+    ),
+    "zero-confirmation": Track(
+        methods=ZERO_START_METHODS,
+        problems=tuple(ZERO_CONFIRMATION),
+        description="the first 5 queries with no target point, confirmation half",
         seeds=20,
     ),
     "quick-papers": Track(

@@ -39,6 +39,7 @@ from gpytorch.kernels import Kernel
 from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
+from torch.quasirandom import SobolEngine
 
 from botorch_transfer import (
     RGPE,
@@ -239,6 +240,9 @@ class AcquisitionMethod(TransferMethod):
         weight = getattr(model, "transfer_weight", None)
         if weight is not None:  # how much a weighted model's transfer part acted
             state.diagnostics.setdefault("transfer_weight", []).append(float(weight))
+        source_weights = getattr(model, "source_weights", None)
+        if source_weights is not None and len(source_weights) > 1:  # each source's
+            state.diagnostics.setdefault("source_weights", []).append(source_weights)
         if self.guard:
             prequential = self.guard == "prequential"
             model = TransferGuard(
@@ -338,6 +342,34 @@ class RandomSearch(Method):
 
     def propose(self, state: Callable[[], Tensor], X: Tensor, Y: Tensor) -> Tensor:
         return state()
+
+
+class SobolDesign(Method):
+    r"""A scrambled Sobol sequence over the domain (its seed drawn from the run's
+    generator); on a grid problem each point snaps to the nearest grid point not
+    yet queried. The design a user evaluates before any model."""
+
+    def setup(self, problem: TransferProblem, data: TransferData) -> Any:
+        seed = int(torch.randint(2**31, (1,), generator=data.generator))
+        engine = SobolEngine(problem.dim, scramble=True, seed=seed)
+        return problem, engine
+
+    def propose(
+        self, state: tuple[TransferProblem, SobolEngine], X: Tensor, Y: Tensor
+    ) -> Tensor:
+        problem, engine = state
+        lower, upper = problem.bounds
+        u = engine.draw(1, dtype=torch.float64).to(lower)
+        x = lower + (upper - lower) * u
+        grid = problem.grid
+        if grid is None:
+            return x
+        scale = upper - lower
+        distance = ((grid - x) / scale).pow(2).sum(-1)
+        if X.shape[0] > 0:  # a grid point already queried is not drawn again
+            queried = torch.cdist(grid, X.to(grid)).min(-1).values < 1e-9
+            distance = distance.masked_fill(queried, torch.inf)
+        return grid[distance.argmin()].unsqueeze(0)
 
 
 # ---------------------------------------------------------------- acquisitions
@@ -609,17 +641,18 @@ def source_kernel_diffgp_model(state: TransferState, X: Tensor, Y: Tensor) -> Di
 
 
 def rank_weighted_model(
-    state: TransferState, X: Tensor, Y: Tensor
+    state: TransferState, X: Tensor, Y: Tensor, **options: Any
 ) -> RankWeightedTransferGP:
     r"""``RankWeightedTransferGP`` as its docstring tells a user to build it:
     inputs to the unit cube, its default outcome scaling, the source data as given
-    (its source GP is fitted at the first iteration and kept)."""
+    (its source GP is fitted at the first iteration and kept), and ``options``."""
     return RankWeightedTransferGP(
         X,
         Y,
         train_Yvar=state.target_noise(Y),
         source=state.source if len(state.sources) == 1 else list(state.sources),
         input_transform=_unit_cube(state.problem),
+        **options,
     )
 
 
@@ -729,6 +762,12 @@ register_method(
     "random",
     RandomSearch(),
     "uniform random search over the domain (transfer) or the candidate pool (meta)",
+)
+register_method(
+    "sobol",
+    SobolDesign(),
+    "a scrambled Sobol design over the domain (grid problems: the nearest grid point "
+    "not yet queried), no model",
 )
 register_method(
     "deltabo-fitted",
@@ -949,6 +988,15 @@ register_method(
     "+ c + delta) mixed with a target-only GP by leave-one-out ranking evidence, "
     "fitted every iteration; UCB",
 )
+for margin in (1, 2):
+    register_method(
+        f"rank-weighted-pairs{margin}",
+        AcquisitionMethod(
+            partial(rank_weighted_model, pair_margin=float(margin)), fit=True
+        ),
+        f"rank-weighted whose ranking counts only the pairs of target observations "
+        f"more than {margin} noise sd of a difference apart; UCB",
+    )
 # the peers a BoTorch user would pick (default settings, fitted every iteration)
 register_method(
     "mtgp",

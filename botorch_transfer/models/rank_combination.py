@@ -20,6 +20,7 @@ data at every fit.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -42,7 +43,10 @@ from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 
 
 def loo_ranking_losses(
-    parts: Sequence[tuple[Model, Tensor]], num_samples: int, seed: int
+    parts: Sequence[tuple[Model, Tensor]],
+    num_samples: int,
+    seed: int,
+    pairs: Tensor | None = None,
 ) -> Tensor:
     r"""Ranking losses of leave-one-out draws of exact GPs on the same target points.
 
@@ -59,6 +63,8 @@ def loo_ranking_losses(
             not the residuals).
         num_samples: Draws per model.
         seed: Seed of the draws.
+        pairs: Optional ``n x n`` booleans: the ordered pairs of observations
+            counted (default: all).
 
     Returns:
         ``len(parts) x num_samples`` losses.
@@ -69,8 +75,27 @@ def loo_ranking_losses(
         shift, variance, _ = exact_loo_posterior(model)
         z = torch.randn(num_samples, y.shape[-1], generator=generator, dtype=y.dtype)
         draws = (y - shift) + variance.sqrt() * z.to(y.device)
-        losses.append(ranking_loss(draws, y))
+        losses.append(ranking_loss(draws, y, pairs))
     return torch.stack(losses)
+
+
+def distinguishable_pairs(y: Tensor, noise_variance: Tensor, margin: float) -> Tensor:
+    r"""The ordered pairs of observations whose order is more than noise: ``|y_j -
+    y_k| > margin * sqrt(noise_j + noise_k)``, ``margin`` standard deviations of
+    their difference.
+
+    Args:
+        y: ``n`` observations.
+        noise_variance: Their noise variances (``n``, or one for all), in the units
+            of ``y``.
+        margin: Standard deviations of the difference.
+
+    Returns:
+        ``n x n`` booleans (``False`` on the diagonal).
+    """
+    noise = noise_variance.expand_as(y)
+    gap = (y.unsqueeze(-1) - y.unsqueeze(-2)).abs()
+    return gap > margin * (noise.unsqueeze(-1) + noise.unsqueeze(-2)).sqrt()
 
 
 def weighted_combination(
@@ -114,19 +139,36 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         num_samples: Draws of the leave-one-out ranking losses.
         seed: Seed of the draws (the weight is a deterministic function of the data
             and the hyperparameters).
+        pair_margin: If given, the ranking losses count only the pairs of target
+            observations whose difference exceeds ``pair_margin`` standard
+            deviations of the target noise of a difference
+            (:func:`distinguishable_pairs`): the order of two observations within
+            the noise says nothing about the models. ``None``: every pair, as RGPE.
     """
 
     #: The attribute under which the subclass registers its knowledge model (or a
     #: ``ModuleList`` of them).
     knowledge_model_name: ClassVar[str]
 
-    def __init__(self, num_samples: int = 256, seed: int = 0) -> None:
+    def __init__(
+        self, num_samples: int = 256, seed: int = 0, pair_margin: float | None = None
+    ) -> None:
         super().__init__()
         if not isinstance(num_samples, int) or isinstance(num_samples, bool):
             raise TypeError(f"`num_samples` must be an int, got {num_samples!r}.")
         if num_samples < 1:
             raise ValueError(f"`num_samples` must be positive, got {num_samples}.")
-        self.num_samples, self.seed = num_samples, seed
+        if pair_margin is not None and not (
+            isinstance(pair_margin, (int, float))
+            and not isinstance(pair_margin, bool)
+            and math.isfinite(pair_margin)
+            and pair_margin >= 0
+        ):
+            raise ValueError(
+                f"`pair_margin` must be None or a finite number >= 0, got "
+                f"{pair_margin!r}."
+            )
+        self.num_samples, self.seed, self.pair_margin = num_samples, seed, pair_margin
         self._weights: Tensor | None = None
 
     @staticmethod
@@ -257,7 +299,20 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             (model, self._ranked_targets(model)) for model in self.knowledge_models
         ]
         parts.append((self.target_model, self.target_model.train_targets))
-        return loo_ranking_losses(parts, self.num_samples, self.seed)
+        return loo_ranking_losses(
+            parts, self.num_samples, self.seed, self.ranked_pairs()
+        )
+
+    def ranked_pairs(self) -> Tensor | None:
+        r"""The ordered pairs of target observations the ranking losses count
+        (``n x n`` booleans), or ``None`` for all (``pair_margin=None``)."""
+        if self.pair_margin is None:
+            return None
+        # the noise of a new observation (with known noise levels, their mean)
+        noise = self.target_noise_variance().reshape(-1)
+        return distinguishable_pairs(
+            self.target_Y.squeeze(-1), noise.to(self.target_Y), self.pair_margin
+        )
 
     def update_weights(self) -> Tensor:
         r"""Recompute the weights from the target data. With fewer than 2 target
@@ -279,7 +334,9 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             models = self.knowledge_models
             parts = [(models[k], self._ranked_targets(models[k])) for k in kept]
             parts.append((self.target_model, self.target_model.train_targets))
-            losses = loo_ranking_losses(parts, self.num_samples, self.seed)
+            losses = loo_ranking_losses(
+                parts, self.num_samples, self.seed, self.ranked_pairs()
+            )
             generator = torch.Generator().manual_seed(self.seed + 1)
             ranked = ranking_weights(losses, generator).cpu().to(torch.float64)
             weights[kept] = ranked[:-1]

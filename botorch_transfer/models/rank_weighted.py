@@ -217,6 +217,10 @@ class RankWeightedTransferGP(RankWeightedCombination):
         num_samples: Draws of the leave-one-out ranking losses.
         seed: Seed of the draws (the weight is a deterministic function of the data
             and the hyperparameters).
+        pair_margin: If given, the ranking losses count only the pairs of target
+            observations that differ by more than ``pair_margin`` standard
+            deviations of the target noise of a difference; ``None`` (default):
+            every pair, as RGPE.
         task_feature: Optional index of a task column that query inputs may carry
             (Ax's transfer-learning path appends one to the ``d`` inputs); it is
             dropped from every ``X`` given to :meth:`posterior` and
@@ -279,11 +283,12 @@ class RankWeightedTransferGP(RankWeightedCombination):
         min_source_skill: float | None = 0.1,
         num_samples: int = 256,
         seed: int = 0,
+        pair_margin: float | None = None,
         task_feature: int | None = None,
         target_task_value: float | None = None,
         source_only_features: int = 0,
     ) -> None:
-        super().__init__(num_samples=num_samples, seed=seed)
+        super().__init__(num_samples=num_samples, seed=seed, pair_margin=pair_margin)
         self._check_train_X(train_X, None)
         if outcome_transform is self._default_outcome_transform:
             outcome_transform = Standardize(m=1)

@@ -80,19 +80,24 @@ def _source_size(source: SourceLike) -> int | None:
     )
 
 
-def ranking_loss(samples: Tensor, y: Tensor) -> Tensor:
+def ranking_loss(samples: Tensor, y: Tensor, pairs: Tensor | None = None) -> Tensor:
     r"""Misranked ordered pairs ``sum_{j,k} 1[(f_j < f_k) xor (y_j < y_k)]``.
 
     Args:
         samples: ``... x n`` function values at the target inputs.
         y: ``... x n`` observations (broadcastable with ``samples``).
+        pairs: Optional ``n x n`` booleans: the ordered pairs ``(j, k)`` counted
+            (default: all).
 
     Returns:
         ``...`` loss counts.
     """
     f_less = samples.unsqueeze(-1) < samples.unsqueeze(-2)
     y_less = y.unsqueeze(-1) < y.unsqueeze(-2)
-    return (f_less ^ y_less).sum(dim=(-1, -2))
+    misranked = f_less ^ y_less
+    if pairs is not None:
+        misranked = misranked & pairs
+    return misranked.sum(dim=(-1, -2))
 
 
 def ranking_weights(

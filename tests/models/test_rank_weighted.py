@@ -233,6 +233,60 @@ def test_weight_is_the_ranking_evidence_of_the_loo_draws():
     assert model.transfer_weight == pytest.approx(float(w))
 
 
+def test_a_pair_margin_counts_only_pairs_that_differ_beyond_the_noise():
+    source, X, Y = make_data(n=10)
+    Y[3] = Y[4] + 0.01  # a pair inside the noise
+    model = fitted(
+        RankWeightedTransferGP(
+            X,
+            Y,
+            train_Yvar=torch.full_like(Y, 0.05**2),
+            source=source,
+            num_samples=64,
+            pair_margin=2.0,
+        )
+    )
+    # by hand: (j, k) counts when |y_j - y_k| > 2 sd of a difference, 2 sqrt(2) 0.05
+    y = Y.squeeze(-1)
+    threshold = 2.0 * (2 * 0.05**2) ** 0.5
+    counted = torch.tensor(
+        [[abs(float(y[j] - y[k])) > threshold for k in range(10)] for j in range(10)]
+    )
+    assert not counted[3, 4] and not counted.diagonal().any()
+    assert 0 < counted.sum() < 90
+    torch.testing.assert_close(model.ranked_pairs(), counted)
+    generator = torch.Generator().manual_seed(model.seed)
+    expected = []
+    for part, targets in (
+        (model.transfer_model, model.transfer_model._target_Y),
+        (model.target_model, model.target_model.train_targets),
+    ):
+        shift, variance, _ = exact_loo_posterior(part)
+        z = torch.randn(64, 10, generator=generator, dtype=targets.dtype)
+        draws = (targets - shift) + variance.sqrt() * z
+        loss = torch.zeros(64, dtype=torch.long)
+        for j, k in itertools.product(range(10), range(10)):
+            if counted[j, k]:
+                misranked = (draws[:, j] < draws[:, k]) != bool(y[j] < y[k])
+                loss += misranked.long()
+        expected.append(loss)
+    torch.testing.assert_close(model.ranking_losses(), torch.stack(expected))
+    w = ranking_weights(
+        torch.stack(expected), torch.Generator().manual_seed(model.seed + 1)
+    )[0]
+    assert model.transfer_weight == pytest.approx(float(w))
+    # every pair of distinct observations is counted at margin 0, as by default
+    noise = torch.full_like(Y, 0.05**2)
+    loose = RankWeightedTransferGP(X, Y, noise, source=source, pair_margin=0.0)
+    loose.load_state_dict(model.state_dict())
+    default = RankWeightedTransferGP(X, Y, noise, source=source)
+    default.load_state_dict(model.state_dict())
+    torch.testing.assert_close(loose.ranking_losses(), default.ranking_losses())
+    for bad in (-1.0, float("nan"), "2", True):
+        with pytest.raises(ValueError, match="`pair_margin`"):
+            RankWeightedTransferGP(X, Y, source=source, pair_margin=bad)
+
+
 def test_related_source_gets_weight_and_a_scrambled_one_loses_it():
     source, X, Y = make_data(n=12, n_source=60)
     related = fitted(RankWeightedTransferGP(X, Y, source=source))
