@@ -254,6 +254,7 @@ def _writable_results(out: Path) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> None:
     track = TRACKS[args.track]
+    left_out = track.left_out if args.methods is None else {}
     if args.problems is None:
         args.problems = list(track.problems)
     if args.methods is None:
@@ -274,8 +275,19 @@ def cmd_run(args: argparse.Namespace) -> None:
         if args.iterations is not None or p not in META_PROBLEMS
     }
     pairs = [
-        (p, m) for p in args.problems for m in args.methods if m in _methods_for(p)
+        (p, m)
+        for p in args.problems
+        for m in args.methods
+        if m in _methods_for(p) and (m, p) not in left_out
     ]
+    for reason in dict.fromkeys(left_out.values()):
+        combinations = [
+            f"{m} on {p}"
+            for (m, p), why in left_out.items()
+            if why == reason and p in args.problems
+        ]
+        if combinations:
+            print(f"not run in this track: {', '.join(combinations)} ({reason})")
     skipped = [
         f"{m} on {p}"
         for p in args.problems

@@ -3,7 +3,8 @@ r"""Named sets of methods and problems for ``run --track``.
 - ``"quick"``: the main job (``run`` with no arguments): the recommended model
   (``rank-weighted``) against the peers a BoTorch user would pick (``MultiTaskGP``,
   ``RGPE``), the no-transfer GP and random search on three real tuning pairs with
-  replicate noise and one negative control (the source scrambled), 3 seeds.
+  replicate noise and one negative control (the source scrambled), and on one target
+  with four past experiments (``MetaTaskMixtureGP`` among the peers there), 3 seeds.
 - ``"real-development"`` and ``"real-confirmation"``: the two halves of the real
   track (:mod:`~botorch_transfer.benchmarks.real_pairs`), 20 seeds: defaults are
   chosen on the development half, claims are made on the confirmation half.
@@ -32,7 +33,7 @@ r"""Named sets of methods and problems for ``run --track``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from botorch_transfer.benchmarks.controls import CONTROLS
 from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
@@ -66,6 +67,8 @@ class Track:
         seeds: Seeds when ``run`` gets no ``--seeds``.
         iterations: BO iterations when ``run`` gets no ``--iterations`` (``None``:
             each problem's default).
+        left_out: ``{(method, problem): why}``: combinations the track does not run
+            when ``run`` takes its methods (``run`` prints why).
     """
 
     methods: tuple[str, ...]
@@ -73,6 +76,7 @@ class Track:
     description: str
     seeds: int = 5
     iterations: int | None = None
+    left_out: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 #: The methods of the real track: the recommended model, the peers, the no-transfer
@@ -101,18 +105,40 @@ MULTI_SOURCE_METHODS = (
 #: a Sobol design and random search.
 ZERO_START_METHODS = ("rank-weighted", "sobol", "random")
 
+#: The main job's single-source pairs (a control last) and multi-source problem (a
+#: confirmation-half problem with four sources, one of them scrambled).
+QUICK_PAIRS = (
+    "mlp-breast_cancer-to-wine",
+    "forest-digits_low-to-digits_high",
+    "svm-digit3-to-digit8",
+    "mlp-breast_cancer-to-wine-permuted",
+)
+QUICK_MULTI = "multi-svm-digit8"
+
 TRACKS: dict[str, Track] = {
     "quick": Track(
-        methods=("rank-weighted", "mtgp", "rgpe", "gp-ucb-fitted", "random"),
-        problems=(
-            "mlp-breast_cancer-to-wine",
-            "forest-digits_low-to-digits_high",
-            "svm-digit3-to-digit8",
-            "mlp-breast_cancer-to-wine-permuted",
+        methods=(
+            "rank-weighted",
+            "mtgp",
+            "rgpe",
+            "meta-task-mixture",
+            "gp-ucb-fitted",
+            "random",
         ),
+        problems=(*QUICK_PAIRS, QUICK_MULTI),
         description="the main job: the recommended model against MultiTaskGP, RGPE "
-        "and the no-transfer GP on real noisy tuning pairs and a control",
+        "and the no-transfer GP on real noisy tuning pairs and a control, and with "
+        "four past experiments (MetaTaskMixtureGP among the peers)",
         seeds=3,
+        left_out={
+            **{
+                ("meta-task-mixture", pair): "a model for several past tasks; "
+                "the single-source pairs are left to the others"
+                for pair in QUICK_PAIRS
+            },
+            ("mtgp", QUICK_MULTI): "about 100 s per iteration with five tasks "
+            "on 2 cores, beyond the main job's few minutes",
+        },
     ),
     "real-development": Track(
         methods=REAL_METHODS,

@@ -68,7 +68,11 @@ def test_explicit_methods_and_problems_override_the_track(tmp_path):
     ]
 
 
-def test_main_job_runs_the_recommended_model_on_real_pairs_and_a_control():
+def test_main_job_runs_the_recommended_model_on_real_pairs_a_control_and_many_sources():
+    from botorch_transfer.benchmarks.real_multi import (
+        MULTI_CONFIRMATION,
+        MULTI_SOURCE_PROBLEMS,
+    )
     from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS, REAL_PAIRS
     from botorch_transfer.benchmarks.report import RECOMMENDED
 
@@ -76,9 +80,49 @@ def test_main_job_runs_the_recommended_model_on_real_pairs_and_a_control():
     assert {RECOMMENDED, "mtgp", "rgpe", "gp-ucb-fitted", "random"} <= set(
         track.methods
     )
-    assert set(track.problems) <= set(REAL_PAIRS)
-    assert any(p in REAL_CONTROLS for p in track.problems)
-    assert sum(p not in REAL_CONTROLS for p in track.problems) >= 2
+    pairs = [p for p in track.problems if p in REAL_PAIRS]
+    multi = [p for p in track.problems if p in MULTI_SOURCE_PROBLEMS]
+    assert len(pairs) + len(multi) == len(track.problems)
+    assert any(p in REAL_CONTROLS for p in pairs)
+    assert sum(p not in REAL_CONTROLS for p in pairs) >= 2
+    # the multi-source case beside them: a claim-half problem, several sources
+    (problem,) = multi
+    assert problem in MULTI_CONFIRMATION
+    assert len(MULTI_SOURCE_PROBLEMS[problem][2]) >= 3
+    # what the track leaves out it leaves out for a stated reason
+    assert ("mtgp", problem) in track.left_out
+    assert all(reason for reason in track.left_out.values())
+    assert all(m in track.methods and p in track.problems for m, p in track.left_out)
+
+
+def test_a_track_says_what_it_leaves_out_and_explicit_methods_run_it(tmp_path, capsys):
+    from dataclasses import replace
+
+    from botorch_transfer.benchmarks import __main__ as cli
+
+    track = replace(
+        TRACKS["quick"],
+        problems=("gaussian-bumps-unrelated",),
+        methods=("random", "gp-ucb"),
+        left_out={("gp-ucb", "gaussian-bumps-unrelated"): "a stated reason"},
+        seeds=1,
+        iterations=1,
+    )
+    tracks = {**cli.TRACKS, "quick": track}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "TRACKS", tracks)
+        main(["run", "--out", str(tmp_path / "a"), "--workers", "1"])
+        out = capsys.readouterr().out
+        assert "not run in this track: gp-ucb on gaussian-bumps-unrelated " in out
+        assert "(a stated reason)" in out
+        records, _ = load_results(tmp_path / "a" / "results.jsonl")
+        assert [r["method"] for r in records] == ["random"]
+        main(
+            ["run", "--out", str(tmp_path / "b"), "--workers", "1", "--methods",
+             "random", "gp-ucb"]
+        )  # fmt: skip
+        records, _ = load_results(tmp_path / "b" / "results.jsonl")
+        assert sorted(r["method"] for r in records) == ["gp-ucb", "random"]
 
 
 def test_real_track_halves_are_the_split():
