@@ -105,6 +105,32 @@ MULTI_SOURCE_METHODS = (
 #: a Sobol design and random search.
 ZERO_START_METHODS = ("rank-weighted", "sobol", "random")
 
+
+def _halves(
+    prefix: str,
+    methods: tuple[str, ...],
+    development: list[str],
+    confirmation: list[str],
+    what: str,
+) -> dict[str, Track]:
+    r"""The ``<prefix>-development`` and ``<prefix>-confirmation`` tracks of a split
+    benchmark, 20 seeds each (``what`` opens their descriptions)."""
+    return {
+        f"{prefix}-development": Track(
+            methods=methods,
+            problems=tuple(development),
+            description=f"{what} development half (defaults are chosen here)",
+            seeds=20,
+        ),
+        f"{prefix}-confirmation": Track(
+            methods=methods,
+            problems=tuple(confirmation),
+            description=f"{what} confirmation half (claims are made here)",
+            seeds=20,
+        ),
+    }
+
+
 #: The main job's single-source pairs (a control last) and multi-source problem (a
 #: confirmation-half problem with four sources, one of them scrambled).
 QUICK_PAIRS = (
@@ -140,42 +166,20 @@ TRACKS: dict[str, Track] = {
             "on 2 cores, beyond the main job's few minutes",
         },
     ),
-    "real-development": Track(
-        methods=REAL_METHODS,
-        problems=tuple(DEVELOPMENT),
-        description="the real track's development half (defaults are chosen here)",
-        seeds=20,
+    **_halves("real", REAL_METHODS, DEVELOPMENT, CONFIRMATION, "the real track's"),
+    **_halves(
+        "multi",
+        MULTI_SOURCE_METHODS,
+        MULTI_DEVELOPMENT,
+        MULTI_CONFIRMATION,
+        "the multi-source track's",
     ),
-    "real-confirmation": Track(
-        methods=REAL_METHODS,
-        problems=tuple(CONFIRMATION),
-        description="the real track's confirmation half (claims are made here)",
-        seeds=20,
-    ),
-    "multi-development": Track(
-        methods=MULTI_SOURCE_METHODS,
-        problems=tuple(MULTI_DEVELOPMENT),
-        description="the multi-source track's development half (defaults are chosen "
-        "here)",
-        seeds=20,
-    ),
-    "multi-confirmation": Track(
-        methods=MULTI_SOURCE_METHODS,
-        problems=tuple(MULTI_CONFIRMATION),
-        description="the multi-source track's confirmation half (claims are made here)",
-        seeds=20,
-    ),
-    "zero-development": Track(
-        methods=ZERO_START_METHODS,
-        problems=tuple(ZERO_DEVELOPMENT),
-        description="the first 5 queries with no target point, development half",
-        seeds=20,
-    ),
-    "zero-confirmation": Track(
-        methods=ZERO_START_METHODS,
-        problems=tuple(ZERO_CONFIRMATION),
-        description="the first 5 queries with no target point, confirmation half",
-        seeds=20,
+    **_halves(
+        "zero",
+        ZERO_START_METHODS,
+        ZERO_DEVELOPMENT,
+        ZERO_CONFIRMATION,
+        "the first 5 queries with no target point:",
     ),
     "quick-papers": Track(
         methods=("deltabo", "envgp", "diffgp", "mtgp", "rgpe", "gp-ucb", "random"),

@@ -213,21 +213,30 @@ def test_observation_noise_is_the_known_target_noise():
     torch.testing.assert_close(added - model.posterior(Xt).variance, Yvar[:5])
 
 
+def loo_draws(model, num_samples):
+    r"""``(draws, targets)`` of the transfer GP and the target-only GP, in that
+    order: their closed-form LOO posteriors drawn as the model draws them (one
+    generator seeded with the model's seed)."""
+    generator = torch.Generator().manual_seed(model.seed)
+    parts = []
+    for part, targets in (
+        (model.transfer_model, model.transfer_model._target_Y),
+        (model.target_model, model.target_model.train_targets),
+    ):
+        shift, variance, _ = exact_loo_posterior(part)
+        n = targets.shape[-1]
+        z = torch.randn(num_samples, n, generator=generator, dtype=targets.dtype)
+        parts.append(((targets - shift) + variance.sqrt() * z, targets))
+    return parts
+
+
 def test_weight_is_the_ranking_evidence_of_the_loo_draws():
     source, X, Y = make_data(n=10)
     model = fitted(RankWeightedTransferGP(X, Y, source=source, num_samples=64))
     losses = model.ranking_losses()
     assert losses.shape == (2, 64)
     # recomputed by hand from the closed-form LOO posteriors and the same draws
-    generator = torch.Generator().manual_seed(model.seed)
-    expected = []
-    for part, y in (
-        (model.transfer_model, model.transfer_model._target_Y),
-        (model.target_model, model.target_model.train_targets),
-    ):
-        shift, variance, _ = exact_loo_posterior(part)
-        z = torch.randn(64, 10, generator=generator, dtype=y.dtype)
-        expected.append(ranking_loss((y - shift) + variance.sqrt() * z, y))
+    expected = [ranking_loss(draws, y) for draws, y in loo_draws(model, 64)]
     torch.testing.assert_close(losses, torch.stack(expected))
     w = ranking_weights(losses, torch.Generator().manual_seed(model.seed + 1))[0]
     assert model.transfer_weight == pytest.approx(float(w))
@@ -255,15 +264,8 @@ def test_a_pair_margin_counts_only_pairs_that_differ_beyond_the_noise():
     assert not counted[3, 4] and not counted.diagonal().any()
     assert 0 < counted.sum() < 90
     torch.testing.assert_close(model.ranked_pairs(), counted)
-    generator = torch.Generator().manual_seed(model.seed)
     expected = []
-    for part, targets in (
-        (model.transfer_model, model.transfer_model._target_Y),
-        (model.target_model, model.target_model.train_targets),
-    ):
-        shift, variance, _ = exact_loo_posterior(part)
-        z = torch.randn(64, 10, generator=generator, dtype=targets.dtype)
-        draws = (targets - shift) + variance.sqrt() * z
+    for draws, _ in loo_draws(model, 64):
         loss = torch.zeros(64, dtype=torch.long)
         for j, k in itertools.product(range(10), range(10)):
             if counted[j, k]:
