@@ -16,6 +16,7 @@ from botorch_transfer.benchmarks.runner import (
     run_experiment,
     safe_run_experiment,
 )
+from botorch_transfer.benchmarks.zero_start import ZERO_START_BASES
 
 # the shilton-bumps-s* problems differ only in the shift, and the controls only in
 # their source: one of each kind stands for all
@@ -33,6 +34,9 @@ SMOKE_PROBLEMS = sorted(
     and (p not in REAL_PAIRS or p == "svm-digit3-to-digit8")
     # one multi-source problem (test_real_multi checks the others' data)
     and (p not in MULTI_SOURCE_PROBLEMS or p == "multi-svm-digit9")
+    # the zero-start problems are for methods that start from no target point
+    # (test_zero_start runs them)
+    and p not in ZERO_START_BASES
 )
 
 

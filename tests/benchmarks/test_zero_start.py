@@ -67,6 +67,12 @@ def test_sobol_queries_distinct_grid_points_of_a_scrambled_sequence():
     assert other["queries"] != record["queries"]  # a new scramble per seed
 
 
+@pytest.mark.parametrize("method", TRACKS["zero-confirmation"].methods)
+def test_every_zero_start_method_runs(method):
+    record = run_experiment("svm-digit3-to-digit8-from-zero", method, seed=0)
+    assert len(record["queries"]) == 5 and all(r >= 0 for r in record["regret"])
+
+
 def test_the_recommended_model_runs_from_no_target_point():
     record = run_experiment("multi-svm-digit9-from-zero", "rank-weighted", seed=0)
     assert record["settings"]["n_init"] == 0
