@@ -23,7 +23,7 @@ HISTORY_IN_NAMES = re.compile(r"issue_?\d+|session|round_?\d+", re.IGNORECASE)
 
 
 def _product_files() -> list[Path]:
-    files = [ROOT / "README.md", ROOT / "botorch_transfer/benchmarks/RESULTS.md"]
+    files = [ROOT / "README.md", ROOT / "benchmarks/RESULTS.md"]
     files += sorted((ROOT / "docs").glob("*.md"))
     files += sorted((ROOT / "botorch_transfer").rglob("*.py"))
     files += sorted((ROOT / "tutorials").rglob("*.ipynb"))

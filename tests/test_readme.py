@@ -110,7 +110,7 @@ def test_readme_block_runs(line, code, skip, tmp_path, monkeypatch):
         pytest.importorskip("ax", reason="needs the [ax] extra")
     monkeypatch.chdir(tmp_path)  # the examples save priors to the working directory
     # the plugin example registers a benchmark method: keep the registry unchanged
-    from botorch_transfer.benchmarks import methods
+    from benchmarks import methods
 
     monkeypatch.setattr(methods, "_REGISTRY", dict(methods._REGISTRY))
     # padded so that tracebacks name the README's line numbers

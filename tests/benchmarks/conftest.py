@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _builtin_methods_only(monkeypatch):
-    from botorch_transfer.benchmarks import methods
+    from benchmarks import methods
 
     modules = set(sys.modules)
     monkeypatch.setattr(methods, "_REGISTRY", dict(methods._REGISTRY))

@@ -9,8 +9,8 @@ import os
 
 import torch
 
-from botorch_transfer.benchmarks.methods import register_method
-from botorch_transfer.benchmarks.transfer_methods import RandomSearch
+from benchmarks.methods import register_method
+from benchmarks.transfer_methods import RandomSearch
 
 
 def _fixed() -> bool:

@@ -4,9 +4,9 @@ r"""A benchmark plugin: one ``register_method`` line adds a model to the compari
 import torch
 from gpytorch.distributions import MultivariateNormal
 
+from benchmarks.methods import register_method
+from benchmarks.transfer_methods import AcquisitionMethod
 from botorch_transfer import DeltaBOModel
-from botorch_transfer.benchmarks.methods import register_method
-from botorch_transfer.benchmarks.transfer_methods import AcquisitionMethod
 from botorch_transfer.models import TrainingData
 
 

@@ -9,8 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from botorch_transfer.benchmarks.methods import register_method
-from botorch_transfer.benchmarks.transfer_methods import RandomSearch
+from benchmarks.methods import register_method
+from benchmarks.transfer_methods import RandomSearch
 
 
 class SleepingRandomSearch(RandomSearch):

@@ -7,12 +7,12 @@ pytest.importorskip("ax")
 import pandas as pd  # noqa: E402
 from botorch.models import MultiTaskGP  # noqa: E402
 
-from botorch_transfer import DeltaBOModel  # noqa: E402
-from botorch_transfer.benchmarks.ax_transfer import (  # noqa: E402
+from benchmarks.ax_transfer import (  # noqa: E402
     ax_transfer_comparison,
     main,
     summary_table,
 )
+from botorch_transfer import DeltaBOModel  # noqa: E402
 
 
 def test_multitask_gp_and_delta_bo_through_ax(device):

@@ -3,8 +3,8 @@ r"""The leave-one-task-out calibration benchmark of the meta priors."""
 import pytest
 import torch
 
-from botorch_transfer.benchmarks import calibration
-from botorch_transfer.benchmarks.meta import (
+from benchmarks import calibration
+from benchmarks.meta import (
     _split,
     make_meta_problem,
     meta_training_data,

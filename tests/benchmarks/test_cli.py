@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 
-from botorch_transfer.benchmarks import __main__ as cli
-from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
-from botorch_transfer.benchmarks.methods import available_methods, describe_method
-from botorch_transfer.benchmarks.problems import PROBLEMS
-from botorch_transfer.benchmarks.runner import run_experiment
+from benchmarks import __main__ as cli
+from benchmarks.__main__ import main
+from benchmarks.meta import META_PROBLEMS, run_meta_experiment
+from benchmarks.methods import available_methods, describe_method
+from benchmarks.runner import run_experiment
+from botorch_transfer.test_functions.problems import PROBLEMS
 
 RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
 
@@ -306,7 +306,7 @@ def test_sigterm_stops_the_workers_too(tmp_path):
     import time
 
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "botorch_transfer.benchmarks", "run", *RUN]
+    command = [sys.executable, "-m", "benchmarks", "run", *RUN]
     command += ["--seeds", "400", "--iterations", "2", "--out", str(out)]
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -334,7 +334,7 @@ def test_sigterm_in_the_middle_of_long_runs_ends_the_sweep_at_once(tmp_path):
     import sys
     import time
 
-    command = [sys.executable, "-m", "botorch_transfer.benchmarks", "run"]
+    command = [sys.executable, "-m", "benchmarks", "run"]
     command += ["--plugin", "tests.benchmarks.slow_plugin", "--problems"]
     command += ["bohachevsky", "--methods", "sleeping-random", "--seeds", "2"]
     command += ["--workers", "2", "--iterations", "1", "--out", str(tmp_path)]
@@ -374,7 +374,7 @@ def test_a_killed_sweep_ends_its_workers(tmp_path):
 
     markers = tmp_path / "started"
     markers.mkdir()
-    command = [sys.executable, "-m", "botorch_transfer.benchmarks", "run"]
+    command = [sys.executable, "-m", "benchmarks", "run"]
     command += ["--plugin", "tests.benchmarks.slow_plugin", "--problems"]
     command += ["bohachevsky", "--methods", "sleeping-random", "--seeds", "2"]
     command += ["--workers", "2", "--iterations", "1", "--out", str(tmp_path)]
@@ -405,7 +405,7 @@ def test_a_killed_sweep_ends_its_workers(tmp_path):
 def test_a_lost_worker_fails_its_run_by_name_and_the_sweep_goes_on(tmp_path, capsys):
     # the first run's worker is killed (as by the out-of-memory killer); the pool is
     # renewed and the second run finishes
-    from botorch_transfer.benchmarks.runner import load_results
+    from benchmarks.runner import load_results
 
     run = ["run", "--out", str(tmp_path), "--problems", "bohachevsky"]
     run += ["--methods", "dying-worker", "random", "--seeds", "1", "--workers", "1"]
@@ -504,7 +504,7 @@ def test_export_keeps_what_the_reports_and_a_resumed_run_read(tmp_path, capsys, 
 def test_run_environment_names_versions_commit_and_cpu():
     from importlib import metadata
 
-    from botorch_transfer.benchmarks.context import run_environment
+    from benchmarks.context import run_environment
 
     environment = run_environment()
     assert environment["torch"] == torch.__version__

@@ -9,8 +9,8 @@ pytest.importorskip("dask.distributed")
 
 from dask.distributed import LocalCluster  # noqa: E402
 
-from botorch_transfer.benchmarks.__main__ import main  # noqa: E402
-from botorch_transfer.benchmarks.runner import run_experiment  # noqa: E402
+from benchmarks.__main__ import main  # noqa: E402
+from benchmarks.runner import run_experiment  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_a_sweep_runs_on_a_local_cluster(tmp_path, scheduler, capsys):
 
 
 def test_the_scaling_benchmark_times_each_cluster_size(capsys):
-    from botorch_transfer.benchmarks.scaling import main as scaling_main
+    from benchmarks.scaling import main as scaling_main
 
     rows = scaling_main(
         ["--workers", "1", "2", "--methods", "random", "--seeds", "2"]

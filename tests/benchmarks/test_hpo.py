@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from botorch_transfer.benchmarks.hpo import (
+from benchmarks.report import with_regret
+from botorch_transfer.test_functions.hpo import (
     breast_cancer,
     gboost_params,
     mlp_params,
     task_splits,
 )
-from botorch_transfer.benchmarks.report import with_regret
 
 
 def test_splits_follow_the_paper():

@@ -8,9 +8,8 @@ import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
 
-from botorch_transfer import PretrainedPriorGP, pretrain_prior
-from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.meta import (
+from benchmarks.__main__ import main
+from benchmarks.meta import (
     META_PROBLEMS,
     MetaProblem,
     _split,
@@ -19,21 +18,22 @@ from botorch_transfer.benchmarks.meta import (
     own_inputs,
     run_meta_experiment,
 )
-from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO, greedy_portfolio
-from botorch_transfer.benchmarks.methods import (
+from benchmarks.meta_methods import ClusterMetaBO, greedy_portfolio
+from benchmarks.methods import (
     META,
     MetaData,
     available_methods,
     get_method,
 )
-from botorch_transfer.benchmarks.report import (
+from benchmarks.report import (
     budget_to_target,
     rank_and_solved,
     rank_solved_table,
     simple_regret_table,
     summary_table,
 )
-from botorch_transfer.benchmarks.runner import load_results
+from benchmarks.runner import load_results
+from botorch_transfer import PretrainedPriorGP, pretrain_prior
 from tests.benchmarks.test_cli import write_records
 
 
@@ -169,7 +169,7 @@ def test_cli_mixes_transfer_and_meta_problems(tmp_path, capsys):
 
 def test_lcbench_surrogate():
     pytest.importorskip("onnxruntime")
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate, default_data_dir
+    from botorch_transfer.test_functions.yahpo import YahpoSurrogate, default_data_dir
 
     if not (default_data_dir() / "lcbench" / "model.onnx").exists():
         pytest.skip("YAHPO lcbench data not available")
@@ -361,7 +361,7 @@ def test_rank_and_solved_hand_computed():
 
 def _rbv2_bench(scenario="rbv2_xgboost"):
     pytest.importorskip("onnxruntime")
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate, default_data_dir
+    from botorch_transfer.test_functions.yahpo import YahpoSurrogate, default_data_dir
 
     if not (default_data_dir() / scenario / "model.onnx").exists():
         pytest.skip(f"YAHPO {scenario} data not available")
@@ -520,12 +520,12 @@ def test_rbv2_rpart_meta_run_from_the_cli(tmp_path, capsys):
 def test_mtgp_meta_gives_every_meta_task_its_own_task_and_predicts_the_target(
     monkeypatch,
 ):
-    from botorch_transfer.benchmarks import meta_methods
-    from botorch_transfer.benchmarks.meta_methods import (
+    from benchmarks import meta_methods
+    from benchmarks.meta_methods import (
         MTGP_META_POINTS_PER_TASK,
         MultiTaskMeta,
     )
-    from botorch_transfer.benchmarks.methods import MetaData
+    from benchmarks.methods import MetaData
     from botorch_transfer.data import TaskData
 
     fits = []
@@ -562,7 +562,7 @@ def test_mtgp_meta_gives_every_meta_task_its_own_task_and_predicts_the_target(
 def test_maximize_on_pool_skips_queried_points_as_a_search_of_the_others():
     from botorch.optim import optimize_acqf_discrete
 
-    from botorch_transfer.benchmarks.meta_methods import maximize_on_pool
+    from benchmarks.meta_methods import maximize_on_pool
 
     gen = torch.Generator().manual_seed(0)
     pool = torch.rand(50, 2, generator=gen, dtype=torch.float64)
@@ -623,7 +623,7 @@ def test_single_task_bo_maximizes_ucb_with_its_beta():
     from botorch.models import SingleTaskGP
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
-    from botorch_transfer.benchmarks.meta_methods import (
+    from benchmarks.meta_methods import (
         PRETRAINED_PRIOR_UCB_BETA,
         SingleTaskBO,
         maximize_on_pool,

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from botorch_transfer.benchmarks import meta_ceilings
-from botorch_transfer.benchmarks.meta import (
+from benchmarks import meta_ceilings
+from benchmarks.meta import (
     _split,
     initial_points,
     run_meta_experiment,

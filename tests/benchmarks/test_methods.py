@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from botorch_transfer.benchmarks import timing, transfer_methods
-from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.meta import MetaProblem, gp_tasks, run_meta_experiment
-from botorch_transfer.benchmarks.meta_methods import ClusterMetaBO
-from botorch_transfer.benchmarks.methods import (
+from benchmarks import timing, transfer_methods
+from benchmarks.__main__ import main
+from benchmarks.meta import MetaProblem, gp_tasks, run_meta_experiment
+from benchmarks.meta_methods import ClusterMetaBO
+from benchmarks.methods import (
     META,
     PROTOCOLS,
     TRANSFER,
@@ -22,8 +22,8 @@ from botorch_transfer.benchmarks.methods import (
     register_method,
     unregister_method,
 )
-from botorch_transfer.benchmarks.runner import run_experiment
-from botorch_transfer.benchmarks.transfer_methods import (
+from benchmarks.runner import run_experiment
+from benchmarks.transfer_methods import (
     AcquisitionMethod,
     RandomSearch,
     prequential_guarded_marginal_deltabo,

@@ -4,7 +4,11 @@ import math
 import pytest
 import torch
 
-from botorch_transfer.benchmarks.problems import PROBLEMS, SHILTON_SHIFTS, make_problem
+from botorch_transfer.test_functions.problems import (
+    PROBLEMS,
+    SHILTON_SHIFTS,
+    make_problem,
+)
 
 
 def test_bohachevsky_pair_matches_paper():
@@ -120,14 +124,14 @@ def test_identical_references_have_the_target_as_their_source(base):
 
 def _yahpo_available(scenario: str = "lcbench"):
     pytest.importorskip("onnxruntime")
-    from botorch_transfer.benchmarks.yahpo import default_data_dir
+    from botorch_transfer.test_functions.yahpo import default_data_dir
 
     if not (default_data_dir() / scenario / "model.onnx").exists():
         pytest.skip(f"the YAHPO {scenario} data folder is not here")
 
 
 def _pair_correlations(pairs, dim):
-    from botorch_transfer.benchmarks.hpo_pairs import rank_correlation
+    from botorch_transfer.test_functions.hpo_pairs import rank_correlation
 
     rhos = {}
     for name in pairs:
@@ -143,7 +147,7 @@ def _pair_correlations(pairs, dim):
 
 def test_lcbench_pairs_span_the_range_of_agreement():
     _yahpo_available()
-    from botorch_transfer.benchmarks.hpo_pairs import LCBENCH_PAIRS
+    from botorch_transfer.test_functions.hpo_pairs import LCBENCH_PAIRS
 
     rhos = _pair_correlations(LCBENCH_PAIRS, dim=7)
     assert rhos["lcbench-pair-strong"] > 0.9 and abs(rhos["lcbench-pair-none"]) < 0.15
@@ -152,8 +156,8 @@ def test_lcbench_pairs_span_the_range_of_agreement():
 
 def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
     _yahpo_available("rbv2_xgboost")
-    from botorch_transfer.benchmarks.hpo_pairs import XGBOOST_PAIRS
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
+    from botorch_transfer.test_functions.hpo_pairs import XGBOOST_PAIRS
+    from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
     rhos = _pair_correlations(XGBOOST_PAIRS, dim=13)
     assert rhos["xgboost-pair-strong"] > 0.9
@@ -169,8 +173,8 @@ def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
 @pytest.mark.parametrize("method", ["mtgp", "rgpe", "gp-ucb-fitted"])
 @pytest.mark.parametrize("pair", ["lcbench-pair-weak", "xgboost-pair-strong"])
 def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(pair, method):
-    from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
-    from botorch_transfer.benchmarks.runner import run_experiment
+    from benchmarks.runner import run_experiment
+    from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
 
     _yahpo_available(HPO_PAIRS[pair])
     record = run_experiment(pair, method, 0, 2)

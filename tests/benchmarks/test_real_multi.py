@@ -4,18 +4,18 @@ method receives in a run."""
 import pytest
 import torch
 
-from botorch_transfer.benchmarks.methods import register_method, unregister_method
-from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.real_multi import (
+from benchmarks.methods import register_method, unregister_method
+from benchmarks.runner import run_experiment
+from benchmarks.tracks import TRACKS
+from benchmarks.transfer_methods import RandomSearch
+from botorch_transfer.test_functions.problems import PROBLEMS, make_problem
+from botorch_transfer.test_functions.real_multi import (
     MULTI_CONFIRMATION,
     MULTI_DEVELOPMENT,
     MULTI_SOURCE_CONTROLS,
     MULTI_SOURCE_PROBLEMS,
     multi_source_rank_correlations,
 )
-from botorch_transfer.benchmarks.runner import run_experiment
-from botorch_transfer.benchmarks.tracks import TRACKS
-from botorch_transfer.benchmarks.transfer_methods import RandomSearch
 
 
 def test_the_halves_split_the_problems_by_family_with_controls_in_each():

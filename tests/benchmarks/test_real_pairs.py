@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.real_pairs import (
+from benchmarks.runner import run_experiment
+from botorch_transfer.test_functions.problems import PROBLEMS, make_problem
+from botorch_transfer.test_functions.real_pairs import (
     CONFIRMATION,
     DEVELOPMENT,
     REAL_CONTROLS,
@@ -11,8 +12,7 @@ from botorch_transfer.benchmarks.real_pairs import (
     pair_rank_correlation,
     real_pair,
 )
-from botorch_transfer.benchmarks.real_tables import FAMILIES, load_table
-from botorch_transfer.benchmarks.runner import run_experiment
+from botorch_transfer.test_functions.real_tables import FAMILIES, load_table
 
 
 def test_halves_split_every_pair_once():

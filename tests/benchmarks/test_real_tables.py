@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from botorch_transfer.benchmarks import real_tables
-from botorch_transfer.benchmarks.real_tables import (
+from botorch_transfer.test_functions import real_tables
+from botorch_transfer.test_functions.real_tables import (
     FAMILIES,
     N_REPLICATES,
     load_table,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from botorch_transfer.benchmarks.report import (
+from benchmarks.report import (
     _targets_above_from_seed_noise,
     average_rank_table,
     budget_to_target,
@@ -735,7 +735,7 @@ def _real_record(problem, method, seed, total, weights=None):
 
 
 def test_real_track_table_ratios_targets_and_transfer_weights():
-    from botorch_transfer.benchmarks.report import real_track_table
+    from benchmarks.report import real_track_table
 
     records = []
     for seed in range(2):

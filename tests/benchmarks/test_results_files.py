@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from botorch_transfer.benchmarks import __main__ as cli
-from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.runner import load_results, read_results
+from benchmarks import __main__ as cli
+from benchmarks.__main__ import main
+from benchmarks.runner import load_results, read_results
 
 
 def record(seed: int, method: str = "a", iterations: int = 2, **extra) -> dict:
@@ -62,7 +62,7 @@ RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
 
 
 def _append_all(path: str, n: int, barrier) -> None:
-    from botorch_transfer.benchmarks.runner import ResultsWriter
+    from benchmarks.runner import ResultsWriter
 
     writer = ResultsWriter(Path(path))
     barrier.wait()
@@ -198,7 +198,7 @@ def test_a_finished_run_with_non_finite_traces_counts_as_failed_and_reruns(
     assert row.split()[2] == "1" and "nan" not in row and "inf" not in row
     assert "1 run(s) failed" in out and "p/a/seed 0: non-finite" in out
     # `run` runs it again, and the rerun's record is written and counted
-    from botorch_transfer.benchmarks.runner import ResultsWriter
+    from benchmarks.runner import ResultsWriter
 
     assert ResultsWriter(path).append(record(0))
     records, _ = load_results(path)
@@ -212,7 +212,7 @@ def test_a_finished_run_with_non_finite_traces_counts_as_failed_and_reruns(
 def test_a_failed_append_leaves_no_part_of_the_line(tmp_path, monkeypatch):
     import os
 
-    from botorch_transfer.benchmarks import runner
+    from benchmarks import runner
 
     path = write_lines(tmp_path / "results.jsonl", [record(0)])
     before = path.read_bytes()
@@ -237,7 +237,7 @@ def test_a_failed_append_leaves_no_part_of_the_line(tmp_path, monkeypatch):
 def test_a_run_that_cannot_be_recorded_ends_the_sweep_with_a_message(
     tmp_path, in_process, monkeypatch
 ):
-    from botorch_transfer.benchmarks import runner
+    from benchmarks import runner
 
     def full_disk(self, record):
         raise OSError(28, "No space left on device")

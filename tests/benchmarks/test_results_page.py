@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
-from botorch_transfer.benchmarks.report import (
+from benchmarks.report import (
     RESULTS_PAGE_TABLES,
     main,
     real_track_half_table,
     results_page_table,
     with_regret,
 )
-from botorch_transfer.benchmarks.runner import read_results
+from benchmarks.runner import read_results
+from botorch_transfer.test_functions.real_pairs import CONFIRMATION, DEVELOPMENT
 
-BENCHMARKS = Path(__file__).parents[2] / "botorch_transfer" / "benchmarks"
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 RECORDS = BENCHMARKS / "real_track_records.jsonl.gz"
 DEVELOPMENT_RECORDS = BENCHMARKS / "real_development_records.jsonl.gz"
 PAGE = BENCHMARKS / "RESULTS.md"
@@ -38,7 +38,7 @@ def test_real_track_tables_regenerate_from_the_committed_records(half, path):
 def _block(name: str, table: str) -> str:
     r"""The page's command and table: a markdown table as it is, a text table in a
     code block."""
-    command = f"```bash\npython -m botorch_transfer.benchmarks.report {name}\n```\n\n"
+    command = f"```bash\npython -m benchmarks.report {name}\n```\n\n"
     return command + (table if table.startswith("|") else f"```\n{table}\n```")
 
 

@@ -4,19 +4,19 @@ import re
 import pytest
 import torch
 
-from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
-from botorch_transfer.benchmarks.methods import TRANSFER, available_methods
-from botorch_transfer.benchmarks.problems import PROBLEMS
-from botorch_transfer.benchmarks.real_multi import MULTI_SOURCE_PROBLEMS
-from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS
-from botorch_transfer.benchmarks.report import summary_table
-from botorch_transfer.benchmarks.runner import (
+from benchmarks.__main__ import main
+from benchmarks.methods import TRANSFER, available_methods
+from benchmarks.report import summary_table
+from benchmarks.runner import (
     load_results,
     run_experiment,
     safe_run_experiment,
 )
-from botorch_transfer.benchmarks.zero_start import ZERO_START_BASES
+from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
+from botorch_transfer.test_functions.problems import PROBLEMS
+from botorch_transfer.test_functions.real_multi import MULTI_SOURCE_PROBLEMS
+from botorch_transfer.test_functions.real_pairs import REAL_PAIRS
+from botorch_transfer.test_functions.zero_start import ZERO_START_BASES
 
 # the shilton-bumps-s* problems differ only in the shift, and the controls only in
 # their source: one of each kind stands for all
@@ -205,8 +205,8 @@ def test_a_registered_method_runs_from_the_cli(tmp_path, capsys):
         ("mhgp", 1),
     ]
     assert all("error" not in r and len(r["queries"]) == 2 for r in records)
-    from botorch_transfer.benchmarks.methods import register_method
-    from botorch_transfer.benchmarks.transfer_methods import RandomSearch
+    from benchmarks.methods import register_method
+    from benchmarks.transfer_methods import RandomSearch
 
     with pytest.raises(ValueError, match="already registered"):
         register_method("deltabo", RandomSearch())
@@ -241,7 +241,7 @@ def test_a_killed_sweep_resumes_without_duplicates_or_losses(tmp_path):
         "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "botorch_transfer.benchmarks", "run", *options],
+        [sys.executable, "-m", "benchmarks", "run", *options],
         cwd=repo,
         env=env,
         start_new_session=True,
@@ -299,8 +299,8 @@ def test_a_bad_proposal_fails_the_run(faulty_methods, method, message):
 
 
 def test_check_proposal_by_hand():
-    from botorch_transfer.benchmarks.problems import make_problem
-    from botorch_transfer.benchmarks.runner import DOMAIN_TOLERANCE, check_proposal
+    from benchmarks.runner import DOMAIN_TOLERANCE, check_proposal
+    from botorch_transfer.test_functions.problems import make_problem
 
     grid = make_problem("bohachevsky")  # a 120 x 120 grid of [-2, 2]^2
     point = grid.grid[1234].unsqueeze(0)
@@ -339,7 +339,7 @@ def test_check_proposal_by_hand():
 def test_a_non_finite_objective_value_fails_the_run():
     from dataclasses import replace
 
-    from botorch_transfer.benchmarks.problems import make_problem
+    from botorch_transfer.test_functions.problems import make_problem
 
     problem = make_problem("gaussian-bumps")
     broken = replace(problem, target=lambda X: problem.target(X) * float("nan"))
@@ -373,7 +373,7 @@ def test_a_sweep_renews_a_pool_that_broke_between_runs(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    from botorch_transfer.benchmarks import runner
+    from benchmarks import runner
 
     class Pool:
         def __init__(self):

@@ -1,6 +1,6 @@
 r"""The source-posterior approximation benchmark."""
 
-from botorch_transfer.benchmarks.source_error import main, source_posterior_error
+from benchmarks.source_error import main, source_posterior_error
 
 
 def test_full_rank_is_exact_and_a_low_rank_is_not(device):

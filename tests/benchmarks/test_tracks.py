@@ -3,12 +3,12 @@ r"""The named tracks of ``run --track``: every name is registered, and explicit
 
 import pytest
 
-from botorch_transfer.benchmarks.__main__ import main
-from botorch_transfer.benchmarks.meta import META_PROBLEMS
-from botorch_transfer.benchmarks.methods import META, TRANSFER, available_methods
-from botorch_transfer.benchmarks.problems import PROBLEMS
-from botorch_transfer.benchmarks.runner import load_results
-from botorch_transfer.benchmarks.tracks import TRACKS
+from benchmarks.__main__ import main
+from benchmarks.meta import META_PROBLEMS
+from benchmarks.methods import META, TRANSFER, available_methods
+from benchmarks.runner import load_results
+from benchmarks.tracks import TRACKS
+from botorch_transfer.test_functions.problems import PROBLEMS
 
 
 @pytest.mark.parametrize("name", sorted(TRACKS))
@@ -69,12 +69,12 @@ def test_explicit_methods_and_problems_override_the_track(tmp_path):
 
 
 def test_main_job_runs_the_recommended_model_on_real_pairs_a_control_and_many_sources():
-    from botorch_transfer.benchmarks.real_multi import (
+    from benchmarks.report import RECOMMENDED
+    from botorch_transfer.test_functions.real_multi import (
         MULTI_CONFIRMATION,
         MULTI_SOURCE_PROBLEMS,
     )
-    from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS, REAL_PAIRS
-    from botorch_transfer.benchmarks.report import RECOMMENDED
+    from botorch_transfer.test_functions.real_pairs import REAL_CONTROLS, REAL_PAIRS
 
     track = TRACKS["quick"]
     assert {RECOMMENDED, "mtgp", "rgpe", "gp-ucb-fitted", "random"} <= set(
@@ -98,7 +98,7 @@ def test_main_job_runs_the_recommended_model_on_real_pairs_a_control_and_many_so
 def test_a_track_says_what_it_leaves_out_and_explicit_methods_run_it(tmp_path, capsys):
     from dataclasses import replace
 
-    from botorch_transfer.benchmarks import __main__ as cli
+    from benchmarks import __main__ as cli
 
     track = replace(
         TRACKS["quick"],
@@ -126,7 +126,7 @@ def test_a_track_says_what_it_leaves_out_and_explicit_methods_run_it(tmp_path, c
 
 
 def test_real_track_halves_are_the_split():
-    from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
+    from botorch_transfer.test_functions.real_pairs import CONFIRMATION, DEVELOPMENT
 
     assert TRACKS["real-development"].problems == tuple(DEVELOPMENT)
     assert TRACKS["real-confirmation"].problems == tuple(CONFIRMATION)

@@ -3,20 +3,20 @@ r"""The zero-start problems and the Sobol design they are compared with."""
 import pytest
 import torch
 
-from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.real_multi import (
+from benchmarks.runner import run_experiment
+from benchmarks.tracks import TRACKS
+from botorch_transfer.test_functions.problems import PROBLEMS, make_problem
+from botorch_transfer.test_functions.real_multi import (
     MULTI_CONFIRMATION,
     MULTI_DEVELOPMENT,
     MULTI_SOURCE_CONTROLS,
 )
-from botorch_transfer.benchmarks.real_pairs import (
+from botorch_transfer.test_functions.real_pairs import (
     CONFIRMATION,
     DEVELOPMENT,
     REAL_CONTROLS,
 )
-from botorch_transfer.benchmarks.runner import run_experiment
-from botorch_transfer.benchmarks.tracks import TRACKS
-from botorch_transfer.benchmarks.zero_start import (
+from botorch_transfer.test_functions.zero_start import (
     ZERO_CONFIRMATION,
     ZERO_DEVELOPMENT,
     ZERO_START_BASES,

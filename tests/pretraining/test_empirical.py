@@ -193,12 +193,12 @@ def rbv2_rpart_split(seed):
     and test task indices and the empirical prior on the meta-training data (skips
     without the YAHPO data)."""
     pytest.importorskip("onnxruntime")
-    from botorch_transfer.benchmarks.meta import (
+    from benchmarks.meta import (
         META_PROBLEMS,
         _split,
         meta_training_data,
     )
-    from botorch_transfer.benchmarks.yahpo import default_data_dir
+    from botorch_transfer.test_functions.yahpo import default_data_dir
 
     if not (default_data_dir() / "rbv2_rpart" / "model.onnx").exists():
         pytest.skip("YAHPO rbv2_rpart data not available")
@@ -239,7 +239,7 @@ def test_left_out_tasks_are_covered_by_the_prior_interval():
     80-97% of a left-out task's values, at new inputs."""
     from botorch.sampling.pathwise.features.generators import gen_kernel_features
 
-    from botorch_transfer.benchmarks.base import fixed_kernel
+    from botorch_transfer.test_functions.base import fixed_kernel
 
     torch.manual_seed(0)
     features = gen_kernel_features(

@@ -12,9 +12,9 @@ import pytest
 import torch
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
+from benchmarks.pretraining import held_out_scores
 from botorch_transfer.data import TaskData
 from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
-from botorch_transfer.pretraining.benchmark import held_out_scores
 from botorch_transfer.pretraining.empirical import SHRINKAGE_GRID
 from botorch_transfer.pretraining.posterior_empirical import (
     MAX_FIT_POINTS,

@@ -9,9 +9,9 @@ A method is a BO policy. Every benchmark protocol drives it the same way:
 
 Two protocols use it:
 
-- ``"transfer"`` (:mod:`~botorch_transfer.benchmarks.runner`): one source task and one
+- ``"transfer"`` (:mod:`~benchmarks.runner`): one source task and one
   target task; ``data`` is a :class:`TransferData`, ``setup`` runs once per run.
-- ``"meta"`` (:mod:`~botorch_transfer.benchmarks.meta`): leave-tasks-out BO; ``data``
+- ``"meta"`` (:mod:`~benchmarks.meta`): leave-tasks-out BO; ``data``
   is a :class:`MetaData`, ``setup`` runs once per meta-training split, then
   ``task_state = method.start_task(state, generator)`` once per test task, and
   ``propose`` returns one of the split's candidate pool points.

@@ -20,7 +20,7 @@ is the prior that method's BO loop uses:
 - ``cmbo``: ``build_cluster_prior(tasks)`` with its defaults; the prior of
   ``ClusterMetaPriorGP`` with no target data (its kernel carries no noise term).
 
-Run: ``python -m botorch_transfer.benchmarks.calibration --problems lcbench
+Run: ``python -m benchmarks.calibration --problems lcbench
 rbv2-xgboost rbv2-rpart --priors hyperbo cmbo``
 """
 
@@ -34,13 +34,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import parse_device
-from botorch_transfer.benchmarks.meta import (
+from benchmarks.context import parse_device
+from benchmarks.meta import (
     make_meta_problem,
     meta_training_data,
     split_tasks,
 )
-from botorch_transfer.benchmarks.methods import MetaData, get_method
+from benchmarks.methods import MetaData, get_method
 from botorch_transfer.data import TaskData
 
 #: z of the central 90% interval.
@@ -50,7 +50,7 @@ Z90 = 1.6448536269514722
 def _prior_of(method_name: str, tasks: list[TaskData], X: Tensor, problem) -> Any:
     r"""The prior the registered meta method ``method_name`` builds at setup (from
     ``tasks``; ``X`` as its pool), exactly as its BO loop uses it."""
-    import botorch_transfer.benchmarks.meta_methods  # noqa: F401 (registers them)
+    import benchmarks.meta_methods  # noqa: F401 (registers them)
 
     method = get_method(method_name, "meta")
     data = MetaData(pool=X, seed=0, load_history=lambda: tasks)
@@ -146,7 +146,7 @@ def leave_one_task_out_coverage(
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(
-        prog="python -m botorch_transfer.benchmarks.calibration",
+        prog="python -m benchmarks.calibration",
         description="Leave-one-task-out coverage of the meta priors' 90% intervals.",
     )
     parser.add_argument("--problems", nargs="+", default=["lcbench"])

@@ -6,10 +6,10 @@ r"""Named sets of methods and problems for ``run --track``.
   replicate noise and one negative control (the source scrambled), and on one target
   with four past experiments (``MetaTaskMixtureGP`` among the peers there), 3 seeds.
 - ``"real-development"`` and ``"real-confirmation"``: the two halves of the real
-  track (:mod:`~botorch_transfer.benchmarks.real_pairs`), 20 seeds: defaults are
+  track (:mod:`~botorch_transfer.test_functions.real_pairs`), 20 seeds: defaults are
   chosen on the development half, claims are made on the confirmation half.
 - ``"zero-development"`` and ``"zero-confirmation"``: the first five queries with
-  no target point (:mod:`~botorch_transfer.benchmarks.zero_start`), the recommended
+  no target point (:mod:`~botorch_transfer.test_functions.zero_start`), the recommended
   model from the sources alone against a Sobol design, 20 seeds.
 - ``"quick-papers"``: the papers' models with their hand-set kernels beside the
   peers on two synthetic problems (the main job's earlier form).
@@ -35,15 +35,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from botorch_transfer.benchmarks.controls import CONTROLS
-from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS
-from botorch_transfer.benchmarks.problems import CONTROLLED, SHILTON_SHIFTS
-from botorch_transfer.benchmarks.real_multi import (
+from botorch_transfer.test_functions.controls import CONTROLS
+from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
+from botorch_transfer.test_functions.problems import CONTROLLED, SHILTON_SHIFTS
+from botorch_transfer.test_functions.real_multi import (
     MULTI_CONFIRMATION,
     MULTI_DEVELOPMENT,
 )
-from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
-from botorch_transfer.benchmarks.zero_start import ZERO_CONFIRMATION, ZERO_DEVELOPMENT
+from botorch_transfer.test_functions.real_pairs import CONFIRMATION, DEVELOPMENT
+from botorch_transfer.test_functions.zero_start import (
+    ZERO_CONFIRMATION,
+    ZERO_DEVELOPMENT,
+)
 
 PAPER_SETTINGS = (
     "breast-cancer-gboost",

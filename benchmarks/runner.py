@@ -48,16 +48,16 @@ except ImportError:  # not POSIX: no advisory locks, one writer per results file
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import (
+from benchmarks.context import (
     run_environment,
     torch_run_context,
     wait_for,
 )
-from botorch_transfer.benchmarks.meta import META_PROBLEMS, run_meta_experiment
-from botorch_transfer.benchmarks.methods import TRANSFER, TransferData, get_method
-from botorch_transfer.benchmarks.problems import TransferProblem, make_problem
-from botorch_transfer.benchmarks.report import non_finite_traces
+from benchmarks.meta import META_PROBLEMS, run_meta_experiment
+from benchmarks.methods import TRANSFER, TransferData, get_method
+from benchmarks.report import non_finite_traces
 from botorch_transfer.data import TaskData
+from botorch_transfer.test_functions.problems import TransferProblem, make_problem
 
 
 def run_experiment(
@@ -79,7 +79,7 @@ def run_experiment(
     Args:
         problem_name: A registered problem name, or a ``TransferProblem``.
         method: A registered ``"transfer"`` method name (see
-            :func:`~botorch_transfer.benchmarks.methods.available_methods`).
+            :func:`~benchmarks.methods.available_methods`).
         seed: Random seed.
         iterations: Number of BO iterations (the problem's default if ``None``).
         num_threads: torch threads for the run.
@@ -367,7 +367,7 @@ class WorkerPool:
     r"""The local process pool of a sweep.
 
     Its workers end when the main process ends, however it ends
-    (:func:`~botorch_transfer.benchmarks.runner.end_with_parent`), and a pool
+    (:func:`~benchmarks.runner.end_with_parent`), and a pool
     broken by a lost worker (e.g. one the out-of-memory killer ended) is replaced
     by :meth:`renew`, so that the sweep goes on.
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
+from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
 
 SPLIT_SEED = 0
 

@@ -3,7 +3,7 @@ r"""Transfer models on Ax's native transfer-learning path, side by side.
 A small comparison of BoTorch's ``MultiTaskGP`` (Ax's default transfer model, with
 Ax's default transforms) and the package's source-conditioned models (through
 :func:`~botorch_transfer.ax.transfer_learning_generation_strategy`) on one
-:class:`~botorch_transfer.benchmarks.base.TransferProblem`: the source observations
+:class:`~botorch_transfer.test_functions.base.TransferProblem`: the source observations
 become a finished Ax experiment attached to the target experiment, and every method
 runs the same Sobol start and the same number of trials. Continuous optimization
 over the problem's box (a grid problem's grid is not used). Needs the ``[ax]``
@@ -11,7 +11,7 @@ extra.
 
 Run from the command line (a few minutes per seed on 2 cores)::
 
-    python -m botorch_transfer.benchmarks.ax_transfer --problems bohachevsky \
+    python -m benchmarks.ax_transfer --problems bohachevsky \
         gaussian-bumps --methods MultiTaskGP DeltaBOModel --trials 15 --seeds 3
 """
 
@@ -26,9 +26,9 @@ import torch
 from botorch.models.model import Model
 from botorch.models.multitask import MultiTaskGP
 
-from botorch_transfer.benchmarks.base import TransferProblem
-from botorch_transfer.benchmarks.context import parse_device
-from botorch_transfer.benchmarks.problems import make_problem
+from benchmarks.context import parse_device
+from botorch_transfer.test_functions.base import TransferProblem
+from botorch_transfer.test_functions.problems import make_problem
 
 try:
     from ax.adapter.transfer_learning.adapter import (
@@ -42,8 +42,7 @@ try:
     from ax.generation_strategy.generation_strategy import GenerationStrategy
 except ImportError as e:  # pragma: no cover - exercised only without Ax
     raise ImportError(
-        "botorch_transfer.benchmarks.ax_transfer needs Ax: "
-        "pip install 'botorch_transfer[ax]'"
+        "benchmarks.ax_transfer needs Ax: pip install 'botorch_transfer[ax]'"
     ) from e
 
 from botorch_transfer.ax import (

@@ -8,7 +8,7 @@ count and the speed-up over the first count. Needs the ``[dask]`` extra.
 
 Run (40 runs: 2 methods x 20 seeds, on 1 and 2 workers)::
 
-    python -m botorch_transfer.benchmarks.scaling --workers 1 2 --seeds 20 \
+    python -m benchmarks.scaling --workers 1 2 --seeds 20 \
         --methods gp-ucb-fitted deltabo-fitted --problem bohachevsky
 """
 
@@ -22,8 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from botorch_transfer.benchmarks.__main__ import main as cli_main
-from botorch_transfer.benchmarks.context import parse_device
+from benchmarks.__main__ import main as cli_main
+from benchmarks.context import parse_device
 
 
 def sweep_wall_time(

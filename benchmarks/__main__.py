@@ -1,4 +1,4 @@
-r"""Command line: ``python -m botorch_transfer.benchmarks {run,summarize,plot,list}``.
+r"""Command line: ``python -m benchmarks {run,summarize,plot,list}``.
 
 ``run`` with no further arguments (``--track quick``) compares the recommended model
 (``RankWeightedTransferGP``) with the peers a BoTorch user would pick (``MultiTaskGP``,
@@ -37,24 +37,21 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from botorch_transfer._io import atomic_write_bytes
-from botorch_transfer.benchmarks.context import parse_device
-from botorch_transfer.benchmarks.meta import META_PROBLEMS, make_meta_problem
-from botorch_transfer.benchmarks.methods import (
+from benchmarks.context import parse_device
+from benchmarks.meta import META_PROBLEMS, make_meta_problem
+from benchmarks.methods import (
     META,
     TRANSFER,
     available_methods,
     describe_method,
 )
-from botorch_transfer.benchmarks.problems import PROBLEMS, make_problem
-from botorch_transfer.benchmarks.real_pairs import CONFIRMATION, DEVELOPMENT
-from botorch_transfer.benchmarks.report import (
+from benchmarks.report import (
     plot_regret,
     real_track_half_table,
     summary_table,
     with_regret,
 )
-from botorch_transfer.benchmarks.runner import (
+from benchmarks.runner import (
     ResultsWriter,
     WorkerPool,
     deduplicate,
@@ -63,7 +60,10 @@ from botorch_transfer.benchmarks.runner import (
     run_name,
     sweep,
 )
-from botorch_transfer.benchmarks.tracks import TRACKS
+from benchmarks.tracks import TRACKS
+from botorch_transfer._io import atomic_write_bytes
+from botorch_transfer.test_functions.problems import PROBLEMS, make_problem
+from botorch_transfer.test_functions.real_pairs import CONFIRMATION, DEVELOPMENT
 
 RESULTS = "results.jsonl"
 #: Skipped lines reported one by one; the rest are counted.
@@ -120,7 +120,7 @@ def _load(out: Path, required: bool = True, warn: bool = True) -> list[dict]:
         )
         raise SystemExit(
             f"error: no results in {out}: {path} {state}; run "
-            f"`python -m botorch_transfer.benchmarks run --out {out}` first"
+            f"`python -m benchmarks run --out {out}` first"
         )
     return records
 
@@ -408,7 +408,7 @@ def cmd_summarize(args: argparse.Namespace, records: list[dict] | None = None) -
                 print(
                     f"({seeds} seeds: single runs on these noisy problems vary a "
                     f"lot; the {CLAIM_SEEDS}-seed results are in "
-                    "botorch_transfer/benchmarks/RESULTS.md)"
+                    "benchmarks/RESULTS.md)"
                 )
 
 
@@ -523,7 +523,7 @@ def _names_epilog() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m botorch_transfer.benchmarks",
+        prog="python -m benchmarks",
         description=__doc__.split("\n\n")[0],
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -5,7 +5,7 @@ GPSourcePosterior` as a pivoted-Cholesky factor of at most ``max_rank`` columns 
 covariance is then a Nystrom/DTC approximation) and, above
 ``EXACT_MEAN_MAX_POINTS`` observations, with the DTC mean of that factor. This
 script measures what that costs in accuracy where the exact posterior can still be
-computed: the synthetic source of :mod:`botorch_transfer.benchmarks.timing` with
+computed: the synthetic source of :mod:`benchmarks.timing` with
 ``N`` noisy observations, one set of hyperparameters (a ``SingleTaskGP`` fitted on
 1,000 of the points, as the models fit large sources), the exact posterior by a
 dense Cholesky of the ``N x N`` kernel matrix (a plain reference, not the package's
@@ -13,7 +13,7 @@ code), and the cached posterior at each ``max_rank`` with the exact and the DTC
 mean. Errors are over random test points in the unit cube, relative to the
 outcomes' standard deviation (mean) and to the exact posterior standard deviation.
 
-Run: ``python -m botorch_transfer.benchmarks.source_error --sizes 2000 10000
+Run: ``python -m benchmarks.source_error --sizes 2000 10000
 --ranks 250 500 1000 2000 --dim 8`` (``--device cuda`` on a GPU)
 """
 
@@ -28,8 +28,8 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer.benchmarks.context import parse_device
-from botorch_transfer.benchmarks.timing import SOURCE_NOISE, source_function
+from benchmarks.context import parse_device
+from benchmarks.timing import SOURCE_NOISE, source_function
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, GPSourcePosterior
 
 
@@ -142,7 +142,7 @@ def source_posterior_error(
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     r"""Command line: print one row per size, rank and mean kind."""
     parser = argparse.ArgumentParser(
-        prog="python -m botorch_transfer.benchmarks.source_error",
+        prog="python -m benchmarks.source_error",
         description="Error of the low-rank source posterior against the exact one.",
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000])

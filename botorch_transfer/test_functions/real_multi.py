@@ -1,14 +1,14 @@
 r"""Multi-source problems of real tuning data with real replicate noise.
 
 A problem is a target task of one family of
-:mod:`~botorch_transfer.benchmarks.real_tables` with two to five source tasks of the
+:mod:`~botorch_transfer.test_functions.real_tables` with two to five source tasks of the
 same family (the same hyperparameter grid tuned on other data sets or classes), as a
 user's history of past experiments is: some closely related, some less. A source
 marked scrambled is its task's table permuted over the grid with a new permutation
 per seed (the same values, no relation to the target's inputs); the ``*-scrambled``
 controls scramble every source. Each source has 100 random grid points, one
 replicate each; queries return one replicate (as in
-:mod:`~botorch_transfer.benchmarks.real_pairs`); regret is measured on the replicate
+:mod:`~botorch_transfer.test_functions.real_pairs`); regret is measured on the replicate
 means.
 
 The problems were split once, before any default was chosen on them, into a
@@ -26,10 +26,14 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from botorch_transfer.benchmarks.base import ExtraSource, TransferProblem, fixed_kernel
-from botorch_transfer.benchmarks.hpo_pairs import rank_correlation
-from botorch_transfer.benchmarks.real_pairs import table_means, table_replicates
-from botorch_transfer.benchmarks.real_tables import FAMILIES, load_table
+from botorch_transfer.test_functions.base import (
+    ExtraSource,
+    TransferProblem,
+    fixed_kernel,
+)
+from botorch_transfer.test_functions.hpo_pairs import rank_correlation
+from botorch_transfer.test_functions.real_pairs import table_means, table_replicates
+from botorch_transfer.test_functions.real_tables import FAMILIES, load_table
 
 #: ``name: (family, target task, source tasks, scrambled source tasks)``.
 _DEFINITIONS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {}

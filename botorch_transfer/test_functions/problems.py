@@ -17,16 +17,19 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
-from botorch_transfer.benchmarks.controls import CONTROLS
-from botorch_transfer.benchmarks.hpo import breast_cancer
-from botorch_transfer.benchmarks.hpo_pairs import HPO_PAIRS, hpo_pair
-from botorch_transfer.benchmarks.real_multi import (
+from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
+from botorch_transfer.test_functions.controls import CONTROLS
+from botorch_transfer.test_functions.hpo import breast_cancer
+from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS, hpo_pair
+from botorch_transfer.test_functions.real_multi import (
     MULTI_SOURCE_PROBLEMS,
     multi_source_problem,
 )
-from botorch_transfer.benchmarks.real_pairs import REAL_PAIRS, real_pair
-from botorch_transfer.benchmarks.zero_start import ZERO_START_BASES, zero_start_problem
+from botorch_transfer.test_functions.real_pairs import REAL_PAIRS, real_pair
+from botorch_transfer.test_functions.zero_start import (
+    ZERO_START_BASES,
+    zero_start_problem,
+)
 
 __all__ = [
     "PROBLEMS",
@@ -212,7 +215,7 @@ def assumption_gp(seed: int = 0, num_features: int = 4096) -> TransferProblem:
 
 def control_problem(base: str, kind: str, seed: int = 0) -> TransferProblem:
     r"""A negative-transfer control of a synthetic problem (see
-    :mod:`~botorch_transfer.benchmarks.controls`).
+    :mod:`~botorch_transfer.test_functions.controls`).
 
     Args:
         base: The registry name of the original problem.

@@ -14,9 +14,9 @@ averaged over the split's test tasks (Sec. 7.3), so each (problem, method, seed)
 record is one point of the regret curve's distribution over seeds. Problems with
 ``normalize_regret=True`` (``rbv2-xgboost``, ``rbv2-rpart``; cm-BO Sec. 4.1) report
 the normalized simple regret ``(max_pool f - best so far) / (max_pool f - min_pool
-f)`` instead; :func:`botorch_transfer.benchmarks.report.rank_and_solved` adds cm-BO's
+f)`` instead; :func:`benchmarks.report.rank_and_solved` adds cm-BO's
 average rank and fraction of runs with regret below 0.005, and
-:func:`~botorch_transfer.benchmarks.report.budget_to_target` the evaluations until the
+:func:`~benchmarks.report.budget_to_target` the evaluations until the
 simple regret is within 1% of the task's pool range (right-censored), since a low
 regret curve can still belong to a method that never finds the optimum.
 """
@@ -34,12 +34,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.context import (
+from benchmarks.context import (
     run_environment,
     torch_run_context,
     wait_for,
 )
-from botorch_transfer.benchmarks.methods import META, MetaData, Method, get_method
+from benchmarks.methods import META, MetaData, Method, get_method
 from botorch_transfer.data import TaskData
 
 
@@ -117,7 +117,7 @@ def gp_tasks(
     """
     from botorch.sampling.pathwise.features.generators import gen_kernel_features
 
-    from botorch_transfer.benchmarks.base import fixed_kernel
+    from botorch_transfer.test_functions.base import fixed_kernel
 
     center = torch.tensor([0.7, 0.3] * dim, dtype=torch.float64)[:dim]
     with torch.random.fork_rng():
@@ -152,7 +152,7 @@ def gp_tasks(
 def lcbench(target: str = "val_accuracy") -> MetaProblem:
     r"""LCBench (YAHPO Gym surrogate): 34 OpenML datasets, 7 hyperparameters of a
     funnel MLP at the final epoch (52), objective ``val_accuracy`` (percent)."""
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
+    from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
     bench = YahpoSurrogate("lcbench", target)
 
@@ -185,7 +185,7 @@ def rbv2_xgboost(target: str = "acc") -> MetaProblem:
     hyperparameters; parameters inactive for the chosen booster are imputed as
     yahpo-gym does. ``num.impute.selected.cpo`` is fixed to ``impute.mean`` and the
     fidelities to their maxima (``trainsize=1``, ``repl=10``); see
-    :class:`~botorch_transfer.benchmarks.yahpo.YahpoSurrogate`. The candidate pool
+    :class:`~botorch_transfer.test_functions.yahpo.YahpoSurrogate`. The candidate pool
     has 300 points, the size of the grid of the paper's timing report (Sec. 4.1), which
     keeps the Wasserstein barycenter on it affordable. The surrogate is noise-free.
 
@@ -244,7 +244,7 @@ def _rbv2_problem(
     r"""A YAHPO rbv2 scenario under the cm-BO Sec. 4.1 protocol (see
     :func:`rbv2_xgboost`); ``space`` describes its search space; ``replicates``
     observes a random resampling replicate (see :func:`rbv2_rpart_replicates`)."""
-    from botorch_transfer.benchmarks.yahpo import YahpoSurrogate
+    from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
     bench = YahpoSurrogate(scenario, target)
 
@@ -464,7 +464,7 @@ def run_meta_experiment(
     r"""Leave-tasks-out BO of ``method`` on every test task of the ``seed``'s split.
 
     The method (any registered method whose ``protocols`` include ``"meta"``, see
-    :mod:`~botorch_transfer.benchmarks.meta_methods`) is set up once on the split's
+    :mod:`~benchmarks.meta_methods`) is set up once on the split's
     meta-training data (``pretrain_s``), then runs ``iterations`` steps on every
     test task from the same random initial pool points; each query is the pool
     point it proposes.

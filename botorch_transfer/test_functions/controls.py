@@ -21,7 +21,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.base import TransferProblem
+from botorch_transfer.test_functions.base import TransferProblem
 
 #: Uniform points used to estimate a function's mean and standard deviation.
 _MOMENT_POINTS = 4096

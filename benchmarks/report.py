@@ -652,7 +652,7 @@ def problem_kind(problem: str) -> str:
         units), ``"identical"`` (its reference: the source is the target) or
         ``"related"`` (the paper settings, Shilton's shifts, the related pairs).
     """
-    from botorch_transfer.benchmarks.hpo_pairs import UNHELPFUL_PAIRS
+    from botorch_transfer.test_functions.hpo_pairs import UNHELPFUL_PAIRS
 
     if problem.endswith("-unrelated") or problem in UNHELPFUL_PAIRS:
         return "unhelpful"
@@ -1541,7 +1541,7 @@ def real_track_half_table(records: list[dict], problems: list[str]) -> str:
     r""":func:`real_track_table` of the recommended model on those of ``problems``
     (one half of the real track) that have records, with their rank correlations
     and the real track's controls; ``""`` when none has records."""
-    from botorch_transfer.benchmarks.real_pairs import (
+    from botorch_transfer.test_functions.real_pairs import (
         REAL_CONTROLS,
         pair_rank_correlation,
     )
@@ -1579,7 +1579,7 @@ def real_track_methods_table(
     Returns:
         A markdown table, or ``""`` when ``reference`` has no records here.
     """
-    from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS
+    from botorch_transfer.test_functions.real_pairs import REAL_CONTROLS
 
     finals = _final_cumulative_regret(records)
     present = [p for p in problems if (p, reference) in finals]
@@ -1645,7 +1645,7 @@ def real_track_protocols_table(
     Returns:
         A markdown table, or ``""`` when no row has records.
     """
-    from botorch_transfer.benchmarks.real_pairs import REAL_CONTROLS
+    from botorch_transfer.test_functions.real_pairs import REAL_CONTROLS
 
     methods = {m for row in protocols for m in (row[0], row[2])}
     seeds_of: dict[str, set[int]] = {}
@@ -1853,7 +1853,7 @@ AX_METHODS = ("MultiTaskGP", "DeltaBOModel", "EnvGP", "DiffGP", "RGPE")
 
 
 def ax_track_table(path: Path, baseline: str = "MultiTaskGP") -> str:
-    r"""The Ax comparison (:mod:`~botorch_transfer.benchmarks.ax_transfer`'s per-trial
+    r"""The Ax comparison (:mod:`~benchmarks.ax_transfer`'s per-trial
     CSV) as a markdown table: per problem and method, the mean over seeds of the
     cumulative regret (the sum over trials of the simple regret), its standard error
     and the ratio of the means to ``baseline``'s.
@@ -1908,7 +1908,7 @@ def committed_records(track: str) -> list[dict]:
     r"""The committed records of a track (``"real"``, ``"default"``, ``"meta"``:
     ``<track>_track_records.jsonl.gz`` next to this module), with regret filled in
     (:func:`with_regret`)."""
-    from botorch_transfer.benchmarks.runner import read_results
+    from benchmarks.runner import read_results
 
     records, skipped = read_results(RECORDS_DIR / f"{track}_track_records.jsonl.gz")
     if skipped:
@@ -1918,7 +1918,7 @@ def committed_records(track: str) -> list[dict]:
 
 def results_page_table(name: str) -> str:
     r"""A table of ``RESULTS.md``, from the committed records: ``python -m
-    botorch_transfer.benchmarks.report NAME`` prints it.
+    benchmarks.report NAME`` prints it.
 
     Args:
         name: ``"real-methods"`` (:func:`real_track_methods_table`, confirmation
@@ -1930,7 +1930,7 @@ def results_page_table(name: str) -> str:
             ``"meta"`` (:func:`meta_track_table`) or ``"cost"`` (:func:`cost_table`
             of the real track).
     """
-    from botorch_transfer.benchmarks.real_pairs import CONFIRMATION
+    from botorch_transfer.test_functions.real_pairs import CONFIRMATION
 
     if name not in RESULTS_PAGE_TABLES:
         raise ValueError(
@@ -1968,12 +1968,12 @@ RESULTS_PAGE_TABLES = (
 
 
 def main(argv: list[str] | None = None) -> None:
-    r"""Command line: ``python -m botorch_transfer.benchmarks.report NAME`` prints a
+    r"""Command line: ``python -m benchmarks.report NAME`` prints a
     results-page table (:func:`results_page_table`) from the committed records."""
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m botorch_transfer.benchmarks.report",
+        prog="python -m benchmarks.report",
         description="print a table of RESULTS.md from the committed records",
     )
     parser.add_argument("name", choices=RESULTS_PAGE_TABLES)

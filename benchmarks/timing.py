@@ -1,7 +1,7 @@
 r"""Per-iteration cost of registered benchmark methods as the source grows.
 
 Every method is resolved by name in the benchmark registry
-(:mod:`~botorch_transfer.benchmarks.methods`) and runs exactly as the transfer
+(:mod:`~benchmarks.methods`) and runs exactly as the transfer
 protocol runs it: ``setup`` once (e.g. the source posterior of ``deltabo-fitted``;
 timed separately), then one ``propose`` per BO iteration (build the model, fit its
 hyperparameters, maximize the acquisition), on a synthetic source/target pair on
@@ -34,15 +34,15 @@ its Stage 2 (:func:`~botorch_transfer.build_cluster_prior` on the fitted posteri
 k-means restarts for every candidate ``C`` and the silhouette) against one pairwise
 2-Wasserstein matrix of the same posteriors.
 
-Run: ``python -m botorch_transfer.benchmarks.timing [--methods ...] [--dims 2 8]
-[--sizes 400 2000 10000]`` or ``python -m botorch_transfer.benchmarks.timing --stage1
+Run: ``python -m benchmarks.timing [--methods ...] [--dims 2 8]
+[--sizes 400 2000 10000]`` or ``python -m benchmarks.timing --stage1
 [--stage1-tasks 100] [--stage1-points 50] [--dims 4]`` or, for HyperBO's
 pre-training (the default prior against NLL pre-training with the meta track's
 budget, on the same kind of meta-data, with each prior's NLL on held-out tasks),
-``python -m botorch_transfer.benchmarks.timing --pretrain --stage1-tasks 34
+``python -m benchmarks.timing --pretrain --stage1-tasks 34
 --stage1-points 100 --dims 7``.
 
-``python -m botorch_transfer.benchmarks.timing --targets`` measures every cost target
+``python -m benchmarks.timing --targets`` measures every cost target
 of the package in one run and prints each with its goal: the recommended
 ``RankWeightedTransferGP`` against the target-only GP with one source of 200 and of
 2,000 points and with five sources of 200 (``--recommended`` measures these
@@ -79,20 +79,19 @@ from botorch.models.model import Model
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
-from botorch_transfer.benchmarks.context import (
+from benchmarks.context import (
     parse_device,
     torch_run_context,
     wait_for,
 )
-from botorch_transfer.benchmarks.methods import (
+from benchmarks.methods import (
     TRANSFER,
     Method,
     TransferData,
     available_methods,
     get_method,
 )
-from botorch_transfer.benchmarks.transfer_methods import (
+from benchmarks.transfer_methods import (
     AcquisitionMethod,
     TransferState,
     hyperparameters,
@@ -100,6 +99,7 @@ from botorch_transfer.benchmarks.transfer_methods import (
 )
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.source_posterior import GPSourcePosterior
+from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
 
 T_TARGET = 30
 #: Methods timed by default; the first is the baseline of the ratio columns.
@@ -690,7 +690,7 @@ def main_pretrain(args: argparse.Namespace) -> list[dict]:
 
 
 def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
-    from botorch_transfer.benchmarks.source_error import source_posterior_error
+    from benchmarks.source_error import source_posterior_error
 
     rows = source_posterior_error(n_source, dim, [rank])
     return next(r for r in rows if r["mean"] == "dtc")

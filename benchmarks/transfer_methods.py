@@ -41,6 +41,14 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from benchmarks.methods import (
+    META,
+    TRANSFER,
+    MetaData,
+    Method,
+    TransferData,
+    register_method,
+)
 from botorch_transfer import (
     RGPE,
     DeltaBOModel,
@@ -52,15 +60,6 @@ from botorch_transfer import (
     fit_default_meta_task_gps,
     randomized_nn_thompson_candidate,
 )
-from botorch_transfer.benchmarks.base import TransferProblem
-from botorch_transfer.benchmarks.methods import (
-    META,
-    TRANSFER,
-    MetaData,
-    Method,
-    TransferData,
-    register_method,
-)
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.pooled import source_fitted_kernel
 from botorch_transfer.models.rank_weighted import fitted_source_gp
@@ -70,6 +69,7 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     source_posterior_from_model,
 )
+from botorch_transfer.test_functions.base import TransferProblem
 
 #: Largest number of source points ``deltabo-fitted`` fits its source GP on.
 SOURCE_FIT_MAX_N = FIT_MAX_POINTS

@@ -2,7 +2,7 @@ r"""A small benchmark of ``pretrain_prior`` on meta-tasks observed at their own 
 pre-training time, held-out log likelihood and 90% interval coverage of left-out
 tasks, per objective, side by side.
 
-Run ``python -m botorch_transfer.pretraining.benchmark`` (``--help`` for options).
+Run ``python -m benchmarks.pretraining`` (``--help`` for options).
 The NLL network's pre-training dominates its time (minutes per problem and seed;
 ``--skip-nll`` leaves it out).
 """
@@ -152,7 +152,7 @@ def time_pretraining(
 
 
 def _problems(dim: int) -> dict[str, tuple[Callable[[int, Tensor], Tensor], int]]:
-    from botorch_transfer.benchmarks.meta import gp_tasks, lcbench
+    from benchmarks.meta import gp_tasks, lcbench
 
     problems: dict[str, tuple[Callable[[int, Tensor], Tensor], int]] = {}
     try:

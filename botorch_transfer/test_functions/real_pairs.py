@@ -1,6 +1,6 @@
 r"""Transfer pairs of real tuning data with real replicate noise.
 
-A pair is two tasks of one family of :mod:`~botorch_transfer.benchmarks.real_tables`
+A pair is two tasks of one family of :mod:`~botorch_transfer.test_functions.real_tables`
 (the same hyperparameter grid tuned on two data sets, or on two classes of one data
 set). A query returns ONE replicate (one cross-validation fold, one training seed),
 drawn at random; regret is measured on the replicate mean, so a method is not
@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_transfer.benchmarks.base import TransferProblem, fixed_kernel
-from botorch_transfer.benchmarks.hpo_pairs import rank_correlation
-from botorch_transfer.benchmarks.real_tables import FAMILIES, load_table
+from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
+from botorch_transfer.test_functions.hpo_pairs import rank_correlation
+from botorch_transfer.test_functions.real_tables import FAMILIES, load_table
 
 #: ``name: (source family, source task, target family, target task, control)``;
 #: ``control`` is ``None`` (a related pair) or ``"permuted"``.

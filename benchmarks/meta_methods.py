@@ -55,6 +55,8 @@ from botorch.models.utils.gpytorch_modules import (
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
+from benchmarks.methods import META, MetaData, Method, register_method
+from benchmarks.transfer_methods import with_task_column
 from botorch_transfer import (
     ClusterMetaPrior,
     ClusterMetaPriorGP,
@@ -68,8 +70,6 @@ from botorch_transfer import (
     pretrain_clustered_prior,
     pretrain_prior,
 )
-from botorch_transfer.benchmarks.methods import META, MetaData, Method, register_method
-from botorch_transfer.benchmarks.transfer_methods import with_task_column
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
 from botorch_transfer.models.meta_task_mixture import (
     MetaTaskMixtureGP,
@@ -83,7 +83,7 @@ from botorch_transfer.models.source_posterior import (
 )
 
 if TYPE_CHECKING:
-    from botorch_transfer.benchmarks.meta import MetaProblem
+    from benchmarks.meta import MetaProblem
 
 #: cm-BO GP-UCB: ``mu + xi sigma`` with ``xi = 3`` (Sec. 4.1, following HyperBO);
 #: BoTorch's ``beta`` multiplies the variance, so ``beta = xi^2``.

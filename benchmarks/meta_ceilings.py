@@ -6,7 +6,7 @@ the split's candidate pool are evaluated (no method sees them: the methods get
 from the meta track's own initial points, three oracles query the pool:
 
 - ``greedy``: the greedy portfolio of those values (Feurer et al. 2015,
-  :func:`~botorch_transfer.benchmarks.meta_methods.greedy_portfolio`), in order;
+  :func:`~benchmarks.meta_methods.greedy_portfolio`), in order;
 - ``consensus``: the pool by the meta-tasks' mean normalized value;
 - ``best task``: after one query, the best of the meta-tasks' optima for this test
   task (an oracle also of which meta-task the target resembles; its one-step
@@ -18,7 +18,7 @@ regret ``sum_{t=1..T} r_t`` relative to a reference method's records on the same
 0.5 for ``greedy`` says that the meta-tasks, even known exactly on the pool, do not
 point a non-adaptive search to half the no-meta GP's regret.
 
-Run: ``python -m botorch_transfer.benchmarks.meta_ceilings --problems rbv2-rpart
+Run: ``python -m benchmarks.meta_ceilings --problems rbv2-rpart
 rbv2-xgboost --seeds 20``
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from botorch_transfer.benchmarks.meta import (
+from benchmarks.meta import (
     MetaProblem,
     initial_points,
     make_meta_problem,
@@ -38,12 +38,12 @@ from botorch_transfer.benchmarks.meta import (
     split_tasks,
     task_generator,
 )
-from botorch_transfer.benchmarks.meta_methods import (
+from benchmarks.meta_methods import (
     greedy_portfolio,
     normalized_regrets,
 )
-from botorch_transfer.benchmarks.report import meta_cumulative_regret
-from botorch_transfer.benchmarks.runner import load_results
+from benchmarks.report import meta_cumulative_regret
+from benchmarks.runner import load_results
 
 #: The meta track's records shipped with the package (``export``).
 SHIPPED_RECORDS = Path(__file__).with_name("meta_track_records.jsonl.gz")
@@ -105,7 +105,7 @@ def oracle_regrets(
 
 def main(argv: Sequence[str] | None = None) -> list[tuple]:
     parser = argparse.ArgumentParser(
-        prog="python -m botorch_transfer.benchmarks.meta_ceilings",
+        prog="python -m benchmarks.meta_ceilings",
         description="Oracle portfolios of the meta-tasks against a method's records.",
     )
     parser.add_argument("--problems", nargs="+", required=True)

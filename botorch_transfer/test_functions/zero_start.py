@@ -2,8 +2,8 @@ r"""Problems that start from no target point: the first queries come from the so
 
 A user with past experiments and no observation of the new task yet asks the model
 for the first query. Each related problem of the real tracks (the single-source pairs
-of :mod:`~botorch_transfer.benchmarks.real_pairs` and the multi-source problems of
-:mod:`~botorch_transfer.benchmarks.real_multi`, not their scrambled controls) has a
+of :mod:`~botorch_transfer.test_functions.real_pairs` and the multi-source problems of
+:mod:`~botorch_transfer.test_functions.real_multi`, not their scrambled controls) has a
 ``<name>-from-zero`` variant: the same sources and replicate noise, no initial target
 point, and ``T = 5`` queries, so a run's cumulative regret ``R_5`` is the cost of the
 first five queries. A method is compared with a Sobol design of five points
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from botorch_transfer.benchmarks.base import TransferProblem
-from botorch_transfer.benchmarks.real_multi import (
+from botorch_transfer.test_functions.base import TransferProblem
+from botorch_transfer.test_functions.real_multi import (
     MULTI_CONFIRMATION,
     MULTI_DEVELOPMENT,
     MULTI_SOURCE_CONTROLS,
     multi_source_problem,
 )
-from botorch_transfer.benchmarks.real_pairs import (
+from botorch_transfer.test_functions.real_pairs import (
     CONFIRMATION,
     DEVELOPMENT,
     REAL_CONTROLS,

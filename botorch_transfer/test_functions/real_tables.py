@@ -19,9 +19,9 @@ the real noise a tuning run sees (a cross-validation fold, a training seed):
   accuracy (percent) on one fixed split for 5 training seeds.
 
 The tables ship with the package (``data/<family>.npz``, about 300 kB in all);
-``python -m botorch_transfer.benchmarks.real_tables`` rebuilds them (a few minutes
+``python -m botorch_transfer.test_functions.real_tables`` rebuilds them (a few minutes
 per family on one core). Grid points are in row-major (``"ij"``) order over the unit
-cube, the order :attr:`~botorch_transfer.benchmarks.base.TransferProblem.grid`
+cube, the order :attr:`~botorch_transfer.test_functions.base.TransferProblem.grid`
 enumerates.
 """
 
@@ -245,7 +245,7 @@ def load_table(family: str, task: str) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m botorch_transfer.benchmarks.real_tables",
+        prog="python -m botorch_transfer.test_functions.real_tables",
         description="Rebuild the shipped tables of real tuning evaluations.",
     )
     parser.add_argument("families", nargs="*", default=list(FAMILIES))
