@@ -45,6 +45,7 @@ except ImportError as e:  # pragma: no cover - exercised only without Ax
         "benchmarks.ax_transfer needs Ax: pip install 'botorch_transfer[ax]'"
     ) from e
 
+from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TransferGuard
 from botorch_transfer.ax import (
     device_generator_kwargs,
     transfer_learning_generation_strategy,
@@ -228,7 +229,6 @@ def summary_table(df: pd.DataFrame, baseline: str = "MultiTaskGP") -> pd.DataFra
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     r"""Command line: print regret per problem and method (see ``summary_table``)."""
-    from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TransferGuard
 
     models = (MultiTaskGP, DeltaBOModel, EnvGP, DiffGP, RGPE)
     guarded = tuple(TransferGuard.of(c) for c in (DeltaBOModel, EnvGP, DiffGP))

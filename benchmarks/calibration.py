@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+import benchmarks.meta_methods  # noqa: F401 (registers them)
 from benchmarks.context import parse_device
 from benchmarks.meta import (
     make_meta_problem,
@@ -41,6 +42,7 @@ from benchmarks.meta import (
     split_tasks,
 )
 from benchmarks.methods import MetaData, get_method
+from botorch_transfer import ClusterMetaPriorGP
 from botorch_transfer.data import TaskData
 
 #: z of the central 90% interval.
@@ -50,7 +52,6 @@ Z90 = 1.6448536269514722
 def _prior_of(method_name: str, tasks: list[TaskData], X: Tensor, problem) -> Any:
     r"""The prior the registered meta method ``method_name`` builds at setup (from
     ``tasks``; ``X`` as its pool), exactly as its BO loop uses it."""
-    import benchmarks.meta_methods  # noqa: F401 (registers them)
 
     method = get_method(method_name, "meta")
     data = MetaData(pool=X, seed=0, load_history=lambda: tasks)
@@ -78,7 +79,6 @@ def _hyperbo_clustered(
 
 
 def _cmbo(tasks: list[TaskData], X: Tensor, problem) -> tuple[Tensor, Tensor]:
-    from botorch_transfer import ClusterMetaPriorGP
 
     prior = _prior_of("cmbo", tasks, X, problem)
     empty = X[:0]

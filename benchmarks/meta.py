@@ -41,6 +41,8 @@ from benchmarks.context import (
 )
 from benchmarks.methods import META, MetaData, Method, get_method
 from botorch_transfer.data import TaskData
+from botorch_transfer.test_functions.base import fixed_kernel
+from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
 
 @dataclass
@@ -117,8 +119,6 @@ def gp_tasks(
     """
     from botorch.sampling.pathwise.features.generators import gen_kernel_features
 
-    from botorch_transfer.test_functions.base import fixed_kernel
-
     center = torch.tensor([0.7, 0.3] * dim, dtype=torch.float64)[:dim]
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -152,7 +152,6 @@ def gp_tasks(
 def lcbench(target: str = "val_accuracy") -> MetaProblem:
     r"""LCBench (YAHPO Gym surrogate): 34 OpenML datasets, 7 hyperparameters of a
     funnel MLP at the final epoch (52), objective ``val_accuracy`` (percent)."""
-    from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
     bench = YahpoSurrogate("lcbench", target)
 
@@ -244,7 +243,6 @@ def _rbv2_problem(
     r"""A YAHPO rbv2 scenario under the cm-BO Sec. 4.1 protocol (see
     :func:`rbv2_xgboost`); ``space`` describes its search space; ``replicates``
     observes a random resampling replicate (see :func:`rbv2_rpart_replicates`)."""
-    from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
     bench = YahpoSurrogate(scenario, target)
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from benchmarks.meta import gp_tasks, lcbench
 from botorch_transfer.data import TaskData
 from botorch_transfer.pretraining.pretrain import pretrain_prior
 from botorch_transfer.pretraining.prior import PretrainedPrior
@@ -152,7 +153,6 @@ def time_pretraining(
 
 
 def _problems(dim: int) -> dict[str, tuple[Callable[[int, Tensor], Tensor], int]]:
-    from benchmarks.meta import gp_tasks, lcbench
 
     problems: dict[str, tuple[Callable[[int, Tensor], Tensor], int]] = {}
     try:

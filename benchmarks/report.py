@@ -11,7 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.runner import non_finite_traces, read_results
 from botorch_transfer._io import atomic_write
+from botorch_transfer.test_functions.hpo_pairs import UNHELPFUL_PAIRS
+from botorch_transfer.test_functions.real_pairs import (
+    CONFIRMATION,
+    REAL_CONTROLS,
+    pair_rank_correlation,
+)
 
 
 def _geometric_mean(values: list[float]) -> float:
@@ -59,41 +66,6 @@ def with_regret(records: list[dict]) -> list[dict]:
                 }
         out.append(r)
     return out
-
-
-#: The traces of a run record that the reports compute from.
-REPORTED_TRACES = ("values", "regret", "cumulative_regret", "simple_regret")
-
-
-def non_finite_traces(record: dict) -> str | None:
-    r"""The traces of a finished run record (and of its meta-learning ``tasks``)
-    that hold NaN or infinite values.
-
-    Args:
-        record: A run record.
-
-    Returns:
-        Their names, joined for a message (e.g. ``"values, regret"``), or ``None``
-        if every trace is finite (or the record is a failure).
-    """
-    if "error" in record:
-        return None
-    parts = [("", record)]
-    tasks = record.get("tasks")
-    if isinstance(tasks, list):
-        parts += [
-            (f"tasks[{i}].", t) for i, t in enumerate(tasks) if isinstance(t, dict)
-        ]
-    bad = [
-        prefix + name
-        for prefix, part in parts
-        for name in REPORTED_TRACES
-        if isinstance(part.get(name), list)
-        and not all(
-            isinstance(v, (int, float)) and math.isfinite(v) for v in part[name]
-        )
-    ]
-    return ", ".join(bad) or None
 
 
 def _failed(record: dict) -> bool:
@@ -652,7 +624,6 @@ def problem_kind(problem: str) -> str:
         units), ``"identical"`` (its reference: the source is the target) or
         ``"related"`` (the paper settings, Shilton's shifts, the related pairs).
     """
-    from botorch_transfer.test_functions.hpo_pairs import UNHELPFUL_PAIRS
 
     if problem.endswith("-unrelated") or problem in UNHELPFUL_PAIRS:
         return "unhelpful"
@@ -1541,10 +1512,6 @@ def real_track_half_table(records: list[dict], problems: list[str]) -> str:
     r""":func:`real_track_table` of the recommended model on those of ``problems``
     (one half of the real track) that have records, with their rank correlations
     and the real track's controls; ``""`` when none has records."""
-    from botorch_transfer.test_functions.real_pairs import (
-        REAL_CONTROLS,
-        pair_rank_correlation,
-    )
 
     present = [p for p in problems if any(r["problem"] == p for r in records)]
     return real_track_table(
@@ -1579,7 +1546,6 @@ def real_track_methods_table(
     Returns:
         A markdown table, or ``""`` when ``reference`` has no records here.
     """
-    from botorch_transfer.test_functions.real_pairs import REAL_CONTROLS
 
     finals = _final_cumulative_regret(records)
     present = [p for p in problems if (p, reference) in finals]
@@ -1645,7 +1611,6 @@ def real_track_protocols_table(
     Returns:
         A markdown table, or ``""`` when no row has records.
     """
-    from botorch_transfer.test_functions.real_pairs import REAL_CONTROLS
 
     methods = {m for row in protocols for m in (row[0], row[2])}
     seeds_of: dict[str, set[int]] = {}
@@ -1908,8 +1873,6 @@ def committed_records(track: str) -> list[dict]:
     r"""The committed records of a track (``"real"``, ``"default"``, ``"meta"``:
     ``<track>_track_records.jsonl.gz`` next to this module), with regret filled in
     (:func:`with_regret`)."""
-    from benchmarks.runner import read_results
-
     records, skipped = read_results(RECORDS_DIR / f"{track}_track_records.jsonl.gz")
     if skipped:
         raise ValueError(f"unreadable lines in the {track} track's records: {skipped}")
@@ -1930,7 +1893,6 @@ def results_page_table(name: str) -> str:
             ``"meta"`` (:func:`meta_track_table`) or ``"cost"`` (:func:`cost_table`
             of the real track).
     """
-    from botorch_transfer.test_functions.real_pairs import CONFIRMATION
 
     if name not in RESULTS_PAGE_TABLES:
         raise ValueError(

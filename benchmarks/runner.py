@@ -55,9 +55,42 @@ from benchmarks.context import (
 )
 from benchmarks.meta import META_PROBLEMS, run_meta_experiment
 from benchmarks.methods import TRANSFER, TransferData, get_method
-from benchmarks.report import non_finite_traces
 from botorch_transfer.data import TaskData
 from botorch_transfer.test_functions.problems import TransferProblem, make_problem
+
+#: The traces of a run record that the reports compute from.
+REPORTED_TRACES = ("values", "regret", "cumulative_regret", "simple_regret")
+
+
+def non_finite_traces(record: dict) -> str | None:
+    r"""The traces of a finished run record (and of its meta-learning ``tasks``)
+    that hold NaN or infinite values.
+
+    Args:
+        record: A run record.
+
+    Returns:
+        Their names, joined for a message (e.g. ``"values, regret"``), or ``None``
+        if every trace is finite (or the record is a failure).
+    """
+    if "error" in record:
+        return None
+    parts = [("", record)]
+    tasks = record.get("tasks")
+    if isinstance(tasks, list):
+        parts += [
+            (f"tasks[{i}].", t) for i, t in enumerate(tasks) if isinstance(t, dict)
+        ]
+    bad = [
+        prefix + name
+        for prefix, part in parts
+        for name in REPORTED_TRACES
+        if isinstance(part.get(name), list)
+        and not all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in part[name]
+        )
+    ]
+    return ", ".join(bad) or None
 
 
 def run_experiment(

@@ -29,7 +29,7 @@ from botorch.models import SingleTaskGP
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from benchmarks.context import parse_device
-from benchmarks.timing import SOURCE_NOISE, source_function
+from benchmarks.timing_problem import SOURCE_NOISE, source_function
 from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, GPSourcePosterior
 
 

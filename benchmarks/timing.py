@@ -91,17 +91,32 @@ from benchmarks.methods import (
     available_methods,
     get_method,
 )
+from benchmarks.source_error import source_posterior_error
+from benchmarks.timing_problem import (
+    SOURCE_NOISE,
+    T_TARGET,
+    TARGET_NOISE,
+    source_function,
+    target_function,
+    timing_problem,
+)
 from benchmarks.transfer_methods import (
     AcquisitionMethod,
     TransferState,
     hyperparameters,
     maximize,
 )
+from botorch_transfer import build_cluster_prior, pretrain_prior
+from botorch_transfer.clustering import (
+    fit_meta_task_gps,
+    meta_task_posteriors,
+    pairwise_divergence,
+)
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.source_posterior import GPSourcePosterior
-from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
+from botorch_transfer.pretraining.objectives import nll_objective
+from botorch_transfer.test_functions.base import TransferProblem
 
-T_TARGET = 30
 #: Methods timed by default; the first is the baseline of the ratio columns.
 METHODS = (
     "gp-ucb-fitted",
@@ -115,47 +130,6 @@ METHODS = (
 )
 #: Source points the hyperparameters of large models are fitted with.
 SUBSET_N = 1000
-SOURCE_NOISE, TARGET_NOISE = 0.1**2, 0.05**2
-
-
-def source_function(X: Tensor) -> Tensor:
-    return torch.sin(3 * X).sum(-1, keepdim=True) + (X - 0.5).pow(2).sum(
-        -1, keepdim=True
-    )
-
-
-def target_function(X: Tensor) -> Tensor:
-    return source_function(X) + 0.3 * torch.cos(2 * X[..., :1]) - 0.1
-
-
-def timing_problem(dim: int, n_source: int) -> TransferProblem:
-    r"""The synthetic source/target pair on ``[0, 1]^dim`` (noise sd 0.1 / 0.05).
-
-    Args:
-        dim: Input dimension.
-        n_source: Number of source points ``N``.
-
-    Returns:
-        A continuous problem with UCB ``beta = 0.2`` and Matern-5/2 kernels
-        (lengthscale 0.5) for methods with fixed settings.
-    """
-    return TransferProblem(
-        name=f"timing-d{dim}-n{n_source}",
-        bounds=torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64),
-        target=target_function,
-        source=source_function,
-        n_source=n_source,
-        source_noise=SOURCE_NOISE,
-        target_noise=TARGET_NOISE,
-        kernels={
-            "source": lambda d: fixed_kernel("matern52", 0.5, 1.0, d),
-            "target": lambda d: fixed_kernel("matern52", 0.5, 1.0, d),
-            "delta": lambda d: fixed_kernel("matern52", 0.5, 0.1, d),
-        },
-        n_init=T_TARGET,
-        beta=0.2,
-        description="timing: synthetic pair on the unit cube",
-    )
 
 
 def _n_train(model: Model) -> int:
@@ -508,7 +482,6 @@ def run_stage1(n_tasks: int, n_points: int, dim: int, batched: bool, seed: int) 
     Returns:
         ``{"n_tasks", "n_points", "dim", "batched", "fit_s"}``.
     """
-    from botorch_transfer.clustering import fit_meta_task_gps
 
     warnings.filterwarnings("ignore")
     tasks = stage1_tasks(n_tasks, n_points, dim, seed)
@@ -566,8 +539,6 @@ def run_stage2(n_tasks: int, n_points: int, dim: int, seed: int) -> dict:
     Returns:
         ``{"n_tasks", "n_points", "dim", "stage2_s", "pairwise_s", "n_clusters"}``.
     """
-    from botorch_transfer import build_cluster_prior
-    from botorch_transfer.clustering import meta_task_posteriors, pairwise_divergence
 
     warnings.filterwarnings("ignore")
     tasks = stage1_tasks(n_tasks, n_points, dim, seed)
@@ -631,8 +602,6 @@ def run_pretrain(
     Returns:
         ``{"objective", "dim", "fit_s", "heldout_nll"}`` (held-out NLL per point).
     """
-    from botorch_transfer import pretrain_prior
-    from botorch_transfer.pretraining.objectives import nll_objective
 
     warnings.filterwarnings("ignore")
     tasks = stage1_tasks(n_tasks + 5, n_points, dim, seed)
@@ -690,8 +659,6 @@ def main_pretrain(args: argparse.Namespace) -> list[dict]:
 
 
 def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
-    from benchmarks.source_error import source_posterior_error
-
     rows = source_posterior_error(n_source, dim, [rank])
     return next(r for r in rows if r["mean"] == "dtc")
 

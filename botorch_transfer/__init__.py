@@ -1,6 +1,10 @@
 r"""botorch_transfer: Bayesian optimization with knowledge transfer for BoTorch."""
 
-from botorch_transfer.acquisition import beta_t
+from botorch_transfer.acquisition import (
+    beta_t,
+    hyperbo_probability_of_improvement,
+    randomized_nn_thompson_candidate,
+)
 from botorch_transfer.clustering import (
     ClusterMetaPrior,
     build_cluster_prior,
@@ -22,8 +26,6 @@ from botorch_transfer.models import (
     SourceConditionedGP,
     TransferGuard,
     fit_default_meta_task_gps,
-    hyperbo_probability_of_improvement,
-    randomized_nn_thompson_candidate,
 )
 from botorch_transfer.pretraining import (
     PretrainedPrior,

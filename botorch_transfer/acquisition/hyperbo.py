@@ -7,15 +7,13 @@ other models.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from botorch.acquisition import ProbabilityOfImprovement
 from botorch.models.model import Model
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from botorch_transfer.models.pretrained import PretrainedPriorGP
+from botorch_transfer.models.pretrained import PretrainedPriorGP
 
 
 def hyperbo_probability_of_improvement(
@@ -70,8 +68,6 @@ def hyperbo_probability_of_improvement(
 
 def _outcome_scale(model: Model) -> Tensor:
     r"""The scale of a model's standardized outcome units (1 if it has none)."""
-    # imported on use: the models' package imports this module
-    from botorch_transfer.models.pretrained import PretrainedPriorGP
 
     if isinstance(model, PretrainedPriorGP):
         return model.mean_module.scale.detach().squeeze()

@@ -7,15 +7,14 @@ LFBO (``loss="cross_entropy"``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.optim import optimize_acqf
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
+from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
 
 
 class _MemberOutput(AcquisitionFunction):
@@ -73,9 +72,6 @@ def randomized_nn_thompson_candidate(
         >>> x_next = randomized_nn_thompson_candidate(X, Y, bounds=bounds, seed=0)
     """
     from botorch.models.transforms import Normalize
-
-    # imported on use: the models' package imports this module
-    from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
 
     if (bounds is None) == (choices is None):
         raise ValueError(

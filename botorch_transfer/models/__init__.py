@@ -1,8 +1,6 @@
 r"""Transfer-learning models for BoTorch."""
 
-# also importable from here: the acquisition helpers of the models
-from botorch_transfer.acquisition.hyperbo import hyperbo_probability_of_improvement
-from botorch_transfer.acquisition.randomized_nn import randomized_nn_thompson_candidate
+from botorch_transfer._deprecation import moved_names
 from botorch_transfer.models.base import (
     SourceConditionedGP,
     TrainingData,
@@ -70,8 +68,17 @@ __all__ = [
     "TransferGuard",
     "default_transfer_kernel",
     "fit_default_meta_task_gps",
-    "hyperbo_probability_of_improvement",
-    "randomized_nn_thompson_candidate",
     "source_fitted_kernel",
     "source_posterior_from_model",
 ]
+
+# acquisition functions that used to be importable from here
+__getattr__ = moved_names(
+    __name__,
+    {
+        "hyperbo_probability_of_improvement": ("botorch_transfer.acquisition.hyperbo"),
+        "randomized_nn_thompson_candidate": (
+            "botorch_transfer.acquisition.randomized_nn"
+        ),
+    },
+)

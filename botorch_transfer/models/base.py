@@ -103,13 +103,13 @@ from botorch_transfer.models.source_posterior import (
     apply_keeping_caches,
     outcome_affine,
 )
+from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.models.task_column import (
     TaskColumnMixin,
     construct_transfer_inputs,
     on_target_inputs,
 )
 from botorch_transfer.validation import (
-    as_source_list,
     check_invertible_input_transform,
     check_query_inputs,
     learns_from_data,

@@ -39,8 +39,8 @@ from botorch_transfer.models.source_posterior import (
     fit_subset_rows,
     same_tensors,
 )
+from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.progress import fit_mll_with_progress
-from botorch_transfer.validation import as_source_list
 
 #: How a pooled GP does its linear algebra (see ``PooledTransferGP``).
 INFERENCE_MODES = ("exact", "low_rank")

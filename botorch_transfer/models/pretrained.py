@@ -20,10 +20,7 @@ from gpytorch.priors import LogNormalPrior
 from torch import Tensor
 from torch.nn import Module
 
-# also importable from here
-from botorch_transfer.acquisition.hyperbo import (
-    hyperbo_probability_of_improvement as hyperbo_probability_of_improvement,
-)
+from botorch_transfer._deprecation import moved_names
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.pretraining.mixture import (
     MixturePriorKernel,
@@ -380,3 +377,12 @@ def _anchor_to_pretrained_values(kernel: Module) -> None:
             getattr(module, f"_{name}_param"),
             getattr(module, f"_{name}_closure"),
         )
+
+
+# the acquisition function that used to be importable from here
+__getattr__ = moved_names(
+    __name__,
+    {
+        "hyperbo_probability_of_improvement": ("botorch_transfer.acquisition.hyperbo"),
+    },
+)

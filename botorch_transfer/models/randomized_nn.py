@@ -63,10 +63,7 @@ from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
 from torch.nn import Module
 
-# also importable from here
-from botorch_transfer.acquisition.randomized_nn import (
-    randomized_nn_thompson_candidate as randomized_nn_thompson_candidate,
-)
+from botorch_transfer._deprecation import moved_names
 from botorch_transfer.models.base import SingleOutputTargetMixin
 from botorch_transfer.validation import (
     check_query_inputs,
@@ -932,3 +929,14 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
 def _retrain_if_draws_changed(module: RandomizedNNEnsemble, incompatible_keys) -> None:
     r"""``load_state_dict`` post-hook: retrain when the loaded draws differ."""
     module.fit()
+
+
+# the acquisition function that used to be importable from here
+__getattr__ = moved_names(
+    __name__,
+    {
+        "randomized_nn_thompson_candidate": (
+            "botorch_transfer.acquisition.randomized_nn"
+        ),
+    },
+)

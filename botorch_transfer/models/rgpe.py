@@ -61,7 +61,7 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     frozen_source_posterior,
 )
-from botorch_transfer.validation import check_source, own_copy
+from botorch_transfer.models.sources import check_source, own_copy
 
 #: Fewest observations of a source ``TaskData`` (or source model) that RGPE
 #: weighs: with fewer, its ranking of the target's points is its prior's.

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
+from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
 #: ``name: (source task, target task)``; the rank correlation measured on 2000
 #: uniform points is in the comment (and in the problem's description).
@@ -48,7 +49,6 @@ UNHELPFUL_PAIRS = ("lcbench-pair-none", "lcbench-pair-negative")
 
 @lru_cache
 def _surrogate(scenario: str):
-    from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
     return YahpoSurrogate(scenario, _SCENARIOS[scenario][1])
 

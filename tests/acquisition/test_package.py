@@ -13,9 +13,15 @@ from botorch_transfer import acquisition
         ("randomized_nn_thompson_candidate", "randomized_nn"),
     ],
 )
-def test_importable_from_the_package_and_the_models(name, model_module):
+def test_importable_from_the_package_and_deprecated_from_the_models(name, model_module):
     function = getattr(acquisition, name)
-    module = importlib.import_module(f"botorch_transfer.models.{model_module}")
     assert getattr(botorch_transfer, name) is function
-    assert getattr(botorch_transfer.models, name) is function
-    assert getattr(module, name) is function
+    module = importlib.import_module(f"botorch_transfer.models.{model_module}")
+    for old in (botorch_transfer.models, module):
+        with pytest.warns(DeprecationWarning, match="botorch_transfer.acquisition"):
+            assert getattr(old, name) is function
+
+
+def test_other_missing_names_still_raise():
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        botorch_transfer.models.nothing  # noqa: B018
