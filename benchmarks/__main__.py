@@ -59,6 +59,7 @@ from benchmarks.runner import (
     run_key,
     run_name,
     sweep,
+    warning_causes,
 )
 from benchmarks.tracks import TRACKS
 from botorch_transfer._io import atomic_write_bytes
@@ -338,7 +339,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     window = len(todo) if args.dask_scheduler else args.workers
     with _executor(args) as pool:
         runs = sweep(pool, todo, options, window)
+        finished = []
         for record in tqdm(runs, total=len(todo), desc="runs"):
+            finished.append(record)
             try:
                 recorded_elsewhere += not writer.append(record)
             except OSError as e:  # e.g. a full disk: the line was not written
@@ -349,6 +352,8 @@ def cmd_run(args: argparse.Namespace) -> None:
                 ) from e
             if "error" in record:
                 tqdm.write(f"run {run_name(record)} failed: {record['error']}")
+    for category, count, message in warning_causes(finished):
+        print(f"{category} in {count} of the {len(finished)} runs, e.g.: {message}")
     if recorded_elsewhere:
         print(
             f"{recorded_elsewhere} run(s) had been recorded meanwhile by another "
@@ -357,7 +362,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     # the file's problems were reported before the runs
     records = _load(args.out, warn=False)
     cmd_summarize(args, records)
-    cmd_plot(args, records)
+    # log-scaled: random search's regret would flatten the models' curves
+    cmd_plot(argparse.Namespace(**vars(args), log_y=True), records)
 
 
 def _selected(args: argparse.Namespace) -> list[dict]:

@@ -22,13 +22,15 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
 import time
 import traceback
+import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -345,23 +347,65 @@ def safe_run_experiment(
         The run's record, or ``{"problem", "method", "seed", "iterations", "error",
         "traceback"}`` (``iterations`` as requested: ``None`` for the default).
     """
-    try:
-        for module in plugins:
-            importlib.import_module(module)
-        if problem_name in META_PROBLEMS:
-            return run_meta_experiment(
-                problem_name, method, seed, iterations, device=device
-            )
-        return run_experiment(problem_name, method, seed, iterations, device=device)
-    except Exception as e:  # a failed run is recorded; the sweep goes on
-        return {
-            "problem": problem_name,
-            "method": method,
-            "seed": seed,
-            "iterations": iterations,
-            "error": repr(e),
-            "traceback": traceback.format_exc(),
-        }
+    # the warnings go into the record: the sweep's main process reports each cause
+    # once instead of every worker printing it for every run
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for module in plugins:
+                importlib.import_module(module)
+            if problem_name in META_PROBLEMS:
+                record = run_meta_experiment(
+                    problem_name, method, seed, iterations, device=device
+                )
+            else:
+                record = run_experiment(
+                    problem_name, method, seed, iterations, device=device
+                )
+        except Exception as e:  # a failed run is recorded; the sweep goes on
+            record = {
+                "problem": problem_name,
+                "method": method,
+                "seed": seed,
+                "iterations": iterations,
+                "error": repr(e),
+                "traceback": traceback.format_exc(),
+            }
+    raised = {(w.category.__name__, str(w.message)): None for w in caught}
+    if raised:
+        record["warnings"] = [
+            {"category": category, "message": message} for category, message in raised
+        ]
+    return record
+
+
+#: A number in a warning's message (left out when warnings are grouped by cause).
+NUMBER = re.compile(r"[-+]?\d[\d.]*(e[-+]?\d+)?")
+
+
+def warning_causes(records: Iterable[dict]) -> list[tuple[str, int, str]]:
+    r"""The warnings the runs of ``records`` raised, one entry per cause.
+
+    Two warnings have one cause when they share their category and their message up
+    to its numbers (a source's R^2 differs from run to run).
+
+    Args:
+        records: Run records (see :func:`safe_run_experiment`'s ``"warnings"``).
+
+    Returns:
+        ``(category, runs, message)`` per cause, in the order first raised:
+        ``runs`` counts the records that raised it, ``message`` is its first text.
+    """
+    causes: dict[tuple[str, str], list] = {}
+    for record in records:
+        seen = set()
+        for w in record.get("warnings", ()):
+            key = (w["category"], NUMBER.sub("#", w["message"]))
+            entry = causes.setdefault(key, [w["category"], 0, w["message"]])
+            if key not in seen:
+                entry[1] += 1
+                seen.add(key)
+    return [tuple(entry) for entry in causes.values()]
 
 
 def end_with_parent(parent_pid: int) -> None:

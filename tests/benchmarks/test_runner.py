@@ -11,6 +11,7 @@ from benchmarks.runner import (
     load_results,
     run_experiment,
     safe_run_experiment,
+    warning_causes,
 )
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
 from botorch_transfer.test_functions.problems import PROBLEMS
@@ -104,6 +105,21 @@ def test_same_seed_same_run():
 def test_failures_are_recorded():
     record = safe_run_experiment("bohachevsky", "no-such-method", seed=0, iterations=1)
     assert "Unknown method" in record["error"]
+
+
+def test_a_run_keeps_its_warnings_and_a_sweep_reports_each_cause_once():
+    # the scrambled source of the permuted pair is uninformative: the recommended
+    # model warns about it in every run, with that run's R^2
+    records = [
+        safe_run_experiment("mlp-breast_cancer-to-wine-permuted", "rank-weighted", s, 1)
+        for s in range(2)
+    ]
+    messages = [w["message"] for r in records for w in r["warnings"]]
+    assert any("min_source_skill" in m for m in messages)
+    causes = [c for c in warning_causes(records) if "min_source_skill" in c[2]]
+    assert [(category, runs) for category, runs, _ in causes] == [
+        ("UninformativeSourceWarning", 2)
+    ]
 
 
 def test_cli_runs_resumes_and_reports(tmp_path, capsys):
