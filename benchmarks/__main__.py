@@ -567,7 +567,7 @@ def main(argv: list[str] | None = None) -> None:
         "--seeds",
         type=positive_int,
         default=None,
-        help="seeds 0..N-1 (default: the track's, 3 for quick, 5 otherwise)",
+        help="seeds 0..N-1 (default: the track's, 10 for quick, 5 otherwise)",
     )
     run.add_argument(
         "--iterations",

@@ -518,7 +518,7 @@ def test_run_environment_names_versions_commit_and_cpu():
 
 
 def test_summarize_says_few_seeds_of_the_real_track_vary(tmp_path, capsys):
-    # the committed confirmation records, seeds 0-2 (the main job's seeds)
+    # the committed confirmation records, seeds 0-2
     import gzip
     from pathlib import Path
 
