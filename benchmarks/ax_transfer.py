@@ -229,7 +229,6 @@ def summary_table(df: pd.DataFrame, baseline: str = "MultiTaskGP") -> pd.DataFra
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     r"""Command line: print regret per problem and method (see ``summary_table``)."""
-
     models = (MultiTaskGP, DeltaBOModel, EnvGP, DiffGP, RGPE)
     guarded = tuple(TransferGuard.of(c) for c in (DeltaBOModel, EnvGP, DiffGP))
     classes = {c.__name__: c for c in models + guarded}

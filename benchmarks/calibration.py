@@ -52,7 +52,6 @@ Z90 = 1.6448536269514722
 def _prior_of(method_name: str, tasks: list[TaskData], X: Tensor, problem) -> Any:
     r"""The prior the registered meta method ``method_name`` builds at setup (from
     ``tasks``; ``X`` as its pool), exactly as its BO loop uses it."""
-
     method = get_method(method_name, "meta")
     data = MetaData(pool=X, seed=0, load_history=lambda: tasks)
     return method.setup(problem, data).prior

@@ -152,7 +152,6 @@ def gp_tasks(
 def lcbench(target: str = "val_accuracy") -> MetaProblem:
     r"""LCBench (YAHPO Gym surrogate): 34 OpenML datasets, 7 hyperparameters of a
     funnel MLP at the final epoch (52), objective ``val_accuracy`` (percent)."""
-
     bench = YahpoSurrogate("lcbench", target)
 
     def evaluate(task: int, X: Tensor) -> Tensor:
@@ -243,7 +242,6 @@ def _rbv2_problem(
     r"""A YAHPO rbv2 scenario under the cm-BO Sec. 4.1 protocol (see
     :func:`rbv2_xgboost`); ``space`` describes its search space; ``replicates``
     observes a random resampling replicate (see :func:`rbv2_rpart_replicates`)."""
-
     bench = YahpoSurrogate(scenario, target)
 
     def evaluate(task: int, X: Tensor) -> Tensor:

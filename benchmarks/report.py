@@ -624,7 +624,6 @@ def problem_kind(problem: str) -> str:
         units), ``"identical"`` (its reference: the source is the target) or
         ``"related"`` (the paper settings, Shilton's shifts, the related pairs).
     """
-
     if problem.endswith("-unrelated") or problem in UNHELPFUL_PAIRS:
         return "unhelpful"
     for kind in ("affine", "identical"):
@@ -1507,7 +1506,6 @@ def real_track_half_table(records: list[dict], problems: list[str]) -> str:
     r""":func:`real_track_table` of the recommended model on those of ``problems``
     (one half of the real track) that have records, with their rank correlations
     and the real track's controls; ``""`` when none has records."""
-
     present = [p for p in problems if any(r["problem"] == p for r in records)]
     return real_track_table(
         records,
@@ -1541,7 +1539,6 @@ def real_track_methods_table(
     Returns:
         A markdown table, or ``""`` when ``reference`` has no records here.
     """
-
     finals = _final_cumulative_regret(records)
     present = [p for p in problems if (p, reference) in finals]
     related = [p for p in present if p not in REAL_CONTROLS]
@@ -1606,7 +1603,6 @@ def real_track_protocols_table(
     Returns:
         A markdown table, or ``""`` when no row has records.
     """
-
     methods = {m for row in protocols for m in (row[0], row[2])}
     seeds_of: dict[str, set[int]] = {}
     for r in records:
@@ -1888,7 +1884,6 @@ def results_page_table(name: str) -> str:
             ``"meta"`` (:func:`meta_track_table`) or ``"cost"`` (:func:`cost_table`
             of the real track).
     """
-
     if name not in RESULTS_PAGE_TABLES:
         raise ValueError(
             f"unknown table {name!r}; choose from {', '.join(RESULTS_PAGE_TABLES)}"

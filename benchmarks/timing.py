@@ -482,7 +482,6 @@ def run_stage1(n_tasks: int, n_points: int, dim: int, batched: bool, seed: int) 
     Returns:
         ``{"n_tasks", "n_points", "dim", "batched", "fit_s"}``.
     """
-
     warnings.filterwarnings("ignore")
     tasks = stage1_tasks(n_tasks, n_points, dim, seed)
     bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64)
@@ -539,7 +538,6 @@ def run_stage2(n_tasks: int, n_points: int, dim: int, seed: int) -> dict:
     Returns:
         ``{"n_tasks", "n_points", "dim", "stage2_s", "pairwise_s", "n_clusters"}``.
     """
-
     warnings.filterwarnings("ignore")
     tasks = stage1_tasks(n_tasks, n_points, dim, seed)
     bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64)
@@ -602,7 +600,6 @@ def run_pretrain(
     Returns:
         ``{"objective", "dim", "fit_s", "heldout_nll"}`` (held-out NLL per point).
     """
-
     warnings.filterwarnings("ignore")
     tasks = stage1_tasks(n_tasks + 5, n_points, dim, seed)
     kwargs = {"progress": False}

@@ -28,7 +28,7 @@ def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         warnings.warn(
             f"`{module}.{name}` is deprecated and will be removed in the next "
-            f"release: import it from `{names[name]}` (or `botorch_transfer`).",
+            f"release: import it from `{names[name]}`.",
             DeprecationWarning,
             stacklevel=2,
         )

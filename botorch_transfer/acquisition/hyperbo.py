@@ -68,7 +68,6 @@ def hyperbo_probability_of_improvement(
 
 def _outcome_scale(model: Model) -> Tensor:
     r"""The scale of a model's standardized outcome units (1 if it has none)."""
-
     if isinstance(model, PretrainedPriorGP):
         return model.mean_module.scale.detach().squeeze()
     scale = getattr(model, "output_scale", None)
