@@ -62,7 +62,7 @@ from botorch_transfer import (
 )
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.pooled import source_fitted_kernel
-from botorch_transfer.models.rank_weighted import fitted_source_gp
+from botorch_transfer.models.source_gp import fit_source_gp
 from botorch_transfer.models.source_posterior import (
     FIT_MAX_POINTS,
     GPSourcePosterior,
@@ -487,7 +487,7 @@ def _unit_cube(problem: TransferProblem) -> Normalize:
 def fitted_source_model(problem: TransferProblem, source: TaskData) -> SingleTaskGP:
     r"""The source GP of ``deltabo-fitted``: BoTorch defaults, fitted once per run.
 
-    :func:`~botorch_transfer.models.rank_weighted.fitted_source_gp` on the unit
+    :func:`~botorch_transfer.models.source_gp.fit_source_gp` on the unit
     cube: above ``SOURCE_FIT_MAX_N`` points the hyperparameters are fitted on a
     fixed random subset of that size (an exact fit costs O(N^3) per optimizer
     step), then the GP on all points uses them.
@@ -497,17 +497,16 @@ def fitted_source_model(problem: TransferProblem, source: TaskData) -> SingleTas
         source: The source observations with their noise variances.
 
     Returns:
-        The fitted ``SingleTaskGP`` on all source points (shared by the runs with
-        the same source data: do not modify it).
+        The fitted ``FittedSourceGP`` on all source points (it keeps its posterior
+        factor and skill for the run's iterations).
     """
-    return fitted_source_gp(source, _unit_cube(problem))
+    return fit_source_gp(source, _unit_cube(problem))
 
 
 def fitted_source_posterior(
     problem: TransferProblem, source: TaskData
 ) -> SourcePosterior:
-    r"""The frozen posterior of :func:`fitted_source_model`, built once per run (a
-    ``DeltaBOModel`` given the GP itself would rebuild it every iteration)."""
+    r"""The frozen posterior of :func:`fitted_source_model`, built once per run."""
     return source_posterior_from_model(fitted_source_model(problem, source))
 
 

@@ -26,6 +26,7 @@ from botorch_transfer.models import (
     SourceConditionedGP,
     TransferGuard,
     fit_default_meta_task_gps,
+    fit_source_gp,
 )
 from botorch_transfer.pretraining import (
     PretrainedPrior,
@@ -58,6 +59,7 @@ __all__ = [
     "build_cluster_prior",
     "cluster_weights_from_distances",
     "fit_default_meta_task_gps",
+    "fit_source_gp",
     "hyperbo_probability_of_improvement",
     "pretrain_clustered_prior",
     "pretrain_prior",

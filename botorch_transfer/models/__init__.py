@@ -32,6 +32,7 @@ from botorch_transfer.models.rank_weighted_prior import (
     RankWeightedPriorGP,
 )
 from botorch_transfer.models.rgpe import RGPE
+from botorch_transfer.models.source_gp import FittedSourceGP, fit_source_gp
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     MarginalAffineSourcePosterior,
@@ -47,6 +48,7 @@ __all__ = [
     "DeltaBOModel",
     "DiffGP",
     "EnvGP",
+    "FittedSourceGP",
     "GPSourcePosterior",
     "LogPowerSchedule",
     "MetaTaskMixtureGP",
@@ -68,6 +70,7 @@ __all__ = [
     "TransferGuard",
     "default_transfer_kernel",
     "fit_default_meta_task_gps",
+    "fit_source_gp",
     "source_fitted_kernel",
     "source_posterior_from_model",
 ]

@@ -53,6 +53,8 @@ and the log densities and transfer fingerprints the guard scores with
 from __future__ import annotations
 
 import copy
+import functools
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -60,7 +62,7 @@ import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.errors import UnsupportedError
-from botorch.fit import _fit_fallback
+from botorch.fit import fit_gpytorch_mll
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
@@ -291,6 +293,24 @@ class MovableExactGPMixin:
             lambda: super(MovableExactGPMixin, self)._apply(fn, *args, **kwargs),
             lambda: setattr(self, "prediction_strategy", None),
         )
+
+
+class _FitHook:
+    r"""A model's ``custom_fit``, which ``fit_gpytorch_mll`` calls instead of its
+    own fit; hidden while the model runs BoTorch's default fit of itself
+    (:meth:`SourceConditionedGP.custom_fit`), so that ``fit_gpytorch_mll`` then
+    takes its default path (retries and warning handling included)."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self.function
+        if instance.__dict__.get("_in_default_fit", False):
+            raise AttributeError("custom_fit")
+        return types.MethodType(self.function, instance)
 
 
 class TrainingData(NamedTuple):
@@ -996,6 +1016,14 @@ class SourceConditionedGP(
             return y_user.new_empty(0)
         return torch.stack(densities)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a subclass's own custom_fit, hidden like this class's during the default fit
+        function = cls.__dict__.get("custom_fit")
+        if function is not None and not isinstance(function, _FitHook):
+            cls.custom_fit = _FitHook(function)
+
+    @_FitHook
     def custom_fit(
         self, mll: MarginalLogLikelihood, **kwargs: Any
     ) -> MarginalLogLikelihood:
@@ -1006,7 +1034,11 @@ class SourceConditionedGP(
         no_data = self.train_inputs[0].shape[-2] == 0
         if no_data or not any(p.requires_grad for p in mll.parameters()):
             return mll.eval()
-        return _fit_fallback(mll=mll, **kwargs)
+        self.__dict__["_in_default_fit"] = True  # fit_gpytorch_mll's own path
+        try:
+            return fit_gpytorch_mll(mll, **kwargs)
+        finally:
+            del self.__dict__["_in_default_fit"]
 
     @classmethod
     def construct_inputs(

@@ -36,6 +36,7 @@ without clipping, the sum is its log marginal likelihood by the chain rule).
 from __future__ import annotations
 
 import copy
+import copyreg
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -594,7 +595,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
             )
         if model_class not in _GUARDED_CLASSES:
             name = f"Guarded{model_class.__name__}"
-            _GUARDED_CLASSES[model_class] = type(
+            _GUARDED_CLASSES[model_class] = _GuardedClassType(
                 name,
                 (GuardedTransferModel,),
                 {
@@ -605,8 +606,6 @@ class TransferGuard(SingleOutputTargetMixin, Model):
                     "__doc__": f"``TransferGuard.of({model_class.__name__})``.",
                 },
             )
-            # a module attribute, so that pickle finds the class by its name
-            globals().setdefault(name, _GUARDED_CLASSES[model_class])
         return _GUARDED_CLASSES[model_class]
 
     @staticmethod
@@ -690,7 +689,21 @@ class TransferGuard(SingleOutputTargetMixin, Model):
         )
 
 
+#: The classes :meth:`TransferGuard.of` made, one per transfer model class (a
+#: registry of types, so that the same call returns the same class).
 _GUARDED_CLASSES: dict[type, type] = {}
+
+
+class _GuardedClassType(type(TransferGuard)):
+    r"""The type of the classes :meth:`TransferGuard.of` makes: they pickle as the
+    call that makes them (they are not module attributes)."""
+
+
+def _reduce_guarded_class(cls: _GuardedClassType) -> tuple[Any, tuple[type]]:
+    return TransferGuard.of, (cls.transfer_model_class,)
+
+
+copyreg.pickle(_GuardedClassType, _reduce_guarded_class)
 
 
 class GuardedTransferModel(TransferGuard):

@@ -26,8 +26,13 @@ from botorch.models.utils.gpytorch_modules import (
     get_gaussian_likelihood_with_lognormal_prior,
 )
 from gpytorch.constraints import GreaterThan
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
-from gpytorch.likelihoods.gaussian_likelihood import _GaussianLikelihoodBase
+# GPyTorch's base of Gaussian likelihoods with a custom noise model: exported by
+# gpytorch.likelihoods (its __all__), and what BoTorch's own such likelihoods subclass
+from gpytorch.likelihoods import (
+    FixedNoiseGaussianLikelihood,
+    GaussianLikelihood,
+    _GaussianLikelihoodBase,
+)
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise, Noise
 from gpytorch.priors import LogNormalPrior
 from linear_operator.operators import DiagLinearOperator

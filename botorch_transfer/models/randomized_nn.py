@@ -59,7 +59,7 @@ from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.index_sampler import IndexSampler
 from botorch.utils.datasets import SupervisedDataset
-from botorch.utils.types import DEFAULT, _DefaultType
+from botorch.utils.types import DEFAULT
 from torch import Tensor
 from torch.nn import Module
 
@@ -270,7 +270,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         lr: float | None = None,
         seed: int | None = None,
         input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
+        outcome_transform: OutcomeTransform | None | Any = DEFAULT,
     ) -> None:
         # the settings, for condition_on_observations to train the same ensemble
         # on more data (the transforms untrained: training fits them in place)

@@ -45,25 +45,22 @@ sources.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 import warnings
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
 from botorch.exceptions.errors import UnsupportedError
-from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
+from botorch.utils.types import DEFAULT
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
-from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior
 from torch import Tensor
 from torch.nn import ModuleList
@@ -71,11 +68,8 @@ from torch.nn import ModuleList
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rank_combination import RankWeightedCombination
-from botorch_transfer.models.source_posterior import (
-    FIT_MAX_POINTS,
-    fit_subset_rows,
-    outcome_affine,
-)
+from botorch_transfer.models.source_gp import FittedSourceGP, fit_source_gp
+from botorch_transfer.models.source_posterior import outcome_affine
 from botorch_transfer.models.source_skill import (
     MIN_DISTINCT_INPUTS,
     UninformativeSourceWarning,
@@ -86,79 +80,20 @@ from botorch_transfer.models.task_column import (
     on_target_inputs,
 )
 
-#: Fitted source GPs kept by value (a BO loop rebuilds the model every iteration
-#: with the same source data; the source GP is fitted once).
-_SOURCE_GPS: OrderedDict[str, SingleTaskGP] = OrderedDict()
-_SOURCE_GPS_KEPT = 8
-
-
-def _digest(*tensors: Tensor | None) -> str:
-    h = hashlib.sha1()
-    for t in tensors:
-        if t is None:
-            h.update(b"none")
-            continue
-        t = t.detach()
-        h.update(f"{t.dtype}{t.device}{tuple(t.shape)}".encode())
-        h.update(t.cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
 
 def fitted_source_gp(
     source: TaskData, input_transform: InputTransform | None = None
-) -> SingleTaskGP:
-    r"""A ``SingleTaskGP`` with BoTorch's defaults fitted on ``source``, kept by value.
-
-    The same data (and input transform) give the same fitted model object, so that
-    a loop rebuilding its model every iteration fits the source once (and the
-    transfer model reuses the source posterior cached for that object). Above
-    1,000 points the hyperparameters are fitted on a fixed random subset of 1,000
-    and the GP conditions on all points.
-
-    Args:
-        source: The source observations (noise learned when ``Yvar`` is ``None``).
-        input_transform: The model's input transform (a copy is used).
-
-    Returns:
-        The fitted source GP (do not modify it: it is shared).
-    """
-    transform_state = None
-    if input_transform is not None:
-        transform_state = [
-            v for v in input_transform.state_dict().values() if torch.is_tensor(v)
-        ]
-    key = _digest(source.X, source.Y, source.Yvar, *(transform_state or []))
-    key += type(input_transform).__name__
-    if key in _SOURCE_GPS:
-        _SOURCE_GPS.move_to_end(key)
-        return _SOURCE_GPS[key]
-
-    def build(rows: Tensor | None) -> SingleTaskGP:
-        pick = slice(None) if rows is None else rows
-        Yvar = None if source.Yvar is None else source.Yvar[pick]
-        return SingleTaskGP(
-            source.X[pick],
-            source.Y[pick],
-            Yvar,
-            input_transform=copy.deepcopy(input_transform),
-        )
-
-    rows = fit_subset_rows(source.X.shape[-2], FIT_MAX_POINTS, source.X.device)
-    model = build(rows)
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    if rows is not None:  # the fitted hyperparameters on all points
-        full = build(None)
-        parameters = dict(model.named_parameters())
-        state = {k: v for k, v in model.state_dict().items() if k in parameters}
-        full.load_state_dict(state, strict=False)
-        model = full
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    _SOURCE_GPS[key] = model
-    while len(_SOURCE_GPS) > _SOURCE_GPS_KEPT:
-        _SOURCE_GPS.popitem(last=False)
-    return model
+) -> FittedSourceGP:
+    r"""Deprecated: :func:`~botorch_transfer.models.source_gp.fit_source_gp` (which
+    fits anew at every call: hold its result across iterations)."""
+    warnings.warn(
+        "`fitted_source_gp` is deprecated and no longer keeps fitted GPs by value: "
+        "call `botorch_transfer.models.source_gp.fit_source_gp` once and pass its "
+        "result as `source=` every iteration.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return fit_source_gp(source, input_transform)
 
 
 def _checked_min_skill(value: Any) -> float | None:
@@ -178,7 +113,9 @@ class RankWeightedTransferGP(RankWeightedCombination):
 
     See the module docstring for the model. Build it every BO iteration as you build a
     ``SingleTaskGP`` and fit it with ``fit_gpytorch_mll``: the fit fits both GPs and
-    recomputes the weight; the source GP is fitted once per source (kept by value).
+    recomputes the weight. Fit each source's GP once with
+    :func:`~botorch_transfer.models.source_gp.fit_source_gp` and pass it: a
+    ``TaskData`` is fitted anew by every model built on it.
 
     Args:
         train_X: ``n x d`` target inputs. With ``n = 0`` (no target point yet) the
@@ -195,11 +132,14 @@ class RankWeightedTransferGP(RankWeightedCombination):
         input_transform: Input transform of both GPs and of the source GP (e.g.
             ``Normalize(d, bounds=bounds)``: the kernels' default priors assume the
             unit cube).
-        source: The source task (keyword): a ``TaskData`` (a ``SingleTaskGP`` is
-            fitted on it once and kept for the same data) or a fitted single-output
-            ``SingleTaskGP`` (its kernel's shape is shared with the difference); or
-            a sequence of them, one per source task (each at its own inputs, sizes
-            and units), each with its own transfer model.
+        source: The source task (keyword): a fitted single-output
+            ``SingleTaskGP`` (its kernel's shape is shared with the difference;
+            from :func:`~botorch_transfer.models.source_gp.fit_source_gp`, which
+            keeps its posterior factor and skill across iterations) or a
+            ``TaskData`` (a ``SingleTaskGP`` with BoTorch's defaults is fitted on it
+            by this model, with its input transform); or a sequence of them, one
+            per source task (each at its own inputs, sizes and units), each with
+            its own transfer model.
         source_map: How the source enters the transfer model (see
             :class:`DeltaBOModel`): ``"affine"`` (default: ``a`` and ``c`` fitted)
             or ``"marginal-affine"`` (integrated out).
@@ -242,9 +182,10 @@ class RankWeightedTransferGP(RankWeightedCombination):
         transfer_models: One transfer model per source, in order.
 
     Example:
-        >>> model = RankWeightedTransferGP(
-        ...     train_X, train_Y, source=TaskData(X_src, Y_src),
-        ...     input_transform=Normalize(d, bounds=bounds),
+        >>> transform = Normalize(d, bounds=bounds)
+        >>> source_gp = fit_source_gp(TaskData(X_src, Y_src), transform)  # once
+        >>> model = RankWeightedTransferGP(  # every iteration
+        ...     train_X, train_Y, source=source_gp, input_transform=transform
         ... )
         >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
         >>> mll = fit_gpytorch_mll(mll)
@@ -255,15 +196,16 @@ class RankWeightedTransferGP(RankWeightedCombination):
 
         >>> last_month = TaskData(X1, Y1, name="last month")
         >>> the_month_before = TaskData(X2, Y2, name="the month before")
+        >>> sources = [
+        ...     fit_source_gp(s, transform) for s in (last_month, the_month_before)
+        ... ]
         >>> model = RankWeightedTransferGP(
-        ...     train_X, train_Y, source=[last_month, the_month_before],
-        ...     input_transform=Normalize(d, bounds=bounds),
+        ...     train_X, train_Y, source=sources, input_transform=transform
         ... )
         >>> mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         >>> weights = model.source_weights  # {"last month": ..., ...}
     """
 
-    _default_outcome_transform = object()
     #: The transfer input's argument (what Ax's ``model_options`` must give when
     #: the training data hold no source task).
     transfer_argument: ClassVar[str] = "source"
@@ -274,7 +216,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         train_X: Tensor,
         train_Y: Tensor,
         train_Yvar: Tensor | None = None,
-        outcome_transform: OutcomeTransform | None | Any = _default_outcome_transform,
+        outcome_transform: OutcomeTransform | None | Any = DEFAULT,
         input_transform: InputTransform | None = None,
         *,
         source: TaskData | SingleTaskGP | Sequence[TaskData | SingleTaskGP],
@@ -290,7 +232,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
     ) -> None:
         super().__init__(num_samples=num_samples, seed=seed, pair_margin=pair_margin)
         self._check_train_X(train_X, None)
-        if outcome_transform is self._default_outcome_transform:
+        if outcome_transform is DEFAULT:
             outcome_transform = Standardize(m=1)
         if outcome_transform is not None and not isinstance(
             outcome_transform, Standardize
@@ -310,7 +252,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         self.source_names = self._names_of(sources)
         source_gps = [self._source_gp(s, train_X, input_transform) for s in sources]
         self.source_skills = {
-            name: source_skill(gp)
+            name: gp.skill if isinstance(gp, FittedSourceGP) else source_skill(gp)
             for name, gp in zip(self.source_names, source_gps, strict=True)
         }
         self.min_source_skill = _checked_min_skill(min_source_skill)
@@ -378,9 +320,11 @@ class RankWeightedTransferGP(RankWeightedCombination):
 
     @staticmethod
     def _names_of(sources: list[Any]) -> tuple[str, ...]:
+        # a TaskData's name, or that of the GP fitted on it (fit_source_gp)
+        named = [getattr(s, "name", None) for s in sources]
         names = tuple(
-            s.name if isinstance(s, TaskData) and s.name is not None else f"source {i}"
-            for i, s in enumerate(sources)
+            name if isinstance(name, str) else f"source {i}"
+            for i, name in enumerate(named)
         )
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -452,7 +396,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
                     f"{label} is {source.X.dtype}, `train_X` is {train_X.dtype}: "
                     "give both in one dtype."
                 )
-            return fitted_source_gp(source, input_transform)
+            return fit_source_gp(source, input_transform)
         if isinstance(source, SingleTaskGP):
             if source.num_outputs != 1 or len(source.batch_shape) > 0:
                 raise ValueError(

@@ -38,7 +38,6 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -798,15 +797,11 @@ def outcome_affine(outcome_transform: Module | None) -> tuple[Tensor, Tensor] | 
 #: posterior conditions on all points anyway (N=100,000, d=8: 68 s CPU, 2 GB).
 FIT_MAX_POINTS = 1000
 
-#: The cached posteriors of exact source GPs, per model object: a model passed again
-#: (e.g. ``DeltaBOModel(X, Y, source=fitted_gp)`` rebuilt every BO iteration) reuses
-#: its posterior while its parameters, buffers and training data are unchanged.
-_EXACT_GP_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-
-def _exact_gp_state(model: Model) -> list[Tensor]:
+def exact_gp_state(model: Model) -> list[Tensor]:
     r"""What an exact GP's posterior depends on: its state (hyperparameters,
-    transform statistics, fixed noise) and its raw training data."""
+    transform statistics, fixed noise) and its raw training data (compare two with
+    :func:`same_tensors`)."""
     inputs = getattr(model, "_original_train_inputs", None)
     if inputs is None:
         inputs = model.train_inputs[0]
@@ -842,10 +837,10 @@ def source_posterior_from_model(
     honoured); models that know how to (``as_source_posterior``, e.g.
     ``DeltaBOModel``) convert themselves; any other model is wrapped as is.
 
-    The returned posterior is in the model's *user* output units. An exact GP's
-    posterior is cached per model object: passing the same model again (unchanged
-    parameters, buffers and training data, same ``max_rank``/``tolerance``) returns
-    a copy of the cached posterior instead of rebuilding it; any change rebuilds it.
+    The returned posterior is in the model's *user* output units. It is built at
+    every call (its factor costs ``O(N r^2)``); a source GP from
+    :func:`~botorch_transfer.models.source_gp.fit_source_gp` builds it once and
+    keeps it (its ``as_source_posterior``).
 
     Args:
         model: The fitted model. It is not modified.
@@ -881,17 +876,33 @@ def source_posterior_from_model(
         and isinstance(likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
     ):
         return ModelSourcePosterior(model)
+    return exact_gp_source_posterior(
+        model, max_rank=max_rank, tolerance=tolerance, progress=progress
+    )
+
+
+def exact_gp_source_posterior(
+    model: ExactGP,
+    max_rank: int = 1000,
+    tolerance: float = 1e-10,
+    progress: bool = True,
+) -> GPSourcePosterior:
+    r"""The :class:`GPSourcePosterior` of a fitted exact BoTorch GP with a Gaussian
+    likelihood (its input and ``Standardize`` outcome transforms honoured), in its
+    user output units.
+
+    Args:
+        model: The fitted GP. It is not modified.
+        max_rank: See :class:`GPSourcePosterior`.
+        tolerance: See :class:`GPSourcePosterior`.
+        progress: See :class:`GPSourcePosterior`.
+
+    Returns:
+        The GP's posterior as a frozen source.
+    """
     was_training = model.training
     model.eval()  # stores transformed training inputs; raw ones kept aside
     try:
-        state = _exact_gp_state(model)
-        cached = _EXACT_GP_CACHE.get(model)
-        if (
-            cached is not None
-            and cached[1] == (max_rank, tolerance)
-            and same_tensors(cached[0], state)
-        ):
-            return copy.deepcopy(cached[2])
         input_transform = getattr(model, "input_transform", None)
         if input_transform is not None and hasattr(model, "_original_train_inputs"):
             train_X = model._original_train_inputs
@@ -901,7 +912,7 @@ def source_posterior_from_model(
         posterior = GPSourcePosterior(
             train_X=train_X,
             train_Y=train_Y,
-            noise=likelihood.noise.expand(train_Y.shape),
+            noise=model.likelihood.noise.expand(train_Y.shape),
             covar_module=model.covar_module,
             mean_module=getattr(model, "mean_module", None),
             input_transform=input_transform,
@@ -912,11 +923,6 @@ def source_posterior_from_model(
         affine = outcome_affine(getattr(model, "outcome_transform", None))
         if affine is not None:
             posterior.set_output_affine(*affine)
-        _EXACT_GP_CACHE[model] = (
-            [t.clone() for t in state],
-            (max_rank, tolerance),
-            copy.deepcopy(posterior),
-        )
     finally:
         model.train(was_training)
     return posterior

@@ -13,7 +13,6 @@ hyperparameters: 1 for a perfect prediction, about 0 for none.
 from __future__ import annotations
 
 import math
-import weakref
 
 import torch
 from botorch.models import SingleTaskGP
@@ -31,8 +30,6 @@ class UninformativeSourceWarning(UserWarning):
 #: left-out input says too little; :func:`source_skill` returns NaN).
 MIN_DISTINCT_INPUTS = 10
 
-_SKILLS: weakref.WeakKeyDictionary[SingleTaskGP, float] = weakref.WeakKeyDictionary()
-
 
 def source_skill(source_gp: SingleTaskGP) -> float:
     r"""The leave-input-out predictive ``R^2`` of a fitted source GP on its own data.
@@ -40,8 +37,9 @@ def source_skill(source_gp: SingleTaskGP) -> float:
     ``1 - sum_i (t_i - m_i)^2 / sum_i (t_i - mean(t))^2``, where ``m_i`` is the
     GP's prediction of observation ``t_i`` from the observations at the other
     inputs (same hyperparameters, no refit). Above 1,000 observations it is
-    measured on the fixed random subset that source GPs are fitted on. The value is
-    kept for the model object (a fitted source GP is frozen).
+    measured on the fixed random subset that source GPs are fitted on. A
+    :class:`~botorch_transfer.models.source_gp.FittedSourceGP` keeps its value
+    (its ``skill``).
 
     Example:
         >>> from botorch.fit import fit_gpytorch_mll
@@ -61,8 +59,6 @@ def source_skill(source_gp: SingleTaskGP) -> float:
         The skill (at most 1; near 0 or below for a source without structure), or
         NaN with fewer than ``MIN_DISTINCT_INPUTS`` distinct inputs.
     """
-    if source_gp in _SKILLS:
-        return _SKILLS[source_gp]
     (X,) = source_gp.train_inputs  # transformed inputs, as the kernel sees them
     t = source_gp.train_targets.detach()
     if X.dim() != 2 or t.dim() != 1:
@@ -85,5 +81,4 @@ def source_skill(source_gp: SingleTaskGP) -> float:
             shift = leave_input_out_shift(K, residual, X)
         total = (t - t.mean()).square().sum()
         skill = float(1.0 - shift.square().sum() / total) if total > 0 else math.nan
-    _SKILLS[source_gp] = skill
     return skill

@@ -409,6 +409,35 @@ def test_fit_with_nothing_trainable_is_a_no_op(kind):
     torch.testing.assert_close(post.variance, expected.variance)
 
 
+def test_the_fit_is_botorchs_default_fit_of_the_model():
+    # custom_fit hands the model to fit_gpytorch_mll's own path (the reference is
+    # the function that path calls), and is visible again afterwards
+    import copy
+
+    from botorch.fit import _fit_fallback
+
+    X, Y = make_target()
+    model = DeltaBOModel(X, Y, source=make_source())
+    reference = copy.deepcopy(model)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    _fit_fallback(ExactMarginalLogLikelihood(reference.likelihood, reference))
+    for (name, p), (_, p_ref) in zip(
+        model.named_parameters(), reference.named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(p, p_ref, msg=name)
+    assert hasattr(model, "custom_fit") and "_in_default_fit" not in model.__dict__
+
+    def failing_optimizer(*args, **kwargs):
+        raise RuntimeError("the optimizer failed")
+
+    with pytest.raises(RuntimeError, match="the optimizer failed"):
+        fit_gpytorch_mll(
+            ExactMarginalLogLikelihood(model.likelihood, model),
+            optimizer=failing_optimizer,
+        )
+    assert hasattr(model, "custom_fit") and "_in_default_fit" not in model.__dict__
+
+
 @pytest.mark.parametrize("name", ["DeltaBOModel", "EnvGP", "DiffGP", "RGPE"])
 def test_a_state_fitted_on_other_data_loads_with_this_models_data(name):
     # Ax's cross-validation loads the full-data model's state (its outcome map

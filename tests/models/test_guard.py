@@ -1,4 +1,5 @@
 import math
+import pickle
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
+import botorch_transfer.models.guard as guard_module
 from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, TaskData
 from botorch_transfer.models.guard import (
     TransferGuard,
@@ -226,13 +228,16 @@ def test_query_inputs_are_checked_whichever_model_acts():
 
 
 def test_guard_as_a_model_class_equals_the_guard_of_a_fitted_model():
-    import pickle
 
     X, _, _, unrelated = sine_target_and_sources()
     guarded_class = TransferGuard.of(DeltaBOModel)
     assert guarded_class.__name__ == "GuardedDeltaBOModel"
     assert pickle.loads(pickle.dumps(guarded_class)) is guarded_class
+    # the class is made by the call, not found as a module attribute
+    assert not hasattr(guard_module, "GuardedDeltaBOModel")
     guarded = guarded_class(X, sine(X), source=unrelated)
+    restored = pickle.loads(pickle.dumps(guarded))
+    assert type(restored) is guarded_class
     # built from DeltaBOModel's arguments, unfitted: acts as the transfer model
     assert guarded.uses_transfer and guarded.loo_log_density == {}
     assert guarded.fit() is guarded

@@ -21,8 +21,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import RankWeightedTransferGP, TaskData
 from botorch_transfer.models.loo import exact_loo_posterior
-from botorch_transfer.models.rank_weighted import fitted_source_gp
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
+from botorch_transfer.models.source_gp import fit_source_gp
 from botorch_transfer.models.source_skill import (
     UninformativeSourceWarning,
     source_skill,
@@ -315,7 +315,7 @@ def test_a_source_without_structure_gets_no_weight_and_a_warning():
             X, Y, source=scrambled, input_transform=transform
         )
     assert model.source_uninformative
-    gp = fitted_source_gp(scrambled, transform)
+    gp = fit_source_gp(scrambled, transform)
     assert model.source_skill == source_skill(gp) < 0.1
     fitted(model)
     assert model.transfer_weight == 0.0
@@ -349,17 +349,6 @@ def test_too_few_points_to_rank_split_evenly():
     model = fitted(RankWeightedTransferGP(X, Y, source=source))
     assert model.transfer_weight == 0.5
     assert model.posterior(X).mean.shape == (1, 1)
-
-
-def test_source_gp_is_fitted_once_per_source_data():
-    source, X, Y = make_data()
-    transform = Normalize(2, bounds=BOUNDS)
-    first = fitted_source_gp(source, transform)
-    again = fitted_source_gp(TaskData(source.X.clone(), source.Y.clone()), transform)
-    assert again is first
-    other = fitted_source_gp(TaskData(source.X, source.Y + 1.0), transform)
-    assert other is not first
-    assert not any(p.requires_grad for p in first.parameters())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -640,7 +629,7 @@ def test_with_no_target_point_the_posterior_is_the_sources_standardized_average(
     Xt = torch.rand(6, 2, generator=torch.Generator().manual_seed(8)).double()
     means, covariances = [], []
     for source in sources[:2]:
-        gp = fitted_source_gp(source)
+        gp = fit_source_gp(source)
         p = gp.posterior(Xt)
         mu, sd = source.Y.mean(), source.Y.std()
         means.append((p.mean.squeeze(-1) - mu) / sd)

@@ -115,12 +115,9 @@ def test_bad_inputs(kwargs, match):
         GPSourcePosterior(covar_module=kernel(), **kwargs)
 
 
-def test_an_exact_gp_passed_again_reuses_its_cached_posterior(monkeypatch):
-    import copy
-
-    from botorch.fit import fit_gpytorch_mll
+def test_an_exact_gp_passed_again_is_factored_again(monkeypatch):
+    # nothing is kept between calls for a plain GP (a FittedSourceGP keeps it)
     from botorch.models import SingleTaskGP
-    from gpytorch.mlls import ExactMarginalLogLikelihood
 
     import botorch_transfer.models.source_posterior as module
 
@@ -132,37 +129,11 @@ def test_an_exact_gp_passed_again_reuses_its_cached_posterior(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(module, "GPSourcePosterior", CountingPosterior)
-    gen = torch.Generator().manual_seed(0)
-    X = torch.rand(30, 2, generator=gen, dtype=torch.float64)
-    Y = torch.sin(4 * X).sum(-1, keepdim=True)
-    gp = SingleTaskGP(X, Y)
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
-    X_test = torch.rand(5, 2, generator=gen, dtype=torch.float64)
-
-    def fresh(model):  # built from a copy, which the cache has never seen
-        return module.source_posterior_from_model(copy.deepcopy(model))
-
-    first = module.source_posterior_from_model(gp)
-    second = module.source_posterior_from_model(gp)
-    assert len(builds) == 1  # the second call reused the cache
-    torch.testing.assert_close(second.mean(X_test), first.mean(X_test))
-    torch.testing.assert_close(second.covariance(X_test), first.covariance(X_test))
-    # each call returns its own copy: changing one leaves the cache intact
-    second.set_output_affine(2.0, 1.0)
-    third = module.source_posterior_from_model(gp)
-    torch.testing.assert_close(third.mean(X_test), first.mean(X_test))
-    # other options, new hyperparameters or new data rebuild it
-    module.source_posterior_from_model(gp, max_rank=10)
+    X = torch.rand(30, 2, generator=torch.Generator().manual_seed(0)).double()
+    gp = SingleTaskGP(X, torch.sin(4 * X).sum(-1, keepdim=True))
+    module.source_posterior_from_model(gp)
+    module.source_posterior_from_model(gp)
     assert len(builds) == 2
-    gp.covar_module.lengthscale = gp.covar_module.lengthscale * 1.5
-    changed = module.source_posterior_from_model(gp)
-    assert len(builds) == 3
-    torch.testing.assert_close(changed.mean(X_test), fresh(gp).mean(X_test))
-    assert not torch.allclose(changed.mean(X_test), first.mean(X_test))
-    gp.set_train_data(X[:20], Y[:20].squeeze(-1), strict=False)
-    fewer = module.source_posterior_from_model(gp)
-    torch.testing.assert_close(fewer.mean(X_test), fresh(gp).mean(X_test))
-    torch.testing.assert_close(fewer.covariance(X_test), fresh(gp).covariance(X_test))
 
 
 def test_a_large_source_fits_its_hyperparameters_on_a_fixed_subset():
