@@ -26,8 +26,6 @@ from botorch.models.utils.gpytorch_modules import (
     get_gaussian_likelihood_with_lognormal_prior,
 )
 from gpytorch.constraints import GreaterThan
-# GPyTorch's base of Gaussian likelihoods with a custom noise model: exported by
-# gpytorch.likelihoods (its __all__), and what BoTorch's own such likelihoods subclass
 from gpytorch.likelihoods import (
     FixedNoiseGaussianLikelihood,
     GaussianLikelihood,
@@ -254,6 +252,8 @@ class TaskIndexedNoise(Noise):
         return DiagLinearOperator(noise if shape is None else noise.expand(shape))
 
 
+# GPyTorch's base of Gaussian likelihoods with a custom noise model (exported by
+# gpytorch.likelihoods; BoTorch's own such likelihoods subclass it)
 class TaskIndexedGaussianLikelihood(_GaussianLikelihoodBase):
     r"""A Gaussian likelihood with :class:`TaskIndexedNoise`: the noise applied in a
     call is computed from that call's own noise index."""
