@@ -1,11 +1,7 @@
 r"""Transfer-learning models for BoTorch."""
 
 from botorch_transfer._deprecation import moved_names
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    TrainingData,
-    default_transfer_kernel,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.cluster_meta import ClusterMetaPriorGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
@@ -41,6 +37,7 @@ from botorch_transfer.models.source_posterior import (
     SumSourcePosterior,
     source_posterior_from_model,
 )
+from botorch_transfer.models.utils.assorted import default_transfer_kernel
 
 __all__ = [
     "ClusterMetaPriorGP",

@@ -55,28 +55,22 @@ from __future__ import annotations
 import copy
 import functools
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
 from botorch import settings as botorch_settings
 from botorch.acquisition.objective import PosteriorTransform
-from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.gpytorch import GPyTorchModel
-from botorch.models.model import FantasizeMixin, Model
+from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
-from botorch.models.transforms.outcome import OutcomeTransform, Standardize
+from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.models.utils.assorted import fantasize as fantasize_flag
 from botorch.models.utils.assorted import gpt_posterior_settings
-from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
-from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
-from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
-from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import (
     FixedNoiseGaussianLikelihood,
     GaussianLikelihood,
@@ -89,210 +83,40 @@ from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
+from botorch_transfer._deprecation import moved_names
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.datasets import (
     split_multitask_dataset as split_multitask_dataset,
 )
 from botorch_transfer.models.guard_scoring import (
-    normal_log_density,
+    TargetLogDensityMixin,
     transfer_fingerprint,
 )
 from botorch_transfer.models.guard_scoring import same_fingerprint as same_fingerprint
 from botorch_transfer.models.likelihoods import (
     target_likelihood,
 )
-from botorch_transfer.models.source_posterior import (
-    apply_keeping_caches,
-    outcome_affine,
-)
 from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.models.task_column import (
     TaskColumnMixin,
-    construct_transfer_inputs,
     on_target_inputs,
+)
+from botorch_transfer.models.utils.assorted import (
+    MovableExactGPMixin,
+    SingleOutputTargetMixin,
+    check_single_output,
+    fit_shared_outcome_affine,
 )
 from botorch_transfer.validation import (
     check_invertible_input_transform,
-    check_query_inputs,
     learns_from_data,
     validate_training_data,
-    warn_if_below_standardize_floor,
     warn_if_off_prior_scale,
 )
 
 #: :func:`~botorch_transfer.models.task_column.on_target_inputs`, also importable
 #: from here under this name
 _on_target_inputs = on_target_inputs
-
-
-def fit_shared_outcome_affine(
-    outcome_transform: OutcomeTransform | None,
-    sources: Sequence,
-    train_Y: Tensor,
-) -> tuple[Tensor, Tensor]:
-    r"""Fit the outcome transform on all source ``TaskData`` and target outcomes.
-
-    Returns:
-        ``(scale, offset)`` with ``y_user = scale * y_model + offset`` (``(1, 0)`` for
-        no transform), on ``train_Y``'s dtype and device.
-    """
-    scale = torch.ones((), dtype=train_Y.dtype, device=train_Y.device)
-    offset = torch.zeros((), dtype=train_Y.dtype, device=train_Y.device)
-    if outcome_transform is None:
-        return scale, offset
-    if not isinstance(outcome_transform, Standardize):
-        outcome_affine(outcome_transform)  # raises the explanatory TypeError
-    pooled = [s.Y for s in sources if isinstance(s, TaskData)]
-    pooled = torch.cat(pooled + [train_Y.reshape(-1, 1)], dim=0)
-    if pooled.shape[0] == 0:
-        raise ValueError(
-            "`outcome_transform` cannot be fitted: there are no target observations "
-            "and no source TaskData outcomes."
-        )
-    name = "`train_Y` and the sources' outcomes" if len(pooled) > 1 else "`train_Y`"
-    warn_if_below_standardize_floor(outcome_transform, pooled, name, stacklevel=5)
-    outcome_transform.train()
-    outcome_transform(pooled)
-    outcome_transform.eval()
-    scale, offset = outcome_affine(outcome_transform)
-    return scale.to(train_Y), offset.to(train_Y)
-
-
-def default_transfer_kernel(
-    dim: int, batch_shape: torch.Size | None = None
-) -> ScaleKernel:
-    r"""A scaled RBF kernel with BoTorch's dimension-scaled lengthscale prior.
-
-    The outputscale is the amplitude (``tau^2`` for a difference kernel).
-
-    Args:
-        dim: Input dimension (one lengthscale per dimension).
-        batch_shape: Batch shape of the hyperparameters.
-
-    Returns:
-        ``ScaleKernel(RBFKernel(ard_num_dims=dim))`` with BoTorch's priors.
-    """
-    return ScaleKernel(
-        get_covar_module_with_dim_scaled_prior(
-            ard_num_dims=dim, batch_shape=batch_shape
-        ),
-        batch_shape=batch_shape,
-    )
-
-
-def refuse_pathwise_sampling(
-    model_class: type, reason: str, prior_paths: bool = True
-) -> None:
-    r"""Make BoTorch's pathwise samplers refuse ``model_class`` with a clear error.
-
-    BoTorch dispatches pathwise (Matheron) sampling on ``ExactGP`` (used e.g. by
-    ``get_optimal_samples`` / ``qJointEntropySearch``); for a model whose posterior
-    is not its GP's alone that would silently sample the wrong process.
-
-    Args:
-        model_class: The model class.
-        reason: Why its paths would be wrong (completes the error message).
-        prior_paths: Also refuse kernel-feature prior paths.
-    """
-
-    def refuse_posterior_paths(model: Any, **kwargs: Any) -> None:
-        raise UnsupportedError(
-            "Pathwise (Matheron) posterior samples are not implemented for "
-            f"{type(model).__name__}: {reason}. Use Monte-Carlo acquisition "
-            "functions (qLogNoisyExpectedImprovement, qUpperConfidenceBound, "
-            "qKnowledgeGradient, qMaxValueEntropy with a candidate set), which "
-            "sample the full posterior."
-        )
-
-    def refuse_prior_paths(model: Any, **kwargs: Any) -> None:
-        raise UnsupportedError(
-            "Kernel-feature prior paths are not implemented for "
-            f"{type(model).__name__}: {reason}."
-        )
-
-    DrawMatheronPaths.register(model_class)(refuse_posterior_paths)
-    if prior_paths:
-        DrawKernelFeaturePaths.register(model_class)(refuse_prior_paths)
-
-
-def single_output_subset_error(model: Any, idcs: Sequence[int]) -> NotImplementedError:
-    r"""The error ``subset_output`` raises on a single-output model of the package.
-
-    BoTorch's ``Model.subset_output`` raises a bare ``NotImplementedError``; this one
-    says why and what to use instead.
-
-    Args:
-        model: The model.
-        idcs: The requested output indices.
-
-    Returns:
-        The ``NotImplementedError`` to raise.
-    """
-    return NotImplementedError(
-        f"{type(model).__name__} models a single outcome (num_outputs=1), so it has "
-        f"no outputs to subset (got idcs={list(idcs)}): use the model itself for its "
-        "one output. For several outcomes, build one model per outcome and combine "
-        "them with BoTorch's `ModelListGP(model_1, model_2, ...)` (or `ModelList` "
-        "for non-GP models), whose `subset_output` selects among them."
-    )
-
-
-def check_single_output(model: Model, output_indices: list[int] | None) -> None:
-    r"""Raise unless ``output_indices`` asks a single-output ``model`` for its
-    output (``None`` or ``[0]``)."""
-    if output_indices is not None and list(output_indices) != [0]:
-        raise ValueError(
-            f"`output_indices` must be None or [0] ({type(model).__name__} has one "
-            f"output), got {output_indices!r}."
-        )
-
-
-class SingleOutputTargetMixin:
-    r"""What the package's single-output models share around their target data:
-    the source-conditioned GPs, ``RandomizedNNEnsemble`` and ``TransferGuard``.
-
-    A class using it (listed before BoTorch's ``Model`` in its bases) provides
-    ``target_X`` (``batch_shape x n x d`` raw target inputs) and ``target_Y`` (user
-    units); the mixin checks query inputs against the target's ``d`` (``_check_X``,
-    before ``posterior`` passes them on) and refuses ``subset_output`` with an
-    explanation.
-    """
-
-    def _check_X(self, X: Tensor, name: str = "X") -> None:
-        r"""Check query inputs ``X`` (``batch_shape x q x d``, finite, the target's
-        ``d``) as every model of the package checks them."""
-        check_query_inputs(X, self.target_X.shape[-1], name)
-
-    def subset_output(self, idcs: list[int]) -> Any:
-        r"""Not available: the model has a single output.
-
-        Raises:
-            NotImplementedError: Always, saying what to do instead (one model per
-                outcome in a ``ModelListGP``, or a ``ModelList`` for non-GP models).
-        """
-        raise single_output_subset_error(self, idcs)
-
-
-class MovableExactGPMixin:
-    r"""For ``ExactGP`` models: ``.to()``/``.double()``/``.cuda()`` drop GPyTorch's
-    cached prediction strategy, whose tensors keep the old dtype/device, so the next
-    posterior rebuilds it. A ``.to()`` that replaces no tensor (BoTorch's analytic
-    acquisition functions call ``model.to(X)`` at every evaluation) keeps it."""
-
-    def _apply(self, fn, *args, **kwargs):
-        def tensors() -> list[Tensor]:
-            data = [*(self.train_inputs or ()), self.train_targets]
-            return [
-                *self.parameters(),
-                *self.buffers(),
-                *(t for t in data if t is not None),
-            ]
-
-        return apply_keeping_caches(
-            tensors,
-            lambda: super(MovableExactGPMixin, self)._apply(fn, *args, **kwargs),
-            lambda: setattr(self, "prediction_strategy", None),
-        )
 
 
 class _FitHook:
@@ -335,6 +159,7 @@ class SourceConditionedGP(
     SingleOutputTargetMixin,
     MovableExactGPMixin,
     TaskColumnMixin,
+    TargetLogDensityMixin,
     ExactGP,
     GPyTorchModel,
     FantasizeMixin,
@@ -931,91 +756,6 @@ class SourceConditionedGP(
                 X=X, Y=Y_fantasized, noise=noise, **kwargs
             )
 
-    def loo_log_density(self) -> Tensor:
-        r"""Leave-one-out log predictive density of each target observation, in the
-        user's units.
-
-        Each point ``i`` is predicted (with its observation noise) by the model
-        rebuilt on the other target points with the same hyperparameters: everything
-        derived from the target data (residuals, corrections, ensemble weights) is
-        rebuilt without it, so no target observation predicts itself. The model is
-        restored afterwards.
-
-        Returns:
-            ``n`` log densities (a non-batched model with at least 2 target points).
-
-        Example:
-            >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
-            >>> mll = fit_gpytorch_mll(mll)
-            >>> score = model.loo_log_density().mean()  # compare with a target-only GP
-        """
-        n = self._target_X.shape[-2]
-        if n < 2:
-            raise ValueError(f"Leave-one-out needs >= 2 target points, got {n}.")
-        index = torch.arange(n, device=self._target_X.device)
-        return self._log_densities_rebuilt((index != i, i) for i in range(n))
-
-    def sequential_log_density(self, start: int = 1) -> Tensor:
-        r"""One-step-ahead log predictive density of each target observation from
-        ``start`` on, in the user's units and in the order of the target data.
-
-        Point ``i`` is predicted (with its observation noise) by the model rebuilt on
-        the target points before it, ``0 ... i - 1``, with the same hyperparameters:
-        the prequential score of the run as the model is fitted now (in a BO loop the
-        data are in query order, so each query is scored by how well the points
-        observed before it predicted it). The model is restored afterwards.
-
-        Args:
-            start: The first point scored (>= 1: a transfer model predicts from at
-                least one target point).
-
-        Returns:
-            ``n - start`` log densities (a non-batched model with more than
-            ``start`` target points; an empty tensor otherwise).
-
-        Example:
-            >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
-            >>> mll = fit_gpytorch_mll(mll)
-            >>> score = model.sequential_log_density(start=2).sum()
-        """
-        if isinstance(start, bool) or not isinstance(start, int) or start < 1:
-            raise ValueError(f"`start` must be an int >= 1, got {start!r}.")
-        index = torch.arange(self._target_X.shape[-2], device=self._target_X.device)
-        return self._log_densities_rebuilt(
-            (index[:i], i) for i in range(start, len(index))
-        )
-
-    def _log_densities_rebuilt(self, folds: Iterable[tuple[Tensor, int]]) -> Tensor:
-        r"""Log predictive density of target point ``i`` under the model rebuilt on
-        the target points ``kept`` (same hyperparameters), for each ``(kept, i)`` of
-        ``folds``; the model is restored afterwards."""
-        if len(self.batch_shape) > 0:
-            raise ValueError(
-                "Predicting target points from the others needs a non-batched "
-                f"model, got batch_shape {tuple(self.batch_shape)}."
-            )
-        # the internal target data (model units) are what the model rebuilds from
-        X, Y, Yvar = self._target_X, self._target_Y, self._target_Yvar
-        y_user = self.target_Y.squeeze(-1)
-        densities = []
-        try:
-            with torch.no_grad():
-                for kept, i in folds:
-                    self._set_target_data(X[kept], Y[kept], Yvar[kept])
-                    known = not torch.isnan(Yvar[i])
-                    noise = Yvar[i].reshape(1, 1) if known else True
-                    post = self.posterior(X[i : i + 1], observation_noise=noise)
-                    densities.append(
-                        normal_log_density(
-                            y_user[i], post.mean.squeeze(), post.variance.squeeze()
-                        )
-                    )
-        finally:
-            self._set_target_data(X, Y, Yvar)
-        if not densities:
-            return y_user.new_empty(0)
-        return torch.stack(densities)
-
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # a subclass's own custom_fit, hidden like this class's during the default fit
@@ -1040,33 +780,15 @@ class SourceConditionedGP(
         finally:
             del self.__dict__["_in_default_fit"]
 
-    @classmethod
-    def construct_inputs(
-        cls, training_data: SupervisedDataset | MultiTaskDataset, **kwargs: Any
-    ) -> dict[str, Any]:
-        r"""Constructor arguments from the training data plus the model's options.
 
-        Two routes:
-
-        - a ``SupervisedDataset`` of the target task, with the transfer input in
-          ``kwargs`` (``source=`` or ``prior=``, see ``transfer_argument``), e.g. from
-          Ax's ``model_options``;
-        - a ``MultiTaskDataset`` as Ax's ``TransferLearningAdapter`` builds it from
-          the auxiliary experiments: the dataset named ``target_outcome_name`` is
-          the target, every other task value of the task column is a source. The
-          task column is dropped from all inputs, the sources become ``TaskData``
-          (``source=[...]``), and ``task_feature``/``target_task_value`` let the
-          model accept Ax's queries, which carry the task column.
-
-        Args:
-            training_data: The target data, or the target and source data.
-            kwargs: The transfer input and further constructor options.
-
-        Returns:
-            Keyword arguments for ``cls(**inputs)``.
-
-        Example:
-            >>> inputs = DeltaBOModel.construct_inputs(mt_dataset)
-            >>> model = DeltaBOModel(**inputs)
-        """
-        return construct_transfer_inputs(cls, training_data, **kwargs)
+__getattr__ = moved_names(
+    __name__,
+    {
+        name: "botorch_transfer.models.utils.assorted"
+        for name in (
+            "default_transfer_kernel",
+            "refuse_pathwise_sampling",
+            "single_output_subset_error",
+        )
+    },
+)

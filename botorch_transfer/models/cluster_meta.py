@@ -36,12 +36,9 @@ from botorch_transfer.clustering import (
     cluster_weights_from_distances,
 )
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    TrainingData,
-    refuse_pathwise_sampling,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.likelihoods import scaled_noise_likelihood
+from botorch_transfer.models.utils.assorted import refuse_pathwise_sampling
 
 
 class ClusterMetaPriorGP(SourceConditionedGP):

@@ -42,12 +42,7 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    TrainingData,
-    default_transfer_kernel,
-    refuse_pathwise_sampling,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
@@ -59,6 +54,10 @@ from botorch_transfer.models.source_posterior import (
     frozen_source_posterior,
     marginal_affine_covariance,
     source_posterior_from_model,
+)
+from botorch_transfer.models.utils.assorted import (
+    default_transfer_kernel,
+    refuse_pathwise_sampling,
 )
 from botorch_transfer.progress import fit_mll_with_progress
 

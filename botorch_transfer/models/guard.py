@@ -51,9 +51,10 @@ from botorch.posteriors import Posterior
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_transfer.models.base import SingleOutputTargetMixin, SourceConditionedGP
+from botorch_transfer.models.base import SourceConditionedGP
 from botorch_transfer.models.guard_scoring import normal_log_density, same_fingerprint
 from botorch_transfer.models.loo import exact_loo_log_density, training_marginal
+from botorch_transfer.models.utils.assorted import SingleOutputTargetMixin
 
 
 def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:

@@ -20,12 +20,7 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    TrainingData,
-    default_transfer_kernel,
-    refuse_pathwise_sampling,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.likelihoods import TaskIndexedGaussianLikelihood
 from botorch_transfer.models.low_rank import (
     FITCMultivariateNormal,
@@ -40,6 +35,10 @@ from botorch_transfer.models.source_posterior import (
     same_tensors,
 )
 from botorch_transfer.models.sources import as_source_list
+from botorch_transfer.models.utils.assorted import (
+    default_transfer_kernel,
+    refuse_pathwise_sampling,
+)
 from botorch_transfer.progress import fit_mll_with_progress
 
 #: How a pooled GP does its linear algebra (see ``PooledTransferGP``).

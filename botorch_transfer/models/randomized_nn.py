@@ -64,7 +64,7 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer._deprecation import moved_names
-from botorch_transfer.models.base import SingleOutputTargetMixin
+from botorch_transfer.models.utils.assorted import SingleOutputTargetMixin
 from botorch_transfer.validation import (
     check_query_inputs,
     validate_training_data,

@@ -37,9 +37,9 @@ from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 from torch.nn import ModuleList
 
-from botorch_transfer.models.base import check_single_output
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
+from botorch_transfer.models.utils.assorted import check_single_output
 
 
 def loo_ranking_losses(

@@ -49,12 +49,7 @@ from torch import Tensor
 from torch.nn import Module, ModuleList
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    TrainingData,
-    default_transfer_kernel,
-    refuse_pathwise_sampling,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.source_posterior import (
     SourceLike,
@@ -62,6 +57,10 @@ from botorch_transfer.models.source_posterior import (
     frozen_source_posterior,
 )
 from botorch_transfer.models.sources import check_source, own_copy
+from botorch_transfer.models.utils.assorted import (
+    default_transfer_kernel,
+    refuse_pathwise_sampling,
+)
 
 #: Fewest observations of a source ``TaskData`` (or source model) that RGPE
 #: weighs: with fewer, its ranking of the target's points is its prior's.

@@ -40,6 +40,37 @@ class TaskColumnMixin:
     in ``construct_inputs`` to :func:`construct_inputs_from_multitask`.
     """
 
+    @classmethod
+    def construct_inputs(
+        cls, training_data: SupervisedDataset | MultiTaskDataset, **kwargs: Any
+    ) -> dict[str, Any]:
+        r"""Constructor arguments from the training data plus the model's options.
+
+        Two routes:
+
+        - a ``SupervisedDataset`` of the target task, with the transfer input in
+          ``kwargs`` (``source=`` or ``prior=``, see ``transfer_argument``), e.g. from
+          Ax's ``model_options``;
+        - a ``MultiTaskDataset`` as Ax's ``TransferLearningAdapter`` builds it from
+          the auxiliary experiments: the dataset named ``target_outcome_name`` is
+          the target, every other task value of the task column is a source. The
+          task column is dropped from all inputs, the sources become ``TaskData``
+          (``source=[...]``), and ``task_feature``/``target_task_value`` let the
+          model accept Ax's queries, which carry the task column.
+
+        Args:
+            training_data: The target data, or the target and source data.
+            kwargs: The transfer input and further constructor options.
+
+        Returns:
+            Keyword arguments for ``cls(**inputs)``.
+
+        Example:
+            >>> inputs = DeltaBOModel.construct_inputs(mt_dataset)
+            >>> model = DeltaBOModel(**inputs)
+        """
+        return construct_transfer_inputs(cls, training_data, **kwargs)
+
     def _set_task_column(
         self,
         d: int,

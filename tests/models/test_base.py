@@ -26,11 +26,8 @@ from botorch_transfer import (
     TaskData,
     build_cluster_prior,
 )
-from botorch_transfer.models.base import (
-    SourceConditionedGP,
-    TrainingData,
-    default_transfer_kernel,
-)
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.models.utils.assorted import default_transfer_kernel
 from botorch_transfer.validation import OutcomeScaleWarning
 from tests.models.reference import gp_posterior, rbf
 from tests.models.test_delta import (

@@ -1,0 +1,1 @@
+r"""Parts the package's models are built from."""
