@@ -71,16 +71,14 @@ from botorch_transfer import (
     pretrain_prior,
 )
 from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
+from botorch_transfer.models.frozen_source import source_posterior_from_model
 from botorch_transfer.models.meta_task_mixture import (
     MetaTaskMixtureGP,
     fit_default_meta_task_gps,
 )
 from botorch_transfer.models.pretrained import PRIOR_SCALE_DOF
 from botorch_transfer.models.rgpe import RGPE
-from botorch_transfer.models.source_posterior import (
-    SourcePosterior,
-    source_posterior_from_model,
-)
+from botorch_transfer.models.source_posterior import SourcePosterior
 
 if TYPE_CHECKING:
     from benchmarks.meta import MetaProblem

@@ -30,7 +30,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from benchmarks.context import parse_device
 from benchmarks.timing_problem import SOURCE_NOISE, source_function
-from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, GPSourcePosterior
+from botorch_transfer.models.frozen_source import FIT_MAX_POINTS
+from botorch_transfer.models.source_posterior import GPSourcePosterior
 
 
 def _exact_posterior(

@@ -60,15 +60,14 @@ from botorch_transfer import (
     fit_default_meta_task_gps,
     randomized_nn_thompson_candidate,
 )
+from botorch_transfer.models.frozen_source import (
+    FIT_MAX_POINTS,
+    source_posterior_from_model,
+)
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.pooled import source_fitted_kernel
 from botorch_transfer.models.source_gp import fit_source_gp
-from botorch_transfer.models.source_posterior import (
-    FIT_MAX_POINTS,
-    GPSourcePosterior,
-    SourcePosterior,
-    source_posterior_from_model,
-)
+from botorch_transfer.models.source_posterior import GPSourcePosterior, SourcePosterior
 from botorch_transfer.test_functions.base import TransferProblem
 
 #: Largest number of source points ``deltabo-fitted`` fits its source GP on.

@@ -13,7 +13,7 @@ from botorch_transfer import (
     pretrain_prior,
     progress,
 )
-from botorch_transfer.models.source_posterior import frozen_source_posterior
+from botorch_transfer.models.frozen_source import frozen_source_posterior
 
 F64 = torch.float64
 

@@ -6,6 +6,7 @@ from botorch_transfer.models.cluster_meta import ClusterMetaPriorGP
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.diff_gp import DiffGP
 from botorch_transfer.models.env_gp import EnvGP
+from botorch_transfer.models.frozen_source import source_posterior_from_model
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.likelihoods import (
     TaskIndexedGaussianLikelihood,
@@ -35,7 +36,6 @@ from botorch_transfer.models.source_posterior import (
     ModelSourcePosterior,
     SourcePosterior,
     SumSourcePosterior,
-    source_posterior_from_model,
 )
 from botorch_transfer.models.utils.assorted import default_transfer_kernel
 

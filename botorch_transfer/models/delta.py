@@ -43,6 +43,10 @@ from torch.nn import Module
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.models.frozen_source import (
+    frozen_source_posterior,
+    source_posterior_from_model,
+)
 from botorch_transfer.models.likelihoods import target_likelihood
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
@@ -51,9 +55,7 @@ from botorch_transfer.models.source_posterior import (
     SourceLike,
     SourcePosterior,
     SumSourcePosterior,
-    frozen_source_posterior,
     marginal_affine_covariance,
-    source_posterior_from_model,
 )
 from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,

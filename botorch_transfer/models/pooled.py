@@ -21,6 +21,7 @@ from torch.nn import Module
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.models.frozen_source import FIT_MAX_POINTS, fit_subset_rows
 from botorch_transfer.models.likelihoods import TaskIndexedGaussianLikelihood
 from botorch_transfer.models.low_rank import (
     FITCMultivariateNormal,
@@ -29,16 +30,12 @@ from botorch_transfer.models.low_rank import (
     fitc_predictive_weights,
     nystrom_root,
 )
-from botorch_transfer.models.source_posterior import (
-    FIT_MAX_POINTS,
-    fit_subset_rows,
-    same_tensors,
-)
 from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,
     refuse_pathwise_sampling,
 )
+from botorch_transfer.models.utils.caching import same_tensors
 from botorch_transfer.progress import fit_mll_with_progress
 
 #: How a pooled GP does its linear algebra (see ``PooledTransferGP``).

@@ -50,12 +50,9 @@ from torch.nn import Module, ModuleList
 
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.models.frozen_source import frozen_source_posterior
 from botorch_transfer.models.loo import exact_loo_posterior
-from botorch_transfer.models.source_posterior import (
-    SourceLike,
-    SourcePosterior,
-    frozen_source_posterior,
-)
+from botorch_transfer.models.source_posterior import SourceLike, SourcePosterior
 from botorch_transfer.models.sources import check_source, own_copy
 from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,

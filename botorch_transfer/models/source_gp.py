@@ -30,15 +30,15 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.source_posterior import (
+from botorch_transfer.models.frozen_source import (
     FIT_MAX_POINTS,
-    SourcePosterior,
     exact_gp_source_posterior,
     exact_gp_state,
     fit_subset_rows,
-    same_tensors,
 )
+from botorch_transfer.models.source_posterior import SourcePosterior
 from botorch_transfer.models.source_skill import source_skill
+from botorch_transfer.models.utils.caching import same_tensors
 
 
 class FittedSourceGP(SingleTaskGP):

@@ -17,8 +17,8 @@ import math
 import torch
 from botorch.models import SingleTaskGP
 
+from botorch_transfer.models.frozen_source import FIT_MAX_POINTS, fit_subset_rows
 from botorch_transfer.models.loo import leave_input_out_shift
-from botorch_transfer.models.source_posterior import FIT_MAX_POINTS, fit_subset_rows
 
 
 class UninformativeSourceWarning(UserWarning):

@@ -8,10 +8,10 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import Normalize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-import botorch_transfer.models.source_posterior as source_posterior_module
+import botorch_transfer.models.frozen_source as frozen_source_module
 from botorch_transfer import RankWeightedTransferGP, TaskData
+from botorch_transfer.models.frozen_source import source_posterior_from_model
 from botorch_transfer.models.source_gp import FittedSourceGP, fit_source_gp
-from botorch_transfer.models.source_posterior import source_posterior_from_model
 from botorch_transfer.models.source_skill import source_skill
 
 F64 = torch.float64
@@ -27,12 +27,12 @@ def source_data(n: int = 30, seed: int = 0, name: str | None = None) -> TaskData
 def counted_builds(monkeypatch):
     builds = []
 
-    class CountingPosterior(source_posterior_module.GPSourcePosterior):
+    class CountingPosterior(frozen_source_module.GPSourcePosterior):
         def __init__(self, *args, **kwargs):
             builds.append(1)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(source_posterior_module, "GPSourcePosterior", CountingPosterior)
+    monkeypatch.setattr(frozen_source_module, "GPSourcePosterior", CountingPosterior)
     return builds
 
 

@@ -119,7 +119,7 @@ def test_an_exact_gp_passed_again_is_factored_again(monkeypatch):
     # nothing is kept between calls for a plain GP (a FittedSourceGP keeps it)
     from botorch.models import SingleTaskGP
 
-    import botorch_transfer.models.source_posterior as module
+    import botorch_transfer.models.frozen_source as module
 
     builds = []
 
@@ -142,7 +142,7 @@ def test_a_large_source_fits_its_hyperparameters_on_a_fixed_subset():
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     from botorch_transfer import TaskData
-    from botorch_transfer.models.source_posterior import frozen_source_posterior
+    from botorch_transfer.models.frozen_source import frozen_source_posterior
 
     gen = torch.Generator().manual_seed(3)
     X = torch.rand(60, 2, generator=gen, dtype=torch.float64)
@@ -335,10 +335,8 @@ def test_a_frozen_source_adds_no_prior_terms_and_leaves_the_given_model_as_it_is
     from botorch.models import SingleTaskGP
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
-    from botorch_transfer.models.source_posterior import (
-        ModelSourcePosterior,
-        source_posterior_from_model,
-    )
+    from botorch_transfer.models.frozen_source import source_posterior_from_model
+    from botorch_transfer.models.source_posterior import ModelSourcePosterior
 
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(12, 2, generator=gen, dtype=F64)

@@ -9,7 +9,7 @@ from botorch.models import ModelListGP, SingleTaskGP
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import TaskData
-from botorch_transfer.models.source_posterior import source_posterior_from_model
+from botorch_transfer.models.frozen_source import source_posterior_from_model
 from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.validation import UntrainedSourceWarning
 

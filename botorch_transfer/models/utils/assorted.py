@@ -19,10 +19,8 @@ from gpytorch.kernels import ScaleKernel
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.source_posterior import (
-    apply_keeping_caches,
-    outcome_affine,
-)
+from botorch_transfer.models.source_posterior import outcome_affine
+from botorch_transfer.models.utils.caching import apply_keeping_caches
 from botorch_transfer.validation import (
     check_query_inputs,
     warn_if_below_standardize_floor,
