@@ -45,12 +45,8 @@ from benchmarks.methods import (
     available_methods,
     describe_method,
 )
-from benchmarks.report import (
-    plot_regret,
-    real_track_half_table,
-    summary_table,
-    with_regret,
-)
+from benchmarks.real_track_tables import real_track_half_table
+from benchmarks.regret_tables import with_regret
 from benchmarks.runner import (
     ResultsWriter,
     WorkerPool,
@@ -61,6 +57,7 @@ from benchmarks.runner import (
     sweep,
     warning_causes,
 )
+from benchmarks.summary import plot_regret, summary_table
 from benchmarks.tracks import TRACKS
 from botorch_transfer._io import atomic_write_bytes
 from botorch_transfer.test_functions.problems import PROBLEMS, make_problem

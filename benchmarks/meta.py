@@ -14,9 +14,9 @@ averaged over the split's test tasks (Sec. 7.3), so each (problem, method, seed)
 record is one point of the regret curve's distribution over seeds. Problems with
 ``normalize_regret=True`` (``rbv2-xgboost``, ``rbv2-rpart``; cm-BO Sec. 4.1) report
 the normalized simple regret ``(max_pool f - best so far) / (max_pool f - min_pool
-f)`` instead; :func:`benchmarks.report.rank_and_solved` adds cm-BO's
+f)`` instead; :func:`benchmarks.regret_tables.rank_and_solved` adds cm-BO's
 average rank and fraction of runs with regret below 0.005, and
-:func:`~benchmarks.report.budget_to_target` the evaluations until the
+:func:`~benchmarks.regret_tables.budget_to_target` the evaluations until the
 simple regret is within 1% of the task's pool range (right-censored), since a low
 regret curve can still belong to a method that never finds the optimum.
 """

@@ -42,7 +42,7 @@ from benchmarks.meta_methods import (
     greedy_portfolio,
     normalized_regrets,
 )
-from benchmarks.report import meta_cumulative_regret
+from benchmarks.meta_tables import meta_cumulative_regret
 from benchmarks.runner import load_results
 
 #: The meta track's records shipped with the package (``export``).

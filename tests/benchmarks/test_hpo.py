@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.report import with_regret
+from benchmarks.regret_tables import with_regret
 from botorch_transfer.test_functions.hpo import (
     breast_cancer,
     gboost_params,

@@ -25,14 +25,14 @@ from benchmarks.methods import (
     available_methods,
     get_method,
 )
-from benchmarks.report import (
+from benchmarks.regret_tables import (
     budget_to_target,
     rank_and_solved,
     rank_solved_table,
     simple_regret_table,
-    summary_table,
 )
 from benchmarks.runner import load_results
+from benchmarks.summary import summary_table
 from botorch_transfer import PretrainedPriorGP, pretrain_prior
 from tests.benchmarks.test_cli import write_records
 

@@ -4,25 +4,27 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from benchmarks.report import (
+from benchmarks.meta_tables import (
     _targets_above_from_seed_noise,
-    average_rank_table,
-    budget_to_target,
-    guard_table,
-    mean_ci,
     meta_cumulative_regret,
     meta_cumulative_regret_ratio_table,
     meta_targets_table,
+    seconds_per_iteration,
+)
+from benchmarks.regret_tables import (
+    budget_to_target,
+    mean_ci,
+    simple_regret_table,
+    with_regret,
+)
+from benchmarks.summary import plot_regret, regret_figure, summary_table
+from benchmarks.transfer_tables import (
+    average_rank_table,
+    guard_table,
     no_transfer_ratio_table,
     peer_comparison_table,
-    plot_regret,
     problem_kind,
-    regret_figure,
-    seconds_per_iteration,
-    simple_regret_table,
-    summary_table,
     transfer_targets_table,
-    with_regret,
 )
 
 
@@ -735,7 +737,7 @@ def _real_record(problem, method, seed, total, weights=None):
 
 
 def test_real_track_table_ratios_targets_and_transfer_weights():
-    from benchmarks.report import real_track_table
+    from benchmarks.real_track_tables import real_track_table
 
     records = []
     for seed in range(2):

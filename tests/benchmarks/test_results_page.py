@@ -6,13 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.report import (
-    RESULTS_PAGE_TABLES,
-    main,
-    real_track_half_table,
-    results_page_table,
-    with_regret,
-)
+from benchmarks.real_track_tables import real_track_half_table
+from benchmarks.regret_tables import with_regret
+from benchmarks.report import RESULTS_PAGE_TABLES, main, results_page_table
 from benchmarks.runner import read_results
 from botorch_transfer.test_functions.real_pairs import CONFIRMATION, DEVELOPMENT
 

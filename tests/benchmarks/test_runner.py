@@ -6,13 +6,13 @@ import torch
 
 from benchmarks.__main__ import main
 from benchmarks.methods import TRANSFER, available_methods
-from benchmarks.report import summary_table
 from benchmarks.runner import (
     load_results,
     run_experiment,
     safe_run_experiment,
     warning_causes,
 )
+from benchmarks.summary import summary_table
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
 from botorch_transfer.test_functions.problems import PROBLEMS
 from botorch_transfer.test_functions.real_multi import MULTI_SOURCE_PROBLEMS

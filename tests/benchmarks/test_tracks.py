@@ -69,7 +69,7 @@ def test_explicit_methods_and_problems_override_the_track(tmp_path):
 
 
 def test_main_job_runs_the_recommended_model_on_real_pairs_a_control_and_many_sources():
-    from benchmarks.report import RECOMMENDED
+    from benchmarks.transfer_tables import RECOMMENDED
     from botorch_transfer.test_functions.real_multi import (
         MULTI_CONFIRMATION,
         MULTI_SOURCE_PROBLEMS,
