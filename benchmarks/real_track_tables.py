@@ -22,6 +22,10 @@ from benchmarks.transfer_tables import (
     final_cumulative_regret,
     seed_range,
 )
+from botorch_transfer.test_functions.real_multi import (
+    MULTI_SOURCE_CONTROLS,
+    multi_source_rank_correlations,
+)
 from botorch_transfer.test_functions.real_pairs import (
     REAL_CONTROLS,
     pair_rank_correlation,
@@ -69,6 +73,7 @@ def real_track_table(
         reference: The no-transfer GP.
         peers: The methods a user would pick instead.
         controls: Which of ``problems`` are negative controls.
+        unit: What a related problem is called in the header.
         rank_correlations: Per problem, the source-target rank correlation to show.
 
     Returns:
@@ -181,6 +186,8 @@ def real_track_methods_table(
     problems: list[str],
     methods: tuple[str, ...] = REAL_TRACK_METHODS,
     reference: str = NO_TRANSFER,
+    controls: tuple[str, ...] = REAL_CONTROLS,
+    unit: str = "pairs",
 ) -> str:
     r"""Every method of a real-track half against the no-transfer GP: the
     geometric mean over the related pairs of the ratio of mean ``R_T`` to
@@ -191,14 +198,15 @@ def real_track_methods_table(
         problems: The problems of the half.
         methods: The methods shown (those without records are left out).
         reference: The no-transfer GP.
+        controls: Which of ``problems`` are negative controls.
 
     Returns:
         A markdown table, or ``""`` when ``reference`` has no records here.
     """
     finals = final_cumulative_regret(records)
     present = [p for p in problems if (p, reference) in finals]
-    related = [p for p in present if p not in REAL_CONTROLS]
-    controls = [p for p in present if p in REAL_CONTROLS]
+    related = [p for p in present if p not in controls]
+    shown_controls = [p for p in present if p in controls]
     rows = []
     for method in methods:
         if not any((p, method) in finals for p in present):
@@ -213,12 +221,15 @@ def real_track_methods_table(
         geometric = geometric_mean([ratio(p) for p in cells]) if cells else math.nan
         rows.append(
             [f"`{method}`", f"{geometric:.2f} ({len(cells)})"]
-            + [f"{ratio(p):.2f}" if (p, method) in finals else "-" for p in controls]
+            + [
+                f"{ratio(p):.2f}" if (p, method) in finals else "-"
+                for p in shown_controls
+            ]
         )
     if not rows:
         return ""
-    header = ["method", "related pairs: geometric mean (pairs)"] + [
-        f"`{p}`" for p in controls
+    header = ["method", f"related {unit}: geometric mean ({unit})"] + [
+        f"`{p}`" for p in shown_controls
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -324,3 +335,37 @@ def cost_table(records: list[dict], reference: str = NO_TRANSFER) -> str:
         ratio = f"{median / ref:.2f}" if ref else "-"
         lines.append(f"| `{method}` | {runs} | {median:.3f} | {ratio} |")
     return "\n".join(lines)
+
+
+#: The peers of the multi-source track: the models a user would pick for several
+#: past experiments.
+MULTI_PEERS = ("mtgp", "rgpe", "meta-task-mixture")
+#: The multi-source track's methods compared in :func:`multi_track_tables`.
+MULTI_TRACK_METHODS = (RECOMMENDED, "rgpe", "meta-task-mixture", "mtgp", "random")
+
+
+def multi_track_tables(records: list[dict], problems: list[str]) -> str:
+    r"""The multi-source track's half ``problems``: every method against the
+    no-transfer GP (:func:`real_track_methods_table`), then the recommended model
+    against the better of the peers that take several sources
+    (:func:`real_track_table`; rho: the most related source's rank correlation with
+    the target)."""
+    present = [p for p in problems if any(r["problem"] == p for r in records)]
+    methods = real_track_methods_table(
+        records,
+        present,
+        MULTI_TRACK_METHODS,
+        controls=MULTI_SOURCE_CONTROLS,
+        unit="problems",
+    )
+    versus_peers = real_track_table(
+        records,
+        present,
+        RECOMMENDED,
+        peers=MULTI_PEERS,
+        controls=MULTI_SOURCE_CONTROLS,
+        rank_correlations={
+            p: max(multi_source_rank_correlations(p).values()) for p in present
+        },
+    )
+    return f"{methods}\n\n```\n{versus_peers}\n```" if methods else ""

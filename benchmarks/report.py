@@ -8,6 +8,7 @@ from pathlib import Path
 from benchmarks.meta_tables import meta_track_table
 from benchmarks.real_track_tables import (
     cost_table,
+    multi_track_tables,
     real_track_methods_table,
     real_track_protocols_table,
 )
@@ -19,6 +20,7 @@ from benchmarks.transfer_tables import (
     transfer_track_table,
     transfer_track_targets,
 )
+from botorch_transfer.test_functions.real_multi import MULTI_CONFIRMATION
 from botorch_transfer.test_functions.real_pairs import (
     CONFIRMATION,
 )
@@ -48,8 +50,9 @@ def results_page_table(name: str) -> str:
             seeds 0-19),
             ``"transfer-targets"`` (:func:`transfer_track_targets`, seeds 0-19),
             ``"ax"`` (:func:`ax_track_table` of ``ax_transfer_20seeds.csv``),
-            ``"meta"`` (:func:`meta_track_table`) or ``"cost"`` (:func:`cost_table`
-            of the real track).
+            ``"meta"`` (:func:`meta_track_table`), ``"multi"``
+            (:func:`multi_track_tables`, confirmation half) or ``"cost"``
+            (:func:`cost_table` of the real track).
     """
     if name not in RESULTS_PAGE_TABLES:
         raise ValueError(
@@ -64,6 +67,8 @@ def results_page_table(name: str) -> str:
         return real_track_methods_table(records, list(CONFIRMATION))
     if name == "meta":
         return meta_track_table(committed_records("meta"))
+    if name == "multi":
+        return multi_track_tables(committed_records("multi"), list(MULTI_CONFIRMATION))
     if name == "ax":
         return ax_track_table(RECORDS_DIR / "ax_transfer_20seeds.csv")
     records = [
@@ -82,6 +87,7 @@ RESULTS_PAGE_TABLES = (
     "transfer-targets",
     "ax",
     "meta",
+    "multi",
     "cost",
 )
 

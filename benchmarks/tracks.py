@@ -122,7 +122,7 @@ def _halves(
         f"{prefix}-development": Track(
             methods=methods,
             problems=tuple(development),
-            description=f"{what} development half (defaults are chosen here)",
+            description=f"{what} development half (kept for choosing defaults)",
             seeds=20,
         ),
         f"{prefix}-confirmation": Track(

@@ -12,7 +12,7 @@ replicate each; queries return one replicate (as in
 means.
 
 The problems were split once, before any default was chosen on them, into a
-development half (``MULTI_DEVELOPMENT``: defaults are chosen there) and a
+development half (``MULTI_DEVELOPMENT``: kept for choosing defaults) and a
 confirmation half (``MULTI_CONFIRMATION``: claims are made there): each family's
 problems alternate between the halves, and each half has two all-scrambled
 controls. :func:`multi_source_rank_correlations` gives every source's rank
