@@ -55,604 +55,41 @@ pre-training (time, and its held-out NLL against ``--pretrain-steps`` of NLL
 pre-training). Each ratio is the median of ``--repeats`` runs of its baseline and
 its methods side by side (the range is printed with it): on a shared machine the
 speed drifts between runs. Under each DeltaBO ratio it prints where the iterations go
-(:func:`run_breakdown`: evaluations of the marginal likelihood and of the acquisition,
-and the cost of each) and the ratio the step counts alone would give
-(:func:`at_baseline_cost`).
+(:func:`~benchmarks.timing_runs.run_breakdown`: evaluations of the marginal
+likelihood and of the acquisition, and the cost of each) and the ratio the step
+counts alone would give (:func:`~benchmarks.timing_runs.at_baseline_cost`).
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import resource
 import statistics
-import time
-import warnings
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from functools import partial
-from typing import Any
-
-import torch
-from botorch.fit import fit_gpytorch_mll
-from botorch.models.model import Model
-from gpytorch.mlls import ExactMarginalLogLikelihood
-from torch import Tensor
 
 from benchmarks.context import (
     parse_device,
-    torch_run_context,
-    wait_for,
 )
 from benchmarks.methods import (
     TRANSFER,
-    Method,
-    TransferData,
     available_methods,
-    get_method,
 )
 from benchmarks.source_error import source_posterior_error
-from benchmarks.timing_problem import (
-    SOURCE_NOISE,
-    T_TARGET,
-    TARGET_NOISE,
-    source_function,
-    target_function,
-    timing_problem,
+from benchmarks.timing_meta import (
+    main_pretrain,
+    main_stage1,
+    main_stage2,
+    print_header,
+    run_pretrain,
+    run_stage1,
 )
-from benchmarks.transfer_methods import (
-    AcquisitionMethod,
-    TransferState,
-    hyperparameters,
-    maximize,
+from benchmarks.timing_runs import (
+    METHODS,
+    SUBSET_N,
+    at_baseline_cost,
+    config_in_process,
+    in_process,
+    run_breakdown,
 )
-from botorch_transfer import build_cluster_prior, pretrain_prior
-from botorch_transfer.clustering import (
-    fit_meta_task_gps,
-    meta_task_posteriors,
-    pairwise_divergence,
-)
-from botorch_transfer.data import TaskData
-from botorch_transfer.models.source_posterior import GPSourcePosterior
-from botorch_transfer.pretraining.objectives import nll_objective
-from botorch_transfer.test_functions.base import TransferProblem
-
-#: Methods timed by default; the first is the baseline of the ratio columns.
-METHODS = (
-    "gp-ucb-fitted",
-    "deltabo-fitted",
-    "deltabo-fitted-source-gp",
-    "pooled-gp-fitted",
-    "envgp-fitted",
-    "diffgp-fitted",
-    "envgp-fitted-low-rank",
-    "diffgp-fitted-low-rank",
-)
-#: Source points the hyperparameters of large models are fitted with.
-SUBSET_N = 1000
-
-
-def _n_train(model: Model) -> int:
-    train_inputs = getattr(model, "train_inputs", None)
-    return 0 if not train_inputs else train_inputs[0].shape[-2]
-
-
-def _frozen_if_large(
-    method: Method, state: TransferState, X: Tensor, Y: Tensor, max_fit_n: int
-) -> Method | None:
-    r"""If ``method`` fits a model of more than ``max_fit_n`` training points every
-    iteration: the same method with hyperparameters fitted once with a
-    ``SUBSET_N``-point source subset and loaded every iteration (else ``None``).
-
-    A model whose kernel is frozen (``kernel_is_frozen``, e.g. a kernel fitted once on
-    the source) is re-fitted at any size, as a user would run it: its fit moves the
-    transfer parameters only, and keeping that affordable at large ``N`` is its
-    point."""
-    if not (isinstance(method, AcquisitionMethod) and method.fit):
-        return None
-    model = method.model(state, X, Y)
-    if _n_train(model) <= max_fit_n or getattr(model, "kernel_is_frozen", False):
-        return None
-    source = state.source
-    subset = torch.randperm(source.X.shape[0])[:SUBSET_N]
-    small = TaskData(source.X[subset], source.Y[subset], source.Yvar[subset])
-    model = method.model(replace(state, source=small), X, Y)
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    parameters = hyperparameters(model)
-
-    def loaded(state: TransferState, X: Tensor, Y: Tensor) -> Model:
-        m = method.model(state, X, Y)
-        m.load_state_dict(parameters, strict=False)
-        return m
-
-    return AcquisitionMethod(loaded, method.acquisition, fit=False)
-
-
-def _clock(device: torch.device) -> float:
-    r"""``time.perf_counter()`` once the device's queued work is done (CUDA kernels
-    run asynchronously)."""
-    wait_for(device)
-    return time.perf_counter()
-
-
-def _timing_data(
-    dim: int, n_source: int, seed: int, device: torch.device, n_sources: int = 1
-) -> tuple[TransferProblem, TransferData, Tensor, Tensor]:
-    r"""The timing pair's problem, ``n_sources`` sources of ``n_source`` observations
-    each and ``T_TARGET`` initial target observations (drawn on the CPU from torch's
-    global RNG, so a seed gives the same data on every device). The ``k``-th further
-    source is the source function shifted by ``0.1 k`` along its first input."""
-    problem = timing_problem(dim, n_source).with_domain_on(device)
-    sources = []
-    for k in range(n_sources):
-        X_s = torch.rand(n_source, dim, dtype=torch.float64)
-        noise = SOURCE_NOISE**0.5 * torch.randn(n_source, 1, dtype=torch.float64)
-        shift = torch.zeros(dim, dtype=torch.float64)
-        shift[0] = 0.1 * k
-        Y_s = (source_function(X_s + shift) + noise).to(device)
-        sources.append(
-            TaskData(
-                X_s.to(device),
-                Y_s,
-                torch.full_like(Y_s, SOURCE_NOISE),
-                name=f"source-{k}",
-            )
-        )
-    X = torch.rand(T_TARGET, dim, dtype=torch.float64)
-    noise = TARGET_NOISE**0.5 * torch.randn(T_TARGET, 1, dtype=torch.float64)
-    Y = target_function(X) + noise
-    X, Y = X.to(device), Y.to(device)
-    data = TransferData(
-        sources[0],
-        torch.Generator().manual_seed(seed + 20_000),
-        extra_sources=tuple(sources[1:]),
-    )
-    return problem, data, X, Y
-
-
-def run_config(
-    method: str,
-    dim: int,
-    n_source: int,
-    iterations: int,
-    seed: int,
-    max_fit_n: int,
-    frozen_iterations: int | None = None,
-    device: str = "cpu",
-    n_sources: int = 1,
-) -> dict:
-    r"""Time BO iterations of one registered method in this (fresh) process.
-
-    Args:
-        method: A registered ``"transfer"`` method name.
-        dim: Input dimension.
-        n_source: Number of source points.
-        iterations: BO iterations to time.
-        seed: Seed of the data and of torch's global RNG.
-        max_fit_n: Largest training set a model is re-fitted on every iteration.
-        frozen_iterations: Iterations to time for a model that is not re-fitted
-            (default: ``iterations``).
-        device: Where the data, the models and the acquisition live (the data are
-            drawn on the CPU, so a seed gives the same data everywhere).
-        n_sources: Number of sources, each of ``n_source`` points (a method that
-            takes one source uses the first).
-
-    Returns:
-        ``{"method", "dim", "N", "sources", "device", "refit", "setup_s",
-        "first_iteration_s", "iteration_s", "peak_rss_mb", "rss_increase_mb",
-        "peak_device_mb", "source_rank"}``
-        (``iteration_s``: the median; ``peak_device_mb``: CUDA memory, else
-        ``None``).
-    """
-    warnings.filterwarnings("ignore")
-    policy = get_method(method, TRANSFER)
-    device = torch.device(device)
-
-    clock = partial(_clock, device)
-    with torch_run_context(num_threads=2, seed=seed):
-        problem, data, X, Y = _timing_data(dim, n_source, seed, device, n_sources)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        result = {
-            "method": method,
-            "dim": dim,
-            "N": n_source,
-            "sources": n_sources,
-            "device": device.type,
-            "refit": True,
-        }
-        baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-        start = clock()
-        state = policy.setup(problem, data)
-        result["setup_s"] = clock() - start
-        source_model = getattr(state, "source_model", None)
-        is_gp = isinstance(source_model, GPSourcePosterior)
-        result["source_rank"] = source_model.rank if is_gp else None
-
-        frozen = _frozen_if_large(policy, state, X, Y, max_fit_n)
-        if frozen is not None:
-            policy, result["refit"] = frozen, False
-            iterations = iterations if frozen_iterations is None else frozen_iterations
-
-        times = []
-        for _ in range(iterations):
-            start = clock()
-            candidate = policy.propose(state, X, Y)
-            times.append(clock() - start)
-            X = torch.cat([X, candidate])
-            Y = torch.cat([Y, target_function(candidate)])
-    # the first iteration may fit what a method keeps (a source GP per source)
-    result["first_iteration_s"] = times[0]
-    # median: one iteration's L-BFGS fit can take several times another's
-    result["iteration_s"] = sorted(times)[len(times) // 2]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result["peak_rss_mb"] = peak / 1024
-    result["rss_increase_mb"] = (peak - baseline_rss) / 1024
-    result["peak_device_mb"] = (
-        torch.cuda.max_memory_allocated(device) / 2**20
-        if device.type == "cuda"
-        else None
-    )
-    return result
-
-
-def run_breakdown(
-    method: str, dim: int, n_source: int, iterations: int, seed: int, device: str
-) -> dict:
-    r"""Where the BO iterations of a re-fitted acquisition method spend their time:
-    the hyperparameter fit and the acquisition's maximization, each with its
-    number of evaluations (of the marginal likelihood, of the acquisition function).
-
-    The iterations are those of :func:`run_config` (same data, same steps as the
-    method's ``propose``), timed phase by phase; the first is left out of the
-    medians (it warms up caches and kernels).
-
-    Args:
-        method: A registered ``"transfer"`` method that builds a model, fits it with
-            ``fit_gpytorch_mll`` and maximizes an acquisition (no guard).
-        dim: Input dimension.
-        n_source: Number of source points.
-        iterations: BO iterations to run (at least 2).
-        seed: Seed of the data and of torch's global RNG.
-        device: Where the data, the models and the acquisition live.
-
-    Returns:
-        ``{"method", "fit_s", "fit_evaluations", "acquisition_s",
-        "acquisition_evaluations", "iteration_s"}``: medians per iteration
-        (``iteration_s`` includes building the model).
-    """
-    policy = get_method(method, TRANSFER)
-    if not (isinstance(policy, AcquisitionMethod) and policy.fit and not policy.guard):
-        raise ValueError(
-            f"`method` must be a re-fitted acquisition method without a guard; "
-            f"{method!r} is not."
-        )
-    if iterations < 2:
-        raise ValueError(f"`iterations` must be at least 2, got {iterations}.")
-    warnings.filterwarnings("ignore")
-    device = torch.device(device)
-
-    clock = partial(_clock, device)
-
-    def counted(module: torch.nn.Module, counter: list) -> None:
-        # wraps the instance's forward: GPyTorch's modules skip torch's call hooks
-        forward = module.forward
-
-        def counting(*args: Any, **kwargs: Any) -> Any:
-            counter.append(None)
-            return forward(*args, **kwargs)
-
-        module.forward = counting
-
-    phases = []
-    with torch_run_context(num_threads=2, seed=seed):
-        problem, data, X, Y = _timing_data(dim, n_source, seed, device)
-        state = policy.setup(problem, data)
-        for _ in range(iterations):
-            fit_calls, acquisition_calls = [], []
-            start = clock()
-            model = policy.model(state, X, Y)
-            mll = ExactMarginalLogLikelihood(model.likelihood, model)
-            counted(mll, fit_calls)
-            fit_start = clock()
-            fit_gpytorch_mll(mll)
-            fitted = clock()
-            acqf = policy.acquisition(model, state.problem, X, Y)
-            counted(acqf, acquisition_calls)
-            candidate = maximize(state.problem, acqf)
-            done = clock()
-            phases.append(
-                {
-                    "fit_s": fitted - fit_start,
-                    "fit_evaluations": len(fit_calls),
-                    "acquisition_s": done - fitted,
-                    "acquisition_evaluations": len(acquisition_calls),
-                    "iteration_s": done - start,
-                }
-            )
-            X = torch.cat([X, candidate])
-            Y = torch.cat([Y, target_function(candidate)])
-        phases = phases[1:]
-    return {
-        "method": method,
-        **{key: statistics.median(p[key] for p in phases) for key in phases[0]},
-    }
-
-
-def at_baseline_cost(method: dict, baseline: dict) -> float:
-    r"""The per-iteration ratio ``method`` / ``baseline`` if each of ``method``'s
-    evaluations cost what one of ``baseline``'s does (results of
-    :func:`run_breakdown`): its fit evaluations at the baseline's cost per fit
-    evaluation, its acquisition evaluations at the baseline's cost per acquisition
-    evaluation. What is left of the ratio when only the number of optimizer steps
-    differs: a floor for any implementation of ``method``'s model on these data
-    whose evaluations are no cheaper than the baseline's.
-
-    Args:
-        method: The breakdown of the method.
-        baseline: The breakdown of the baseline.
-
-    Returns:
-        The ratio.
-    """
-
-    def per_evaluation(phase: str) -> float:
-        return baseline[f"{phase}_s"] / max(baseline[f"{phase}_evaluations"], 1)
-
-    cost = sum(
-        method[f"{phase}_evaluations"] * per_evaluation(phase)
-        for phase in ("fit", "acquisition")
-    )
-    return cost / baseline["iteration_s"]
-
-
-def _in_process(function: callable, *args: Any) -> Any:
-    r"""``function(*args)`` in a fresh (spawned) process: timings and peak memory
-    of one configuration are not affected by another."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(function, *args).result()
-
-
-def _config_in_process(
-    args: argparse.Namespace,
-    method: str,
-    dim: int,
-    n: int,
-    max_fit_n: int | None = None,
-    n_sources: int = 1,
-) -> dict:
-    r""":func:`run_config` with the command line's settings, in a fresh process."""
-    return _in_process(
-        run_config,
-        method,
-        dim,
-        n,
-        args.iterations,
-        args.seed,
-        args.max_fit_n if max_fit_n is None else max_fit_n,
-        args.large_n_iterations,
-        str(args.device),
-        n_sources,
-    )
-
-
-def _print_header(header: str) -> None:
-    r"""A table's header line and its rule."""
-    print(header)
-    print("-" * len(header))
-
-
-def stage1_tasks(n_tasks: int, n_points: int, dim: int, seed: int) -> list[TaskData]:
-    r"""Meta-tasks on shared inputs in ``[0, 1]^dim``: random sums of sines
-    (frequencies and phases per task) with noise sd 0.05, noise not given.
-
-    Args:
-        n_tasks: Number of meta-tasks.
-        n_points: Points per task (the same inputs for all tasks).
-        dim: Input dimension.
-        seed: Seed of the data.
-
-    Returns:
-        The meta-tasks.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    X = torch.rand(n_points, dim, generator=gen, dtype=torch.float64)
-    tasks = []
-    for _ in range(n_tasks):
-        freq = 1 + 4 * torch.rand(dim, generator=gen, dtype=torch.float64)
-        phase = 6 * torch.rand(dim, generator=gen, dtype=torch.float64)
-        noise = torch.randn(n_points, 1, generator=gen, dtype=torch.float64)
-        Y = torch.sin(freq * X + phase).sum(-1, keepdim=True) + 0.05 * noise
-        tasks.append(TaskData(X, Y))
-    return tasks
-
-
-def run_stage1(n_tasks: int, n_points: int, dim: int, batched: bool, seed: int) -> dict:
-    r"""Time cm-BO's Stage 1 (``fit_meta_task_gps``) in this (fresh) process.
-
-    Args:
-        n_tasks: Number of meta-tasks.
-        n_points: Points per task.
-        dim: Input dimension.
-        batched: Fit batched (else the per-task loop).
-        seed: Seed of the data.
-
-    Returns:
-        ``{"n_tasks", "n_points", "dim", "batched", "fit_s"}``.
-    """
-    warnings.filterwarnings("ignore")
-    tasks = stage1_tasks(n_tasks, n_points, dim, seed)
-    bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64)
-    with torch_run_context(num_threads=1, seed=seed):
-        start = time.perf_counter()
-        fit_meta_task_gps(tasks, bounds, progress=False, batched=batched)
-        fit_s = time.perf_counter() - start
-    return {
-        "n_tasks": n_tasks,
-        "n_points": n_points,
-        "dim": dim,
-        "batched": batched,
-        "fit_s": fit_s,
-    }
-
-
-def main_stage1(args: argparse.Namespace) -> list[dict]:
-    r"""The ``--stage1`` table: batched fit, per-task loop and their ratio per ``d``."""
-    M, n = args.stage1_tasks, args.stage1_points
-    loop_M = min(args.stage1_loop_tasks or M, M)
-    print(f"cm-BO stage 1: {M} meta-tasks x {n} points (1 thread)")
-    if loop_M < M:
-        print(f"per-task loop timed on {loop_M} tasks, scaled x{M / loop_M:g}")
-    header = f"{'d':>2} | {'batched s':>10} {'loop s':>10} | {'loop/batched':>12}"
-    _print_header(header)
-    rows = []
-    for dim in args.dims:
-        res = {}
-        for batched, tasks in ((True, M), (False, loop_M)):
-            res[batched] = _in_process(run_stage1, tasks, n, dim, batched, args.seed)
-            rows.append(res[batched])
-        loop_s = res[False]["fit_s"] * M / loop_M
-        batched_s = res[True]["fit_s"]
-        print(
-            f"{dim:>2} | {batched_s:>10.1f} {loop_s:>10.1f} | "
-            f"{loop_s / batched_s:>12.1f}",
-            flush=True,
-        )
-    return rows
-
-
-def run_stage2(n_tasks: int, n_points: int, dim: int, seed: int) -> dict:
-    r"""Time cm-BO's Stage 2 (``build_cluster_prior`` with its defaults, on fitted
-    Stage 1 posteriors: the choice of ``C`` by k-means restarts and the silhouette)
-    in this (fresh) process, and one pairwise 2-Wasserstein matrix of the same
-    discretized posteriors as its unit.
-
-    Args:
-        n_tasks: Number of meta-tasks.
-        n_points: Points per task.
-        dim: Input dimension.
-        seed: Seed of the data.
-
-    Returns:
-        ``{"n_tasks", "n_points", "dim", "stage2_s", "pairwise_s", "n_clusters"}``.
-    """
-    warnings.filterwarnings("ignore")
-    tasks = stage1_tasks(n_tasks, n_points, dim, seed)
-    bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(torch.float64)
-    with torch_run_context(num_threads=1, seed=seed):
-        posteriors = meta_task_posteriors(tasks, bounds, progress=False)
-        start = time.perf_counter()
-        prior = build_cluster_prior(tasks, seed=seed, posteriors=posteriors)
-        stage2_s = time.perf_counter() - start
-        start = time.perf_counter()
-        pairwise_divergence(prior.task_means, prior.task_covs)
-        pairwise_s = time.perf_counter() - start
-    return {
-        "n_tasks": n_tasks,
-        "n_points": n_points,
-        "dim": dim,
-        "stage2_s": stage2_s,
-        "pairwise_s": pairwise_s,
-        "n_clusters": prior.prototype_means.shape[0],
-    }
-
-
-def main_stage2(args: argparse.Namespace) -> list[dict]:
-    r"""The ``--stage2`` table: Stage 2 against one pairwise matrix, per ``d``."""
-    M, n = args.stage1_tasks, args.stage1_points
-    print(f"cm-BO stage 2: {M} meta-tasks x {n} points (1 thread)")
-    header = (
-        f"{'d':>2} | {'stage 2 s':>10} {'pairwise s':>11} | "
-        f"{'stage 2/pairwise':>16} | {'C':>2}"
-    )
-    _print_header(header)
-    rows = []
-    for dim in args.dims:
-        row = _in_process(run_stage2, M, n, dim, args.seed)
-        rows.append(row)
-        print(
-            f"{dim:>2} | {row['stage2_s']:>10.1f} {row['pairwise_s']:>11.2f} | "
-            f"{row['stage2_s'] / row['pairwise_s']:>16.1f} | {row['n_clusters']:>2}",
-            flush=True,
-        )
-    return rows
-
-
-def run_pretrain(
-    n_tasks: int, n_points: int, dim: int, objective: str | None, steps: int, seed: int
-) -> dict:
-    r"""Time ``pretrain_prior`` in this (fresh) process on :func:`stage1_tasks` data
-    (shared inputs), and score the prior on 5 held-out tasks of the same family.
-
-    Args:
-        n_tasks: Number of meta-tasks.
-        n_points: Points per task.
-        dim: Input dimension.
-        objective: ``None`` (the default: the empirical prior on shared inputs),
-            ``"nll"`` (the meta track's setting: lr 5e-3, early stopping on held-out
-            tasks) or ``"nll-paper"`` (the paper's: lr 1e-3, every one of ``steps``
-            steps, no early stopping).
-        steps: Adam steps of ``"nll"`` / ``"nll-paper"``.
-        seed: Seed of the data.
-
-    Returns:
-        ``{"objective", "dim", "fit_s", "heldout_nll"}`` (held-out NLL per point).
-    """
-    warnings.filterwarnings("ignore")
-    tasks = stage1_tasks(n_tasks + 5, n_points, dim, seed)
-    kwargs = {"progress": False}
-    if objective == "nll":
-        kwargs.update(objective="nll", num_steps=steps, lr=5e-3)
-    elif objective == "nll-paper":
-        kwargs.update(objective="nll", num_steps=steps, lr=1e-3, validation_fraction=0)
-    elif objective is not None:
-        raise ValueError(
-            f"objective must be None, 'nll' or 'nll-paper', got {objective!r}"
-        )
-    with torch_run_context(num_threads=1, seed=seed):
-        start = time.perf_counter()
-        prior = pretrain_prior(tasks[:n_tasks], **kwargs)
-        fit_s = time.perf_counter() - start
-        with torch.no_grad():
-            heldout = float(nll_objective(prior, tasks[n_tasks:])) / n_points
-    return {
-        "objective": objective or "default",
-        "dim": dim,
-        "fit_s": fit_s,
-        "heldout_nll": heldout,
-    }
-
-
-def main_pretrain(args: argparse.Namespace) -> list[dict]:
-    r"""The ``--pretrain`` table: the default prior against NLL pre-training."""
-    M, n = args.stage1_tasks, args.stage1_points
-    print(
-        f"pretrain_prior: {M} meta-tasks x {n} points on shared inputs (1 thread); "
-        f"nll: {args.pretrain_steps} Adam steps"
-    )
-    header = (
-        f"{'d':>2} | {'default s':>10} {'nll s':>10} | {'nll/default':>11} | "
-        f"{'held-out NLL/pt: default':>24} {'nll':>8}"
-    )
-    _print_header(header)
-    rows = []
-    for dim in args.dims:
-        res = {}
-        for objective in (None, args.pretrain_objective):
-            res[objective] = _in_process(
-                run_pretrain, M, n, dim, objective, args.pretrain_steps, args.seed
-            )
-            rows.append(res[objective])
-        default, nll = res[None], res[args.pretrain_objective]
-        print(
-            f"{dim:>2} | {default['fit_s']:>10.1f} {nll['fit_s']:>10.1f} | "
-            f"{nll['fit_s'] / default['fit_s']:>11.1f} | "
-            f"{default['heldout_nll']:>24.3f} {nll['heldout_nll']:>8.3f}",
-            flush=True,
-        )
-    return rows
 
 
 def _source_error_on_subsample(n_source: int, dim: int, rank: int) -> dict:
@@ -707,9 +144,9 @@ def _side_by_side(
     ratios: dict[str, list[float]] = {m: [] for m in methods}
     results: dict[str, list[dict]] = {m: [] for m in methods}
     for _ in range(args.repeats):
-        base = _config_in_process(args, baseline, dim, n, 10**9, n_sources)
+        base = config_in_process(args, baseline, dim, n, 10**9, n_sources)
         for method in methods:
-            result = _config_in_process(args, method, dim, n, 10**9, n_sources)
+            result = config_in_process(args, method, dim, n, 10**9, n_sources)
             ratios[method].append(result["iteration_s"] / base["iteration_s"])
             results[method].append(result)
     return ratios, results
@@ -757,7 +194,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     def breakdown(dim: int, n: int) -> None:
         # where DeltaBO's extra time goes: more optimizer steps, or dearer ones
         base, delta = (
-            _in_process(
+            in_process(
                 run_breakdown,
                 method,
                 dim,
@@ -829,7 +266,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         2.0,
     )
     breakdown(d, n)
-    error = _in_process(_source_error_on_subsample, args.error_n, d, 1000)
+    error = in_process(_source_error_on_subsample, args.error_n, d, 1000)
     print(
         f"  source posterior on a {args.error_n}-point subsample (rank {error['rank']},"
         f" DTC mean): mean error max {error['mean_max']:.2e} (outcome sd), sd error "
@@ -846,7 +283,7 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
     ratios, _ = side_by_side("deltabo-fitted", pooled, d, n)
     for method in pooled:
         report(f"{method}/DeltaBO per iteration, N={n}, d={d}", ratios[method], 5.0)
-    stage1 = _in_process(
+    stage1 = in_process(
         run_stage1, args.stage1_tasks, args.stage1_points, 4, True, args.seed
     )
     report(
@@ -857,8 +294,8 @@ def main_targets(args: argparse.Namespace) -> list[dict]:
         "s",
     )
     tasks, points = args.pretrain_tasks, args.pretrain_points
-    default = _in_process(run_pretrain, tasks, points, 7, None, 0, args.seed)
-    long_run = _in_process(
+    default = in_process(run_pretrain, tasks, points, 7, None, 0, args.seed)
+    long_run = in_process(
         run_pretrain,
         tasks,
         points,
@@ -914,7 +351,7 @@ def main_scaling(args: argparse.Namespace) -> list[dict]:
             if method in EXACT_POOLED and n > args.max_exact_n:
                 print(f"{method:<26} {n:>7} {'skipped':>12}", flush=True)
                 continue
-            row = _config_in_process(args, method, dim, n)
+            row = config_in_process(args, method, dim, n)
             rows.append(row)
             mark = "" if row["refit"] else "*"
             print(
@@ -1117,13 +554,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if others:
         header += " | " + " ".join(f"{m + '/base':>{width}}" for m in others)
     print(f"base: {base}")
-    _print_header(header)
+    print_header(header)
     extra = []
     for dim in args.dims:
         for n in args.sizes:
             res = {}
             for method in methods:
-                res[method] = _config_in_process(args, method, dim, n)
+                res[method] = config_in_process(args, method, dim, n)
                 rows.append(res[method])
             cells = [
                 f"{res[m]['iteration_s']:.3f}{'' if res[m]['refit'] else '*'}"

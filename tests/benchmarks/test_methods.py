@@ -8,7 +8,13 @@ import math
 import pytest
 import torch
 
-from benchmarks import timing, transfer_methods
+from benchmarks import (
+    timing,
+    timing_meta,
+    timing_problem,
+    timing_runs,
+    transfer_methods,
+)
 from benchmarks.__main__ import main
 from benchmarks.meta import MetaProblem, gp_tasks, run_meta_experiment
 from benchmarks.meta_methods import ClusterMetaBO
@@ -278,15 +284,17 @@ def test_cli_resolves_names_through_the_registry(register, capsys, tmp_path):
 
 
 def test_timing_resolves_names_through_the_registry(register):
-    assert set(timing.METHODS) <= set(available_methods(TRANSFER))
+    assert set(timing_runs.METHODS) <= set(available_methods(TRANSFER))
     register("test-recorder", RecordingRandomSearch())
-    result = timing.run_config(
+    result = timing_runs.run_config(
         "test-recorder", dim=2, n_source=20, iterations=2, seed=0, max_fit_n=2000
     )
     assert result["method"] == "test-recorder" and result["refit"]
     assert get_method("test-recorder").sizes == [30, 31]
     with pytest.raises(ValueError, match="Unknown method 'nope'"):
-        timing.run_config("nope", dim=2, n_source=20, iterations=1, seed=0, max_fit_n=1)
+        timing_runs.run_config(
+            "nope", dim=2, n_source=20, iterations=1, seed=0, max_fit_n=1
+        )
     with pytest.raises(SystemExit):  # argparse: not a registered transfer method
         timing.main(["--methods", "stbo"])
 
@@ -294,26 +302,28 @@ def test_timing_resolves_names_through_the_registry(register):
 def test_timing_gives_the_recommended_model_every_source():
     args = argparse.Namespace(recommended_n=[200, 2000], recommended_sources=5)
     assert timing.recommended_configurations(args) == [(1, 200), (1, 2000), (5, 200)]
-    _, data, X, _ = timing._timing_data(2, 25, 0, torch.device("cpu"), n_sources=3)
+    _, data, X, _ = timing_runs.timing_data(2, 25, 0, torch.device("cpu"), n_sources=3)
     assert [s.name for s in data.sources] == ["source-0", "source-1", "source-2"]
     assert all(s.X.shape == (25, 2) for s in data.sources)
-    assert X.shape == (timing.T_TARGET, 2)
-    state = get_method("rank-weighted").setup(timing.timing_problem(2, 25), data)
+    assert X.shape == (timing_problem.T_TARGET, 2)
+    state = get_method("rank-weighted").setup(
+        timing_problem.timing_problem(2, 25), data
+    )
     model = transfer_methods.rank_weighted_model(state, X, X.sum(-1, keepdim=True))
     assert model.source_names == ("source-0", "source-1", "source-2")
 
 
 def test_timing_freezes_hyperparameters_of_large_models():
-    result = timing.run_config(
+    result = timing_runs.run_config(
         "pooled-gp-fitted", dim=2, n_source=40, iterations=1, seed=0, max_fit_n=50
     )
     assert not result["refit"] and result["iteration_s"] > 0
-    result = timing.run_config(
+    result = timing_runs.run_config(
         "gp-ucb-fitted", dim=2, n_source=40, iterations=1, seed=0, max_fit_n=50
     )
     assert result["refit"]  # a target-only model is small: re-fitted every iteration
     # a frozen kernel: only the transfer parameters are fitted, at any size
-    result = timing.run_config(
+    result = timing_runs.run_config(
         "diffgp-source-kernel-low-rank",
         dim=2,
         n_source=40,
@@ -325,7 +335,7 @@ def test_timing_freezes_hyperparameters_of_large_models():
 
 
 def test_timing_stage1_case_runs_both_fits():
-    tasks = timing.stage1_tasks(n_tasks=3, n_points=6, dim=2, seed=0)
+    tasks = timing_meta.stage1_tasks(n_tasks=3, n_points=6, dim=2, seed=0)
     assert len(tasks) == 3 and all(t.X.shape == (6, 2) for t in tasks)
     assert torch.equal(tasks[0].X, tasks[2].X)  # shared inputs
     for batched in (True, False):
@@ -334,7 +344,7 @@ def test_timing_stage1_case_runs_both_fits():
 
 
 def test_timing_stage2_case_times_the_clustering_and_its_unit(monkeypatch, capsys):
-    monkeypatch.setattr(timing, "_in_process", lambda function, *args: function(*args))
+    monkeypatch.setattr(timing, "in_process", lambda function, *args: function(*args))
     rows = timing.main(
         ["--stage2", "--stage1-tasks", "6", "--stage1-points", "8", "--dims", "2"]
     )
@@ -371,7 +381,7 @@ def test_cmbo_stage1_cache_is_keyed_on_the_data_not_on_object_ids():
 
 
 def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
-    monkeypatch.setattr(timing, "_in_process", lambda function, *args: function(*args))
+    monkeypatch.setattr(timing, "in_process", lambda function, *args: function(*args))
     rows = timing.main(
         ["--targets", "--target-n", "40", "--large-n", "60", "--error-n", "50"]
         + ["--pooled-n", "40", "--iterations", "1", "--stage1-tasks", "3"]
@@ -455,7 +465,7 @@ def test_at_baseline_cost_prices_the_methods_evaluations_at_the_baselines():
 def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
     monkeypatch, tmp_path, capsys
 ):
-    monkeypatch.setattr(timing, "_in_process", lambda function, *args: function(*args))
+    monkeypatch.setattr(timing, "in_process", lambda function, *args: function(*args))
     path = tmp_path / "scaling.png"
     rows = timing.main(
         ["--scaling", "--methods", "gp-ucb-fitted", "diffgp-fitted-low-rank"]
@@ -484,7 +494,7 @@ def test_timing_scaling_sweep_skips_exact_pooled_models_and_plots(
     ],
 )
 def test_timing_runs_on_the_requested_device(device, method):
-    result = timing.run_config(
+    result = timing_runs.run_config(
         method,
         dim=2,
         n_source=40,
