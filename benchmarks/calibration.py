@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-import benchmarks.meta_methods  # noqa: F401 (registers them)
+import benchmarks.meta_registry  # noqa: F401 (registers them)
 from benchmarks.context import parse_device
 from benchmarks.meta import (
     make_meta_problem,

@@ -39,12 +39,8 @@ from benchmarks.timing_problem import (
     target_function,
     timing_problem,
 )
-from benchmarks.transfer_methods import (
-    AcquisitionMethod,
-    TransferState,
-    hyperparameters,
-    maximize,
-)
+from benchmarks.transfer_methods import hyperparameters
+from benchmarks.transfer_protocol import AcquisitionMethod, TransferState, maximize
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.source_posterior import GPSourcePosterior
 from botorch_transfer.test_functions.base import TransferProblem

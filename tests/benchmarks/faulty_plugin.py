@@ -10,7 +10,7 @@ import os
 import torch
 
 from benchmarks.methods import register_method
-from benchmarks.transfer_methods import RandomSearch
+from benchmarks.transfer_protocol import RandomSearch
 
 
 def _fixed() -> bool:

@@ -5,7 +5,7 @@ import torch
 from gpytorch.distributions import MultivariateNormal
 
 from benchmarks.methods import register_method
-from benchmarks.transfer_methods import AcquisitionMethod
+from benchmarks.transfer_protocol import AcquisitionMethod
 from botorch_transfer import DeltaBOModel
 from botorch_transfer.models import TrainingData
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from benchmarks.methods import register_method
-from benchmarks.transfer_methods import RandomSearch
+from benchmarks.transfer_protocol import RandomSearch
 
 
 class SleepingRandomSearch(RandomSearch):

@@ -29,12 +29,8 @@ from benchmarks.methods import (
     unregister_method,
 )
 from benchmarks.runner import run_experiment
-from benchmarks.transfer_methods import (
-    AcquisitionMethod,
-    RandomSearch,
-    prequential_guarded_marginal_deltabo,
-    target_gp,
-)
+from benchmarks.transfer_methods import prequential_guarded_marginal_deltabo
+from benchmarks.transfer_protocol import AcquisitionMethod, RandomSearch, target_gp
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import torch
 from benchmarks.methods import register_method, unregister_method
 from benchmarks.runner import run_experiment
 from benchmarks.tracks import TRACKS
-from benchmarks.transfer_methods import RandomSearch
+from benchmarks.transfer_protocol import RandomSearch
 from botorch_transfer.test_functions.problems import PROBLEMS, make_problem
 from botorch_transfer.test_functions.real_multi import (
     MULTI_CONFIRMATION,

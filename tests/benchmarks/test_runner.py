@@ -222,7 +222,7 @@ def test_a_registered_method_runs_from_the_cli(tmp_path, capsys):
     ]
     assert all("error" not in r and len(r["queries"]) == 2 for r in records)
     from benchmarks.methods import register_method
-    from benchmarks.transfer_methods import RandomSearch
+    from benchmarks.transfer_protocol import RandomSearch
 
     with pytest.raises(ValueError, match="already registered"):
         register_method("deltabo", RandomSearch())
