@@ -35,3 +35,36 @@ def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
         return getattr(importlib.import_module(names[name]), name)
 
     return __getattr__
+
+
+def renamed_keywords(
+    owner: str, given: Mapping[str, Any], renames: Mapping[str, str]
+) -> dict[str, Any]:
+    r"""The values of renamed keyword arguments, by their new names.
+
+    Args:
+        owner: The callable that takes them (for the messages).
+        given: The keyword arguments not in the signature (a ``**kwargs``).
+        renames: Each old name and its new name.
+
+    Returns:
+        ``{new name: value}`` for each old name in ``given``, each with a
+        ``DeprecationWarning``.
+
+    Raises:
+        TypeError: For a keyword in ``given`` that is no old name.
+    """
+    unknown = sorted(set(given) - set(renames))
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword arguments {unknown}.")
+    values = {}
+    for old, value in given.items():
+        new = renames[old]
+        warnings.warn(
+            f"`{old}` is deprecated and will be removed in the next release: pass "
+            f"`{new}` to {owner}.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        values[new] = value
+    return values

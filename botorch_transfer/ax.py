@@ -296,8 +296,14 @@ def check_model_options(
             f"{{'source': TaskData(...)}}), got {type(model_options).__name__}."
         )
     parameters = inspect.signature(botorch_model_class.__init__).parameters
-    takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    unknown = sorted(k for k in model_options if k not in parameters)
+    # a **kwargs that only takes old names (the class's renamed_arguments) takes
+    # nothing else
+    renamed = getattr(botorch_model_class, "renamed_arguments", None)
+    takes_kwargs = renamed is None and any(
+        p.kind is p.VAR_KEYWORD for p in parameters.values()
+    )
+    known = set(parameters) | set(renamed or ())
+    unknown = sorted(k for k in model_options if k not in known)
     if unknown and not takes_kwargs:
         accepted = sorted(k for k in parameters if k != "self")
         raise ValueError(

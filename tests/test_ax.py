@@ -179,6 +179,11 @@ def test_strategy_checks_its_model_and_options_when_built():
         transfer_generation_strategy(DeltaBOModel, {"sources": source})
     with pytest.raises(ValueError, match=r"\[.source.\], which PretrainedPriorGP"):
         transfer_generation_strategy(PretrainedPriorGP, {"source": source})
+    # a renamed argument is taken under its old name (the model warns), a misspelled
+    # one is not
+    transfer_generation_strategy(DiffGP, {"source": source, "source_Yvar": 0.1})
+    with pytest.raises(ValueError, match=r"\['source_var'\], which DiffGP"):
+        transfer_generation_strategy(DiffGP, {"source": source, "source_var": 0.1})
     with pytest.raises(ValueError, match=r"`model_options\['source'\]` must not be"):
         transfer_generation_strategy(DeltaBOModel, {"source": []})
     empty = TaskData(torch.rand(0, 2, dtype=F64), torch.rand(0, 1, dtype=F64))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from botorch.models.transforms.input import InputTransform
@@ -40,6 +40,7 @@ from gpytorch.means import Mean
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
+from botorch_transfer._deprecation import renamed_keywords
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import TrainingData
 from botorch_transfer.models.likelihoods import (
@@ -83,9 +84,10 @@ class DiffGP(PooledTransferGP):
         input_transform: Input transform, applied as ``SingleTaskGP`` applies it.
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted on source and
             target outcomes together and applied to both.
-        source_Yvar: Known source noise ``sigma'^2`` (user units) for all source
-            points. Default: the sources' ``TaskData.Yvar``; where a source has none,
-            ``sigma'^2`` is learned.
+        source_noise: Known source noise variance ``sigma'^2`` (user units) for all
+            source points. Default: the sources' ``TaskData.Yvar``; where a source
+            has none, ``sigma'^2`` is learned. (``source_Yvar``, its old name, is
+            deprecated.)
         task_feature: Index of the task column of Ax's transfer-learning queries,
             dropped before prediction (set by ``construct_inputs``; see
             :class:`~botorch_transfer.models.base.SourceConditionedGP`).
@@ -108,6 +110,9 @@ class DiffGP(PooledTransferGP):
         >>> acqf = UpperConfidenceBound(model, beta=0.3)
     """
 
+    #: Old keyword names the constructor still takes, with their new names.
+    renamed_arguments: ClassVar[dict[str, str]] = {"source_Yvar": "source_noise"}
+
     def __init__(
         self,
         train_X: Tensor,
@@ -120,24 +125,32 @@ class DiffGP(PooledTransferGP):
         input_transform: InputTransform | None = None,
         *,
         source: TaskData | Sequence[TaskData],
-        source_Yvar: float | None = None,
+        source_noise: float | None = None,
         task_feature: int | None = None,
         target_task_value: float | None = None,
         source_only_features: int = 0,
         inference: Literal["exact", "low_rank"] = "exact",
         num_inducing: int = DEFAULT_NUM_INDUCING,
+        **deprecated: Any,
     ) -> None:
+        renamed = renamed_keywords("DiffGP", deprecated, self.renamed_arguments)
+        if "source_noise" in renamed:
+            if source_noise is not None:
+                raise TypeError(
+                    "Give `source_noise` only (`source_Yvar` is its old name)."
+                )
+            source_noise = renamed["source_noise"]
         self._set_inference(inference, num_inducing)
-        if source_Yvar is not None and not (
-            isinstance(source_Yvar, (int, float))
-            and math.isfinite(source_Yvar)
-            and source_Yvar >= 0
+        if source_noise is not None and not (
+            isinstance(source_noise, (int, float))
+            and math.isfinite(source_noise)
+            and source_noise >= 0
         ):
             raise ValueError(
-                "`source_Yvar` must be a non-negative finite float, got "
-                f"{source_Yvar!r}."
+                "`source_noise` must be a non-negative finite float, got "
+                f"{source_noise!r}."
             )
-        self.source_Yvar_override = source_Yvar
+        self.source_noise = source_noise
         super().__init__(
             train_X,
             train_Y,
@@ -155,7 +168,7 @@ class DiffGP(PooledTransferGP):
 
     def _learns_source_noise(self, sources: Sequence[TaskData]) -> list[bool]:
         r"""Per source task: is ``sigma'^2`` learned (no known noise)?"""
-        if self.source_Yvar_override is not None:
+        if self.source_noise is not None:
             return [False] * len(sources)
         return [s.Yvar is None for s in sources]
 
@@ -184,8 +197,8 @@ class DiffGP(PooledTransferGP):
         super()._build_modules(
             transfer, train_X=train_X, input_transform=input_transform, **kwargs
         )
-        if self.source_Yvar_override is not None:
-            override = self.source_Yvar_override / self.output_scale**2
+        if self.source_noise is not None:
+            override = self.source_noise / self.output_scale**2
             self.source_Yvar = torch.full_like(self.source_Y, float(override))
         self.register_buffer(
             "source_known_noise",

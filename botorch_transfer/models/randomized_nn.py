@@ -55,6 +55,7 @@ from botorch.acquisition.objective import (
 from botorch.models.ensemble import EnsembleModel
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
+from botorch.optim.core import scipy_minimize
 from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.index_sampler import IndexSampler
@@ -646,33 +647,20 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         return theta.detach()
 
     def _train_lbfgs(self, theta: Tensor, index: tuple[int, ...] = ()) -> Tensor:
-        r"""Full-batch L-BFGS (SciPy's L-BFGS-B, in float64 on the CPU; the objective
-        and its gradient are evaluated on the model's device). SciPy's line search keeps
-        converging on ill-conditioned problems (small ``lambda_t``) where torch's
-        L-BFGS stalls at gradients of about 1e-7."""
-        from scipy.optimize import minimize
+        r"""Full-batch L-BFGS (BoTorch's ``scipy_minimize``: SciPy's L-BFGS-B in
+        float64 on the CPU; the objective and its gradient are evaluated on the
+        model's device). SciPy's line search keeps converging on ill-conditioned
+        problems (small ``lambda_t``) where torch's L-BFGS stalls at gradients of
+        about 1e-7."""
+        theta = theta.detach().clone().requires_grad_(True)
 
-        shape, like = theta.shape, theta.detach()
+        def closure() -> tuple[Tensor, tuple[Tensor]]:
+            value = self._objective(theta, index).sum()
+            return value, torch.autograd.grad(value, theta)
 
-        def value_and_grad(x):
-            th = torch.from_numpy(x).reshape(shape).to(like).requires_grad_(True)
-            value = self._objective(th, index).sum()
-            (grad,) = torch.autograd.grad(value, th)
-            return value.item(), grad.reshape(-1).double().cpu().numpy()
-
-        result = minimize(
-            value_and_grad,
-            like.double().cpu().reshape(-1).numpy(),
-            jac=True,
-            method="L-BFGS-B",
-            options={
-                "maxiter": self.num_steps,
-                "maxcor": 50,
-                "gtol": 1e-12,
-                "ftol": 0.0,
-            },
-        )
-        return torch.from_numpy(result.x).reshape(shape).to(like)
+        options = {"maxiter": self.num_steps, "maxcor": 50, "gtol": 1e-12, "ftol": 0.0}
+        scipy_minimize(closure, {"theta": theta}, options=options)
+        return theta.detach()
 
     # --------------------------------------------------------------- BoTorch API
     def member_outputs(self, X: Tensor, raw: bool = False) -> Tensor:

@@ -190,11 +190,25 @@ def test_fit_rederives_the_correction():
 def test_bad_inputs():
     source = make_source()
     X, Y = make_target()
-    with pytest.raises(ValueError, match="`source_Yvar` must be a non-negative"):
-        DiffGP(X, Y, source=source, source_Yvar=-1.0)
+    with pytest.raises(ValueError, match="`source_noise` must be a non-negative"):
+        DiffGP(X, Y, source=source, source_noise=-1.0)
     with pytest.raises(TypeError, match=r"`source\[0\]` must be a TaskData"):
         DiffGP(X, Y, source=SingleTaskGP(source.X, source.Y))
     with pytest.raises(TypeError, match="`train_Y` has dtype torch.float32"):
         DiffGP(X, Y.float(), source=source)
     with pytest.raises(ValueError, match="`train_Yvar` must be non-negative"):
         DiffGP(X, Y, source=source, train_Yvar=-torch.ones_like(Y))
+
+
+def test_the_old_name_of_source_noise_warns_and_acts_the_same():
+    X, Y = make_target()
+    source = make_source()
+    new = DiffGP(X, Y, source=source, source_noise=0.02)
+    with pytest.warns(DeprecationWarning, match="`source_Yvar` is deprecated"):
+        old = DiffGP(X, Y, source=source, source_Yvar=0.02)
+    torch.testing.assert_close(old.train_targets, new.train_targets)
+    torch.testing.assert_close(old.likelihood.noise, new.likelihood.noise)
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['nosie'\\]"):
+        DiffGP(X, Y, source=source, nosie=0.02)
+    with pytest.raises(TypeError, match="Give `source_noise` only"):
+        DiffGP(X, Y, source=source, source_noise=0.02, source_Yvar=0.02)
