@@ -47,16 +47,8 @@ from benchmarks.methods import (
 )
 from benchmarks.real_track_tables import real_track_half_table
 from benchmarks.regret_tables import with_regret
-from benchmarks.runner import (
-    ResultsWriter,
-    WorkerPool,
-    deduplicate,
-    read_results,
-    run_key,
-    run_name,
-    sweep,
-    warning_causes,
-)
+from benchmarks.results_io import ResultsWriter, deduplicate, read_results, run_key
+from benchmarks.runner import WorkerPool, run_name, sweep, warning_causes
 from benchmarks.summary import plot_regret, summary_table
 from benchmarks.tracks import TRACKS
 from botorch_transfer._io import atomic_write_bytes
@@ -307,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         )
     for p in {r["problem"] for r in finished} & (set(args.problems) - set(iterations)):
         iterations[p] = _default_iterations(p)
-    # the runs asked for, by run key (see runner.RUN_SETTINGS)
+    # the runs asked for, by run key (see results_io.RUN_SETTINGS)
     wanted = [(p, m, s, iterations.get(p)) for p, m in pairs for s in range(args.seeds)]
     done = {run_key(r) for r in finished}
     todo = [key[:3] for key in wanted if key not in done]

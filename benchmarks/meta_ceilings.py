@@ -43,7 +43,7 @@ from benchmarks.meta_methods import (
     normalized_regrets,
 )
 from benchmarks.meta_tables import meta_cumulative_regret
-from benchmarks.runner import load_results
+from benchmarks.results_io import load_results
 
 #: The meta track's records shipped with the package (``export``).
 SHIPPED_RECORDS = Path(__file__).with_name("meta_track_records.jsonl.gz")

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from benchmarks.runner import non_finite_traces
+from benchmarks.results_io import non_finite_traces
 
 
 def geometric_mean(values: list[float]) -> float:

@@ -13,7 +13,7 @@ from benchmarks.real_track_tables import (
     real_track_protocols_table,
 )
 from benchmarks.regret_tables import with_regret
-from benchmarks.runner import read_results
+from benchmarks.results_io import read_results
 from benchmarks.transfer_tables import (
     TRANSFER_TRACK_SEEDS,
     ax_track_table,

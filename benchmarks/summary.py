@@ -31,7 +31,7 @@ from benchmarks.regret_tables import (
     rank_solved_table,
     simple_regret_table,
 )
-from benchmarks.runner import non_finite_traces
+from benchmarks.results_io import non_finite_traces
 from benchmarks.transfer_tables import (
     GUARDED_LOOP,
     average_rank_table,

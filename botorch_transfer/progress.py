@@ -5,9 +5,9 @@ Work that can run for minutes shows a `tqdm <https://tqdm.github.io>`_ progress 
 :func:`~botorch_transfer.clustering.build_cluster_prior` (one GP fit per meta-task),
 :func:`~botorch_transfer.pretraining.pretrain_prior`, and building a large source
 posterior (fitting the source GP, the pivoted Cholesky factor), e.g. inside
-``DeltaBOModel`` or ``RGPE``. Every such function and model takes
-``progress: bool = True``; ``progress=False`` turns its bars off (tqdm's
-``TQDM_DISABLE=1`` environment variable turns them all off).
+``DeltaBOModel`` or ``RGPE``. ``with progress_bars(False):`` turns the bars off
+within a block (:func:`progress_bars`); a function's ``progress=False`` turns its own
+off (tqdm's ``TQDM_DISABLE=1`` environment variable turns them all off).
 
 A bar appears only once its work has run for :data:`PROGRESS_DELAY` seconds, so quick
 calls (small sources, a few meta-tasks, BO loops that rebuild models) print nothing.
@@ -20,8 +20,11 @@ Written to a file or pipe rather than a terminal, a bar updates every
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -34,6 +37,49 @@ PROGRESS_DELAY = 2.0
 #: Seconds between updates of a bar written to a file or pipe (a log), where every
 #: refresh is kept: tqdm's default (0.1 s) wrote megabytes of bars into CI logs.
 LOG_UPDATE_INTERVAL = 30.0
+
+_SHOWN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "botorch_transfer_progress_bars", default=True
+)
+
+
+@contextlib.contextmanager
+def progress_bars(show: bool = True) -> Iterator[None]:
+    r"""Show (``True``) or hide (``False``) the package's progress bars within the
+    block, as ``gpytorch.settings`` flags do (the setting of the current thread or
+    task; nested blocks override outer ones).
+
+    Example:
+        >>> with progress_bars(False):
+        ...     model = DeltaBOModel(X, Y, source=TaskData(X_src, Y_src))
+    """
+    token = _SHOWN.set(bool(show))
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
+
+
+def progress_bars_shown() -> bool:
+    r"""Whether progress bars are shown here (see :func:`progress_bars`)."""
+    return _SHOWN.get()
+
+
+def progress_argument(owner: str, given: dict[str, Any]) -> Any:
+    r"""The block a constructor runs in for its deprecated ``progress`` argument,
+    taken out of ``given`` (its ``**kwargs``): :func:`progress_bars` of its value,
+    with a ``DeprecationWarning``, or a block that changes nothing."""
+    if "progress" not in given:
+        return contextlib.nullcontext()
+    show = given.pop("progress")
+    warnings.warn(
+        f"`progress` of {owner} is deprecated and will be removed in the next "
+        "release: build the model inside `with botorch_transfer.progress."
+        "progress_bars(False):`.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return progress_bars(bool(show))
 
 
 def _is_notebook_bar(bar_class: type) -> bool:
@@ -70,7 +116,7 @@ def progress_bar(
     Returns:
         The bar.
     """
-    if not progress:
+    if not (progress and progress_bars_shown()):
         kwargs["disable"] = True  # else tqdm's defaults (TQDM_DISABLE) decide
     elif _is_notebook_bar(tqdm):
         return DeferredNotebookBar(tqdm, iterable, **kwargs)
@@ -172,7 +218,7 @@ def fit_mll_with_progress(
     Returns:
         The fitted ``mll``.
     """
-    if not progress:
+    if not (progress and progress_bars_shown()):
         return fit_gpytorch_mll(mll)
     with progress_bar(progress=progress, desc=desc, unit="step") as bar:
 

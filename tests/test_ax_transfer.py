@@ -28,7 +28,14 @@ from botorch.models.transforms.input import (  # noqa: E402
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset  # noqa: E402
 from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
 
-from botorch_transfer import RGPE, DeltaBOModel, DiffGP, EnvGP, TaskData  # noqa: E402
+from botorch_transfer import (  # noqa: E402
+    RGPE,
+    DeltaBOModel,
+    DiffGP,
+    EnvGP,
+    TaskColumn,
+    TaskData,
+)
 from botorch_transfer.ax import (  # noqa: E402
     TransferModelUnusedError,
     TransferModelUnusedWarning,
@@ -443,7 +450,7 @@ def test_construct_inputs_splits_a_multitask_dataset():
     assert [s.name for s in inputs["source"]] == ["a_y", "b_y"]
     assert all(s.X.shape == (5, 2) for s in inputs["source"])
     torch.testing.assert_close(inputs["source"][0].X, data.datasets["a_y"].X[:, :2])
-    assert inputs["task_feature"] == 2 and inputs["target_task_value"] == 0.0
+    assert inputs["task_column"] == TaskColumn(index=2, target_value=0.0)
     model = DeltaBOModel(**inputs)
     X = torch.rand(4, 2, dtype=F64)
     torch.testing.assert_close(
@@ -466,7 +473,7 @@ def test_construct_inputs_keeps_the_supervised_dataset_route():
     )
     source = TaskData(X, X.sum(-1, keepdim=True))
     inputs = EnvGP.construct_inputs(data, source=source)
-    assert inputs["source"] is source and "task_feature" not in inputs
+    assert inputs["source"] is source and "task_column" not in inputs
 
 
 def test_axs_normalize_over_the_task_column_is_restricted():
@@ -506,7 +513,7 @@ def test_a_source_with_an_extra_parameter_is_used_on_the_targets_parameters():
     (source,) = inputs["source"]
     # the target's parameters x0, x1 in the target's order; z dropped
     torch.testing.assert_close(source.X, data.datasets["a_y"].X[:, [2, 1]])
-    assert inputs["source_only_features"] == 1 and inputs["task_feature"] == -1
+    assert inputs["task_column"] == TaskColumn(-1, 0.0, source_only_features=1)
     # Ax's transforms over its layout (x0, x1, z, task): Normalize of the three
     # parameters, and an imputation of `z` for the target that is not needed here
     layout_bounds = torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 1.0]], dtype=F64)
@@ -677,7 +684,7 @@ def test_rank_weighted_construct_inputs_from_a_multitask_dataset():
     assert isinstance(source, TaskData) and source.name == "a_y"
     torch.testing.assert_close(source.X, data.datasets["a_y"].X[:, :2])
     torch.testing.assert_close(source.Y, data.datasets["a_y"].Y)
-    assert inputs["task_feature"] == 2 and inputs["target_task_value"] == 0.0
+    assert inputs["task_column"] == TaskColumn(index=2, target_value=0.0)
     assert inputs["num_samples"] == 32
     # Ax's Normalize over its layout (the task column left out) acts on x0, x1
     transform = Normalize(
@@ -734,11 +741,11 @@ def test_rank_weighted_construct_inputs_refuses_no_sources():
         RankWeightedTransferGP.construct_inputs(one_source_dataset(), source=extra)
     # a source in the model options with a target-only dataset is used as given
     inputs = RankWeightedTransferGP.construct_inputs(target_only, source=extra)
-    assert inputs["source"] is extra and inputs["task_feature"] == 2
+    assert inputs["source"] is extra and inputs["task_column"].index == 2
     # and the SupervisedDataset route
     target = data.get_dataset_without_task_feature("y")
     inputs = RankWeightedTransferGP.construct_inputs(target, source=extra)
-    assert inputs["source"] is extra and "task_feature" not in inputs
+    assert inputs["source"] is extra and "task_column" not in inputs
     with pytest.raises(ValueError, match="needs `source=`"):
         RankWeightedTransferGP.construct_inputs(target)
 
@@ -749,7 +756,7 @@ def test_rank_weighted_with_a_source_only_parameter():
     data = one_source_dataset(extra=True)
     with pytest.warns(UserWarning, match=r"\['z'\].*averaging"):
         inputs = RankWeightedTransferGP.construct_inputs(data)
-    assert inputs["source_only_features"] == 1 and inputs["task_feature"] == -1
+    assert inputs["task_column"] == TaskColumn(-1, 0.0, source_only_features=1)
     torch.testing.assert_close(inputs["source"].X, data.datasets["a_y"].X[:, [2, 1]])
     layout_bounds = torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 1.0]], dtype=F64)
     transform = ChainedInputTransform(
@@ -866,3 +873,36 @@ def test_ax_cross_validation_runs_on_rank_weighted():
         # leave-one-out over the 3 target trials, compared by rank correlation
         assert spec.cv_results is not None and len(spec.cv_results) == 3
         assert "Rank correlation" in spec.diagnostics
+
+
+@pytest.mark.parametrize("model_class", [DeltaBOModel, EnvGP, RGPE])
+def test_the_task_columns_old_arguments_warn_and_build_the_same_layout(model_class):
+    inputs = DeltaBOModel.construct_inputs(multitask_dataset())
+    column = inputs.pop("task_column")
+    new = model_class(**inputs, task_column=column)
+    with pytest.warns(DeprecationWarning, match="pass task_column=TaskColumn"):
+        old = model_class(
+            **inputs,
+            task_feature=column.index,
+            target_task_value=column.target_value,
+        )
+    assert old.task_column == new.task_column == column
+    X = with_task_column(torch.rand(4, 2, dtype=F64))
+    torch.testing.assert_close(old.posterior(X).mean, new.posterior(X).mean)
+    with pytest.raises(TypeError, match="Give `task_column` only"):
+        model_class(**inputs, task_column=column, task_feature=2)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['task'\]"):
+        model_class(**inputs, task=2)
+
+
+def test_a_task_column_outside_the_layout_is_a_clear_error():
+    inputs = DeltaBOModel.construct_inputs(multitask_dataset())
+    inputs.pop("task_column")
+    with pytest.raises(ValueError, match="`task_column.index` 5 is outside"):
+        DeltaBOModel(**inputs, task_column=TaskColumn(5))
+    with pytest.raises(ValueError, match="needs the task column last"):
+        DeltaBOModel(**inputs, task_column=TaskColumn(0, source_only_features=1))
+    with pytest.raises(TypeError, match="`index` must be an int"):
+        TaskColumn(2.0)
+    with pytest.raises(ValueError, match="`source_only_features` must be an int"):
+        TaskColumn(-1, source_only_features=-1)

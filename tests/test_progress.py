@@ -1,5 +1,5 @@
-r"""Long work shows tqdm progress on stderr; ``progress=False`` and quick work print
-nothing."""
+r"""Long work shows tqdm progress on stderr; ``progress=False``, a
+``progress_bars(False)`` block and quick work print nothing."""
 
 import pytest
 import torch
@@ -35,6 +35,16 @@ def one():
     return torch.ones((), dtype=F64)
 
 
+def in_block(build):
+    r"""``build()`` with the package's bars on or off (models take no flag)."""
+
+    def run(show):
+        with progress.progress_bars(show):
+            return build()
+
+    return run
+
+
 # each long computation and the label of its bar
 CASES = {
     "build_cluster_prior": (
@@ -52,11 +62,11 @@ CASES = {
         "source GP fit",
     ),
     "DeltaBOModel": (
-        lambda p: DeltaBOModel(*xy(tasks(1, 3)[0]), source=tasks(1)[0], progress=p),
+        in_block(lambda: DeltaBOModel(*xy(tasks(1, 3)[0]), source=tasks(1)[0])),
         "pivoted Cholesky",
     ),
     "RGPE": (
-        lambda p: RGPE(*xy(tasks(1, 3)[0]), source=tasks(2), progress=p),
+        in_block(lambda: RGPE(*xy(tasks(1, 3)[0]), source=tasks(2))),
         "pivoted Cholesky",
     ),
 }
@@ -72,6 +82,26 @@ def test_progress_goes_to_stderr_and_can_be_turned_off(case, capsys, monkeypatch
     run(True)
     captured = capsys.readouterr()
     assert label in captured.err and captured.out == ""
+
+
+def test_a_block_turns_off_the_bars_of_functions_too(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "PROGRESS_DELAY", 0.0)
+    with progress.progress_bars(False):
+        pretrain_prior(tasks(), num_steps=3, eval_every=1)
+        with progress.progress_bars(True):  # an inner block overrides
+            frozen_source_posterior(tasks(1)[0], one(), 0 * one())
+    captured = capsys.readouterr()
+    assert "pretrain" not in captured.err and "source GP fit" in captured.err
+
+
+@pytest.mark.parametrize("model_class", [DeltaBOModel, RGPE])
+def test_the_old_progress_flag_warns_and_acts_as_the_block(
+    model_class, capsys, monkeypatch
+):
+    monkeypatch.setattr(progress, "PROGRESS_DELAY", 0.0)
+    with pytest.warns(DeprecationWarning, match="`progress` of .* is deprecated"):
+        model_class(*xy(tasks(1, 3)[0]), source=tasks(2), progress=False)
+    assert capsys.readouterr().err == ""
 
 
 def test_quick_work_prints_nothing(capsys, monkeypatch):

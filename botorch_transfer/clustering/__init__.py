@@ -27,6 +27,11 @@ from botorch_transfer.clustering.divergences import (
     symmetric_sqrtm,
     wasserstein_distance,
 )
+from botorch_transfer.clustering.kernels import (
+    ProductMaternKernel,
+    meta_task_kernel,
+    product_matern,
+)
 from botorch_transfer.clustering.kmeans import (
     ClusterCountSelection,
     GaussianKMeansResult,
@@ -44,13 +49,10 @@ from botorch_transfer.clustering.prior import (
 )
 from botorch_transfer.clustering.stage1 import (
     MetaTaskPosteriors,
-    ProductMaternKernel,
     fit_meta_task_gps,
     fit_meta_task_mll_batched,
-    meta_task_kernel,
     meta_task_model,
     meta_task_posteriors,
-    product_matern,
 )
 from botorch_transfer.clustering.weights import (
     check_weights,

@@ -37,6 +37,7 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     SumSourcePosterior,
 )
+from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import default_transfer_kernel
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "SourceConditionedGP",
     "SourcePosterior",
     "SumSourcePosterior",
+    "TaskColumn",
     "TaskIndexedGaussianLikelihood",
     "TaskIndexedNoise",
     "TrainingData",

@@ -98,8 +98,11 @@ from botorch_transfer.models.likelihoods import (
 )
 from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.models.task_column import (
+    OLD_TASK_COLUMN_ARGUMENTS,
+    TaskColumn,
     TaskColumnMixin,
     on_target_inputs,
+    task_column_argument,
 )
 from botorch_transfer.models.utils.assorted import (
     MovableExactGPMixin,
@@ -194,21 +197,13 @@ class SourceConditionedGP(
         outcome_transform: ``None`` or ``Standardize(m=1)``, fitted once on the
             target outcomes and ``_outcome_reference`` (e.g. the source outcomes)
             and applied to both.
-        task_feature: Optional index of a task column that query inputs may carry
-            (Ax's transfer-learning path appends one): query inputs with ``d + 1``
-            columns have it removed before prediction and conditioning.
-            ``train_X`` and the sources come without it; a ``Normalize`` built over
-            ``d + 1`` columns (as Ax builds it) is restricted to the ``d`` inputs.
-            Set by ``construct_inputs`` from a ``MultiTaskDataset``.
-        target_task_value: The value of the task column for the target task; if
-            given, queries at other task values are refused (the model predicts the
-            target task only).
-        source_only_features: How many parameters only source experiments have
-            (Ax hands those over when they have no ``backfill_value``). Ax's
-            queries then hold the ``d`` inputs, these columns and the task column
-            last; the extra columns are dropped with the task column (the sources
-            are used on the target's parameters, see ``split_multitask_dataset``).
-            Set by ``construct_inputs``.
+        task_column: The layout of Ax's transfer-learning queries (a
+            :class:`~botorch_transfer.models.task_column.TaskColumn`: the task
+            column and the columns of parameters only the sources have, dropped
+            from every query; ``train_X`` and the sources come without them). Set
+            by ``construct_inputs`` from a ``MultiTaskDataset``. (``task_feature``,
+            ``target_task_value`` and ``source_only_features``, its parts' old
+            names, are deprecated.)
 
     Class attributes a subclass may set:
         transfer_argument: The keyword that carries the transfer input
@@ -223,6 +218,11 @@ class SourceConditionedGP(
     transfer_argument: ClassVar[str] = "source"
     fixes_outcome_units: ClassVar[bool] = False
     needs_invertible_input_transform: ClassVar[bool] = False
+    #: Old keyword names the constructor still takes (deprecated), with the
+    #: arguments that replace them.
+    renamed_arguments: ClassVar[dict[str, str]] = dict.fromkeys(
+        OLD_TASK_COLUMN_ARGUMENTS, "task_column"
+    )
 
     def __init__(
         self,
@@ -236,21 +236,24 @@ class SourceConditionedGP(
         input_transform: InputTransform | None = None,
         *,
         transfer: Any,
-        task_feature: int | None = None,
-        target_task_value: float | None = None,
-        source_only_features: int = 0,
+        task_column: TaskColumn | None = None,
+        **deprecated: Any,
     ) -> None:
+        task_column, rest = task_column_argument(
+            type(self).__name__, task_column, deprecated
+        )
+        if rest:
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword arguments "
+                f"{sorted(rest)}."
+            )
         validate_training_data(train_X, train_Y, train_Yvar)
         # copies: the caller's tensors changed in place later must not change (and
         # bypass the checks on) the model's data
         train_X, train_Y = train_X.clone(), train_Y.clone()
         train_Yvar = None if train_Yvar is None else train_Yvar.clone()
         input_transform = self._set_task_column(
-            train_X.shape[-1],
-            task_feature,
-            target_task_value,
-            source_only_features,
-            input_transform,
+            train_X.shape[-1], task_column, input_transform
         )
         # what the model transfers from, to tell models on other sources apart
         self._transfer_fingerprint = transfer_fingerprint(transfer)

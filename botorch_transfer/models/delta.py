@@ -26,7 +26,7 @@ import copy
 import warnings
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from botorch.models.transforms.input import InputTransform
@@ -57,11 +57,12 @@ from botorch_transfer.models.source_posterior import (
     SumSourcePosterior,
     marginal_affine_covariance,
 )
+from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,
     refuse_pathwise_sampling,
 )
-from botorch_transfer.progress import fit_mll_with_progress
+from botorch_transfer.progress import fit_mll_with_progress, progress_argument
 
 RESIDUAL_COVARIANCES = ("diagonal", "full")
 SOURCE_MAPS = ("identity", "affine", "marginal-affine")
@@ -162,16 +163,9 @@ class DeltaBOModel(SourceConditionedGP):
             numerical rank is below it. See :class:`GPSourcePosterior`.
         source_tolerance: Relative residual variance at which the cached factor
             stops growing.
-        progress: Show progress bars while the source posterior is built (the
-            source GP's fit, the cached factorization) when that takes more than a
-            few seconds (see :mod:`botorch_transfer.progress`).
-        task_feature: Index of the task column of Ax's transfer-learning queries,
-            dropped before prediction (set by ``construct_inputs``; see
-            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
-        target_task_value: The target's value in that column (other values are
-            refused).
-        source_only_features: Columns of Ax's queries for parameters only the
-            sources have, dropped (set by ``construct_inputs``).
+        task_column: The layout of Ax's transfer-learning queries (see
+            :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
+            ``construct_inputs``).
 
     Example:
         >>> source = TaskData(X_src, Y_src)
@@ -180,6 +174,13 @@ class DeltaBOModel(SourceConditionedGP):
         >>> mll = fit_gpytorch_mll(mll)
         >>> UCB = UpperConfidenceBound(model, beta=beta_t(t, domain_size, rho=0.1))
     """
+
+    #: Old keyword names the constructor still takes (deprecated), with what
+    #: replaces them.
+    renamed_arguments: ClassVar[dict[str, str]] = {
+        **SourceConditionedGP.renamed_arguments,
+        "progress": "progress_bars",
+    }
 
     def __init__(
         self,
@@ -203,10 +204,8 @@ class DeltaBOModel(SourceConditionedGP):
         fit_source: bool = True,
         source_max_rank: int = 1000,
         source_tolerance: float = 1e-10,
-        progress: bool = True,
-        task_feature: int | None = None,
-        target_task_value: float | None = None,
-        source_only_features: int = 0,
+        task_column: TaskColumn | None = None,
+        **deprecated: Any,
     ) -> None:
         if residual_covariance not in RESIDUAL_COVARIANCES:
             raise ValueError(
@@ -296,23 +295,25 @@ class DeltaBOModel(SourceConditionedGP):
             fit_source=fit_source,
             max_rank=source_max_rank,
             tolerance=source_tolerance,
-            progress=progress,
+            # bars while the source posterior is built (the source GP's fit, the
+            # cached factor) follow botorch_transfer.progress.progress_bars
+            progress=True,
             residual_covariance=residual_covariance,
         )
-        super().__init__(
-            train_X,
-            train_Y,
-            train_Yvar,
-            transfer=source,
-            task_feature=task_feature,
-            target_task_value=target_task_value,
-            source_only_features=source_only_features,
-            likelihood=likelihood,
-            covar_module=covar_module,
-            mean_module=mean_module,
-            input_transform=input_transform,
-            outcome_transform=outcome_transform,
-        )
+        with progress_argument(type(self).__name__, deprecated):
+            super().__init__(
+                train_X,
+                train_Y,
+                train_Yvar,
+                transfer=source,
+                task_column=task_column,
+                **deprecated,
+                likelihood=likelihood,
+                covar_module=covar_module,
+                mean_module=mean_module,
+                input_transform=input_transform,
+                outcome_transform=outcome_transform,
+            )
         if source_map == "affine":
             self._initialize_source_map()
 

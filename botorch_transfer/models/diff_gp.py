@@ -50,6 +50,7 @@ from botorch_transfer.models.likelihoods import (
 )
 from botorch_transfer.models.low_rank import fitc_predictive_weights, nystrom_root
 from botorch_transfer.models.pooled import DEFAULT_NUM_INDUCING, PooledTransferGP
+from botorch_transfer.models.task_column import TaskColumn
 
 # slots of the learned noise levels: sigma'^2 (sources without Yvar), sigma_a^2
 SOURCE, TARGET = 0, 1
@@ -88,13 +89,9 @@ class DiffGP(PooledTransferGP):
             source points. Default: the sources' ``TaskData.Yvar``; where a source
             has none, ``sigma'^2`` is learned. (``source_Yvar``, its old name, is
             deprecated.)
-        task_feature: Index of the task column of Ax's transfer-learning queries,
-            dropped before prediction (set by ``construct_inputs``; see
-            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
-        target_task_value: The target's value in that column (other values are
-            refused).
-        source_only_features: Columns of Ax's queries for parameters only the
-            sources have, dropped (set by ``construct_inputs``).
+        task_column: The layout of Ax's transfer-learning queries (see
+            :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
+            ``construct_inputs``).
         inference: ``"exact"`` (default): exact GPs, ``O(N^3)`` per correction and
             ``O((N + T)^3)`` per fit step. ``"low_rank"``: FITC inference for the
             source posterior of step 1 and the final GP, with ``num_inducing`` source
@@ -111,7 +108,10 @@ class DiffGP(PooledTransferGP):
     """
 
     #: Old keyword names the constructor still takes, with their new names.
-    renamed_arguments: ClassVar[dict[str, str]] = {"source_Yvar": "source_noise"}
+    renamed_arguments: ClassVar[dict[str, str]] = {
+        **PooledTransferGP.renamed_arguments,
+        "source_Yvar": "source_noise",
+    }
 
     def __init__(
         self,
@@ -126,14 +126,13 @@ class DiffGP(PooledTransferGP):
         *,
         source: TaskData | Sequence[TaskData],
         source_noise: float | None = None,
-        task_feature: int | None = None,
-        target_task_value: float | None = None,
-        source_only_features: int = 0,
+        task_column: TaskColumn | None = None,
         inference: Literal["exact", "low_rank"] = "exact",
         num_inducing: int = DEFAULT_NUM_INDUCING,
         **deprecated: Any,
     ) -> None:
-        renamed = renamed_keywords("DiffGP", deprecated, self.renamed_arguments)
+        own = {k: deprecated.pop(k) for k in list(deprecated) if k == "source_Yvar"}
+        renamed = renamed_keywords("DiffGP", own, {"source_Yvar": "source_noise"})
         if "source_noise" in renamed:
             if source_noise is not None:
                 raise TypeError(
@@ -156,9 +155,8 @@ class DiffGP(PooledTransferGP):
             train_Y,
             train_Yvar,
             transfer=source,
-            task_feature=task_feature,
-            target_task_value=target_task_value,
-            source_only_features=source_only_features,
+            task_column=task_column,
+            **deprecated,
             likelihood=likelihood,
             covar_module=covar_module,
             mean_module=mean_module,

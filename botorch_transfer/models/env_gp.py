@@ -47,6 +47,7 @@ from botorch_transfer.models.likelihoods import (
     learned_noise,
 )
 from botorch_transfer.models.pooled import DEFAULT_NUM_INDUCING, PooledTransferGP
+from botorch_transfer.models.task_column import TaskColumn
 
 
 class EnvGP(PooledTransferGP):
@@ -92,13 +93,9 @@ class EnvGP(PooledTransferGP):
             source in other units or with an offset is used, and an unrelated one
             can be weighted down. ``"identity"``: Shilton et al.'s Env-GP (eq. 5),
             the source observes the target function itself.
-        task_feature: Index of the task column of Ax's transfer-learning queries,
-            dropped before prediction (set by ``construct_inputs``; see
-            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
-        target_task_value: The target's value in that column (other values are
-            refused).
-        source_only_features: Columns of Ax's queries for parameters only the
-            sources have, dropped (set by ``construct_inputs``).
+        task_column: The layout of Ax's transfer-learning queries (see
+            :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
+            ``construct_inputs``).
         inference: ``"exact"`` (default): an exact GP, ``O((N + T)^3)`` per fit
             step. ``"low_rank"``: FITC inference with ``num_inducing`` source points
             (farthest-point selected) and all target points as inducing inputs,
@@ -126,11 +123,10 @@ class EnvGP(PooledTransferGP):
         source: TaskData | Sequence[TaskData],
         source_noise: float | Sequence[float] | None = None,
         source_map: Literal["affine", "identity"] = "affine",
-        task_feature: int | None = None,
-        target_task_value: float | None = None,
-        source_only_features: int = 0,
+        task_column: TaskColumn | None = None,
         inference: Literal["exact", "low_rank"] = "exact",
         num_inducing: int = DEFAULT_NUM_INDUCING,
+        **deprecated: Any,
     ) -> None:
         self._set_inference(inference, num_inducing)
         if source_map not in ("affine", "identity"):
@@ -144,9 +140,8 @@ class EnvGP(PooledTransferGP):
             train_Y,
             train_Yvar,
             transfer=source,
-            task_feature=task_feature,
-            target_task_value=target_task_value,
-            source_only_features=source_only_features,
+            task_column=task_column,
+            **deprecated,
             likelihood=likelihood,
             covar_module=covar_module,
             mean_module=mean_module,

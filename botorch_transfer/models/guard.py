@@ -663,7 +663,7 @@ class TransferGuard(SingleOutputTargetMixin, Model):
     ) -> Posterior:
         r"""The acting model's posterior at ``X`` (see ``uses_transfer``), ``X``
         checked as the package's models check it whichever model acts (a task
-        column that Ax appends, see the model's ``task_feature``, is dropped first:
+        column that Ax appends, see the model's ``task_column``, is dropped first:
         the target-only GP has none)."""
         X = self.transfer_model.strip_task_feature(X)
         self._check_X(X)

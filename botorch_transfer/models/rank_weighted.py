@@ -76,9 +76,13 @@ from botorch_transfer.models.source_skill import (
     source_skill,
 )
 from botorch_transfer.models.task_column import (
+    OLD_TASK_COLUMN_ARGUMENTS,
+    TaskColumn,
     construct_transfer_inputs,
     on_target_inputs,
+    task_column_argument,
 )
+from botorch_transfer.progress import progress_bars
 
 
 def fitted_source_gp(
@@ -161,17 +165,14 @@ class RankWeightedTransferGP(RankWeightedCombination):
             observations that differ by more than ``pair_margin`` standard
             deviations of the target noise of a difference; ``None`` (default):
             every pair, as RGPE.
-        task_feature: Optional index of a task column that query inputs may carry
-            (Ax's transfer-learning path appends one to the ``d`` inputs); it is
-            dropped from every ``X`` given to :meth:`posterior` and
+        task_column: The layout of Ax's transfer-learning queries (a
+            :class:`~botorch_transfer.models.task_column.TaskColumn`): its extra
+            columns are dropped from every ``X`` given to :meth:`posterior` and
             :meth:`condition_on_observations`, and an input transform built over
             that layout (Ax's ``Normalize``) is restricted to the ``d`` inputs.
             ``train_X`` has the ``d`` inputs only (see :meth:`construct_inputs`).
-        target_task_value: The value of the task column for the target task; if
-            given, queries with another task value raise.
-        source_only_features: How many parameters only the source experiment has
-            (Ax puts them after the target's, before the task column, which is
-            then last: ``task_feature=-1``); their columns are dropped as well.
+            (``task_feature``, ``target_task_value`` and ``source_only_features``,
+            its parts' old names, are deprecated.)
 
     Attributes:
         source_names: The sources' names, in order (``TaskData.name``, else
@@ -210,6 +211,11 @@ class RankWeightedTransferGP(RankWeightedCombination):
     #: the training data hold no source task).
     transfer_argument: ClassVar[str] = "source"
     knowledge_model_name: ClassVar[str] = "transfer_models"
+    #: Old keyword names the constructor still takes (deprecated), with the
+    #: arguments that replace them.
+    renamed_arguments: ClassVar[dict[str, str]] = dict.fromkeys(
+        OLD_TASK_COLUMN_ARGUMENTS, "task_column"
+    )
 
     def __init__(
         self,
@@ -226,10 +232,17 @@ class RankWeightedTransferGP(RankWeightedCombination):
         num_samples: int = 256,
         seed: int = 0,
         pair_margin: float | None = None,
-        task_feature: int | None = None,
-        target_task_value: float | None = None,
-        source_only_features: int = 0,
+        task_column: TaskColumn | None = None,
+        **deprecated: Any,
     ) -> None:
+        task_column, rest = task_column_argument(
+            type(self).__name__, task_column, deprecated
+        )
+        if rest:
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword arguments "
+                f"{sorted(rest)}."
+            )
         super().__init__(num_samples=num_samples, seed=seed, pair_margin=pair_margin)
         self._check_train_X(train_X, None)
         if outcome_transform is DEFAULT:
@@ -241,12 +254,13 @@ class RankWeightedTransferGP(RankWeightedCombination):
                 "`outcome_transform` must be None or Standardize(m=1), got "
                 f"{type(outcome_transform).__name__}."
             )
-        if task_feature is not None and input_transform is not None:
+        if task_column is not None and input_transform is not None:
             # a transform over Ax's query layout acts on the d inputs here, in all
             # three GPs (as in the transfer model, which also checks the layout)
             d = train_X.shape[-1]
-            width = d + source_only_features + 1
-            columns = [i for i in range(width) if i != task_feature % width][:d]
+            width = d + task_column.source_only_features + 1
+            index = task_column.index % width
+            columns = [i for i in range(width) if i != index][:d]
             input_transform = on_target_inputs(input_transform, columns, width)
         sources = self._source_list(source)
         self.source_names = self._names_of(sources)
@@ -273,27 +287,28 @@ class RankWeightedTransferGP(RankWeightedCombination):
         empty = torch.is_tensor(train_X) and train_X.shape[-2] == 0
         self._source_gps = tuple(source_gps)  # shared, frozen: not submodules
         # each difference shares its source kernel's shape, with its own amplitude
-        self.transfer_models = ModuleList(
-            DeltaBOModel(
-                train_X,
-                train_Y,
-                train_Yvar,
-                outcome_transform=None if empty else copy.deepcopy(outcome_transform),
-                input_transform=copy.deepcopy(input_transform),
-                source=source_gp,
-                covar_module=ScaleKernel(
-                    self._frozen_shape(source_gp),
-                    outputscale_prior=GammaPrior(2.0, 4.0),
-                ).to(train_X),
-                source_map=source_map,
-                source_tolerance=source_tolerance,
-                progress=False,
-                task_feature=task_feature,
-                target_task_value=target_task_value,
-                source_only_features=source_only_features,
+        # (the source GPs are fitted: no bars while the parts are built)
+        with progress_bars(False):
+            self.transfer_models = ModuleList(
+                DeltaBOModel(
+                    train_X,
+                    train_Y,
+                    train_Yvar,
+                    outcome_transform=None
+                    if empty
+                    else copy.deepcopy(outcome_transform),
+                    input_transform=copy.deepcopy(input_transform),
+                    source=source_gp,
+                    covar_module=ScaleKernel(
+                        self._frozen_shape(source_gp),
+                        outputscale_prior=GammaPrior(2.0, 4.0),
+                    ).to(train_X),
+                    source_map=source_map,
+                    source_tolerance=source_tolerance,
+                    task_column=task_column,
+                )
+                for source_gp in source_gps
             )
-            for source_gp in source_gps
-        )
         self.target_model = SingleTaskGP(
             train_X,
             train_Y,
@@ -423,8 +438,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
           the experiments attached as ``TRANSFERABLE_EXPERIMENT``: the task column
           is dropped from all inputs, each source task becomes one ``TaskData``
           (``source=``: one, or a list of several, named after their tasks), and
-          ``task_feature``/``target_task_value`` (and ``source_only_features``) let
-          the model accept Ax's queries.
+          ``task_column`` lets the model accept Ax's queries.
 
         Args:
             training_data: The target data, or the target and source data.

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from botorch.models.model import Model
@@ -54,10 +54,12 @@ from botorch_transfer.models.frozen_source import frozen_source_posterior
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.source_posterior import SourceLike, SourcePosterior
 from botorch_transfer.models.sources import check_source, own_copy
+from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,
     refuse_pathwise_sampling,
 )
+from botorch_transfer.progress import progress_argument
 
 #: Fewest observations of a source ``TaskData`` (or source model) that RGPE
 #: weighs: with fewer, its ranking of the target's points is its prior's.
@@ -170,16 +172,9 @@ class RGPE(SourceConditionedGP):
         num_samples: Draws ``S`` of the ranking loss (the paper: 1000; the BoTorch
             tutorial: 256).
         seed: Seed of the draws (the weights are deterministic given it).
-        progress: Show progress bars while base models are built from large
-            ``TaskData`` (GP fit, cached factorization) when that takes more than a
-            few seconds (see :mod:`botorch_transfer.progress`).
-        task_feature: Index of the task column of Ax's transfer-learning queries,
-            dropped before prediction (set by ``construct_inputs``; see
-            :class:`~botorch_transfer.models.base.SourceConditionedGP`).
-        target_task_value: The target's value in that column (other values are
-            refused).
-        source_only_features: Columns of Ax's queries for parameters only the
-            sources have, dropped (set by ``construct_inputs``).
+        task_column: The layout of Ax's transfer-learning queries (see
+            :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
+            ``construct_inputs``).
 
     Example:
         >>> model = RGPE(train_X, train_Y, source=[TaskData(X1, Y1), TaskData(X2, Y2)])
@@ -187,6 +182,13 @@ class RGPE(SourceConditionedGP):
         >>> model.weights  # one per source, the target's last
         >>> acqf = qLogNoisyExpectedImprovement(model, X_baseline=model.target_X)
     """
+
+    #: Old keyword names the constructor still takes (deprecated), with what
+    #: replaces them.
+    renamed_arguments: ClassVar[dict[str, str]] = {
+        **SourceConditionedGP.renamed_arguments,
+        "progress": "progress_bars",
+    }
 
     def __init__(
         self,
@@ -202,10 +204,8 @@ class RGPE(SourceConditionedGP):
         source: SourceLike | Sequence[SourceLike],
         num_samples: int = 256,
         seed: int = 0,
-        progress: bool = True,
-        task_feature: int | None = None,
-        target_task_value: float | None = None,
-        source_only_features: int = 0,
+        task_column: TaskColumn | None = None,
+        **deprecated: Any,
     ) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(
@@ -213,22 +213,24 @@ class RGPE(SourceConditionedGP):
             )
         self.num_samples = num_samples
         self.seed = seed
-        self._progress = progress
+        # bars while base models are built from large TaskData (GP fit, cached
+        # factor) follow botorch_transfer.progress.progress_bars
+        self._progress = True
         self._num_target = train_X.shape[-2] if isinstance(train_X, Tensor) else 0
-        super().__init__(
-            train_X,
-            train_Y,
-            train_Yvar,
-            likelihood=likelihood,
-            covar_module=covar_module,
-            mean_module=mean_module,
-            outcome_transform=outcome_transform,
-            input_transform=input_transform,
-            transfer=source,
-            task_feature=task_feature,
-            target_task_value=target_task_value,
-            source_only_features=source_only_features,
-        )
+        with progress_argument(type(self).__name__, deprecated):
+            super().__init__(
+                train_X,
+                train_Y,
+                train_Yvar,
+                likelihood=likelihood,
+                covar_module=covar_module,
+                mean_module=mean_module,
+                outcome_transform=outcome_transform,
+                input_transform=input_transform,
+                transfer=source,
+                task_column=task_column,
+                **deprecated,
+            )
 
     def _prepare_transfer(self, transfer: Any, train_X: Tensor) -> list[SourceLike]:
         sources = list(transfer) if isinstance(transfer, (list, tuple)) else [transfer]

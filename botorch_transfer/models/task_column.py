@@ -9,11 +9,15 @@ on the target's ``d`` inputs. :class:`TaskColumnMixin` gives
 layout: the layout's width and task column, the reduction of query inputs to the
 ``d`` inputs, and the ``construct_inputs`` route for a ``MultiTaskDataset``;
 :func:`on_target_inputs` restricts an input transform Ax built over the layout to
-the ``d`` inputs.
+the ``d`` inputs. :class:`TaskColumn` is that layout as a model's constructor takes
+it (``construct_inputs`` builds it from a ``MultiTaskDataset``).
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,6 +32,102 @@ from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from torch import Tensor
 
 from botorch_transfer.models.datasets import split_multitask_dataset
+
+#: The constructor arguments :class:`TaskColumn` replaces (deprecated).
+OLD_TASK_COLUMN_ARGUMENTS = (
+    "task_feature",
+    "target_task_value",
+    "source_only_features",
+)
+
+
+@dataclass(frozen=True)
+class TaskColumn:
+    r"""Where query inputs on Ax's transfer-learning path carry a task column, and
+    what else they carry besides the target's ``d`` inputs.
+
+    A model given one drops the extra columns from every ``X`` of ``posterior`` and
+    ``condition_on_observations``, and restricts an input transform built over the
+    whole layout (Ax's ``Normalize``) to the ``d`` inputs; ``train_X`` has the ``d``
+    inputs only. ``construct_inputs`` builds it from a ``MultiTaskDataset``.
+
+    Attributes:
+        index: The task column's index in a query (``-1``: the last column).
+        target_value: The target task's value in that column: queries with another
+            value are refused (``None``: not checked).
+        source_only_features: How many columns for parameters that only the source
+            experiments have (Ax puts them after the target's inputs, before the
+            task column, which is then last: ``index=-1``).
+
+    Example:
+        >>> column = TaskColumn(index=-1, target_value=0.0)
+        >>> source = TaskData(X_src, Y_src)
+        >>> model = DeltaBOModel(X, Y, source=source, task_column=column)
+        >>> queries = torch.cat([X_test, torch.zeros(5, 1, dtype=X_test.dtype)], -1)
+        >>> post = model.posterior(queries)  # at the target task's d inputs
+    """
+
+    index: int
+    target_value: float | None = None
+    source_only_features: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.index, bool) or not isinstance(self.index, int):
+            raise TypeError(f"`index` must be an int, got {self.index!r}.")
+        extra = self.source_only_features
+        if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+            raise ValueError(
+                f"`source_only_features` must be an int >= 0, got {extra!r}."
+            )
+
+
+def task_column_argument(
+    owner: str, task_column: TaskColumn | None, given: Mapping[str, Any]
+) -> tuple[TaskColumn | None, dict[str, Any]]:
+    r"""A constructor's ``task_column``, taking the deprecated ``task_feature``,
+    ``target_task_value`` and ``source_only_features`` (with a
+    ``DeprecationWarning``) from ``given``, its further keyword arguments.
+
+    Args:
+        owner: The class whose constructor it is (for the messages).
+        task_column: Its ``task_column`` argument.
+        given: Its ``**kwargs``.
+
+    Returns:
+        The task column, and the keyword arguments of ``given`` that are not the old
+        ones.
+    """
+    rest = {k: v for k, v in given.items() if k not in OLD_TASK_COLUMN_ARGUMENTS}
+    old = {k: v for k, v in given.items() if k in OLD_TASK_COLUMN_ARGUMENTS}
+    if not old:
+        if task_column is not None and not isinstance(task_column, TaskColumn):
+            raise TypeError(
+                f"`task_column` must be a TaskColumn or None, got {task_column!r}."
+            )
+        return task_column, rest
+    warnings.warn(
+        f"{', '.join(f'`{k}`' for k in old)} of {owner} "
+        f"{'is' if len(old) == 1 else 'are'} deprecated and will be removed in the "
+        "next release: pass task_column=TaskColumn(index, target_value, "
+        "source_only_features).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if task_column is not None:
+        raise TypeError(f"Give `task_column` only, not also {sorted(old)}.")
+    if old.get("task_feature") is None:
+        if old.get("source_only_features", 0):
+            raise ValueError(
+                "`source_only_features` needs a task column last in the query "
+                "layout (`task_feature=-1`)."
+            )
+        return None, rest
+    column = TaskColumn(
+        old["task_feature"],
+        old.get("target_task_value"),
+        old.get("source_only_features", 0),
+    )
+    return column, rest
 
 
 class TaskColumnMixin:
@@ -72,37 +172,42 @@ class TaskColumnMixin:
         return construct_transfer_inputs(cls, training_data, **kwargs)
 
     def _set_task_column(
-        self,
-        d: int,
-        task_feature: int | None,
-        target_task_value: float | None,
-        source_only_features: int,
-        input_transform: InputTransform | None,
+        self, d: int, task_column: TaskColumn | None, input_transform: Any
     ) -> InputTransform | None:
         r"""Store the query layout and restrict an input transform built over it.
 
         Args:
             d: The number of the target's inputs.
-            task_feature: The index of the task column in the layout, or ``None``.
-            target_task_value: The target's task value, or ``None``.
-            source_only_features: The number of source-only parameters.
+            task_column: The layout (``None``: queries have the ``d`` inputs).
             input_transform: The model's input transform, or ``None``.
 
         Returns:
             ``input_transform`` on the ``d`` inputs (see :func:`on_target_inputs`).
         """
-        width = d + source_only_features + 1
-        if source_only_features and task_feature not in (-1, width - 1):
+        self.task_column = task_column
+        if task_column is None:
+            self._task_feature, self._target_task_value = None, None
+            self._query_width, self._extra_columns = d + 1, 0
+            return input_transform
+        extra = task_column.source_only_features
+        width = d + extra + 1
+        index = task_column.index
+        if not -width <= index < width:
             raise ValueError(
-                "`source_only_features` needs the task column last in the query "
-                f"layout (`task_feature=-1`); got task_feature={task_feature}."
+                f"`task_column.index` {index} is outside the query layout of {width} "
+                f"columns ({d} inputs, {extra} source-only, the task column)."
             )
-        self._task_feature = task_feature
-        self._target_task_value = target_task_value
+        if extra and index not in (-1, width - 1):
+            raise ValueError(
+                "`task_column.source_only_features` needs the task column last in "
+                f"the query layout (index -1); got index {index}."
+            )
+        self._task_feature = index
+        self._target_task_value = task_column.target_value
         self._query_width = width
-        self._extra_columns = source_only_features
-        if task_feature is not None and input_transform is not None:
-            columns = [i for i in range(width) if i != task_feature % width][:d]
+        self._extra_columns = extra
+        if input_transform is not None:
+            columns = [i for i in range(width) if i != index % width][:d]
             input_transform = on_target_inputs(input_transform, columns, width)
         return input_transform
 
@@ -110,7 +215,7 @@ class TaskColumnMixin:
         r"""Reduce query inputs in Ax's layout to the ``d`` inputs (Ax's
         transfer-learning path appends a task column, and for parameters only the
         sources have, columns that it fills when it predicts, but not when it
-        generates; see ``task_feature`` and ``source_only_features``)."""
+        generates; see :class:`TaskColumn`)."""
         d = self._query_width - 1 - self._extra_columns
         if self._task_feature is None or X.dim() < 2:
             return X
@@ -165,15 +270,17 @@ def construct_inputs_from_multitask(
     if sources:
         kwargs[cls.transfer_argument] = sources
     inputs = cls.construct_inputs(training_data=target, **kwargs)
-    inputs.setdefault("task_feature", column)
-    inputs.setdefault("target_task_value", target_value)
-    if training_data.has_heterogeneous_features:
-        names = {n for ds in training_data.datasets.values() for n in ds.feature_names}
-        # the union of all parameters, less the target's and the task column
-        extra = len(names) - len(target.feature_names) - 1
-        inputs["source_only_features"] = extra
-        # Ax's layout: the target's inputs, the source-only ones, the task last
-        inputs["task_feature"] = -1
+    if inputs.get("task_column") is None:
+        extra = 0
+        if training_data.has_heterogeneous_features:
+            names = {
+                n for ds in training_data.datasets.values() for n in ds.feature_names
+            }
+            # the union of all parameters, less the target's and the task column
+            extra = len(names) - len(target.feature_names) - 1
+            # Ax's layout: the target's inputs, the source-only ones, the task last
+            column = -1
+        inputs["task_column"] = TaskColumn(column, target_value, extra)
     return inputs
 
 

@@ -405,7 +405,7 @@ def test_a_killed_sweep_ends_its_workers(tmp_path):
 def test_a_lost_worker_fails_its_run_by_name_and_the_sweep_goes_on(tmp_path, capsys):
     # the first run's worker is killed (as by the out-of-memory killer); the pool is
     # renewed and the second run finishes
-    from benchmarks.runner import load_results
+    from benchmarks.results_io import load_results
 
     run = ["run", "--out", str(tmp_path), "--problems", "bohachevsky"]
     run += ["--methods", "dying-worker", "random", "--seeds", "1", "--workers", "1"]

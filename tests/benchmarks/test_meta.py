@@ -31,7 +31,7 @@ from benchmarks.regret_tables import (
     rank_solved_table,
     simple_regret_table,
 )
-from benchmarks.runner import load_results
+from benchmarks.results_io import load_results
 from benchmarks.summary import summary_table
 from botorch_transfer import PretrainedPriorGP, pretrain_prior
 from tests.benchmarks.test_cli import write_records

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import __main__ as cli
 from benchmarks.__main__ import main
-from benchmarks.runner import load_results, read_results
+from benchmarks.results_io import load_results, read_results
 
 
 def record(seed: int, method: str = "a", iterations: int = 2, **extra) -> dict:
@@ -62,7 +62,7 @@ RUN = ["--problems", "bohachevsky", "--methods", "random", "--workers", "1"]
 
 
 def _append_all(path: str, n: int, barrier) -> None:
-    from benchmarks.runner import ResultsWriter
+    from benchmarks.results_io import ResultsWriter
 
     writer = ResultsWriter(Path(path))
     barrier.wait()
@@ -198,7 +198,7 @@ def test_a_finished_run_with_non_finite_traces_counts_as_failed_and_reruns(
     assert row.split()[2] == "1" and "nan" not in row and "inf" not in row
     assert "1 run(s) failed" in out and "p/a/seed 0: non-finite" in out
     # `run` runs it again, and the rerun's record is written and counted
-    from benchmarks.runner import ResultsWriter
+    from benchmarks.results_io import ResultsWriter
 
     assert ResultsWriter(path).append(record(0))
     records, _ = load_results(path)
@@ -212,11 +212,11 @@ def test_a_finished_run_with_non_finite_traces_counts_as_failed_and_reruns(
 def test_a_failed_append_leaves_no_part_of_the_line(tmp_path, monkeypatch):
     import os
 
-    from benchmarks import runner
+    from benchmarks import results_io
 
     path = write_lines(tmp_path / "results.jsonl", [record(0)])
     before = path.read_bytes()
-    writer = runner.ResultsWriter(path)
+    writer = results_io.ResultsWriter(path)
     real_write = os.write
 
     def half_then_full_disk(fd, data):
@@ -237,12 +237,12 @@ def test_a_failed_append_leaves_no_part_of_the_line(tmp_path, monkeypatch):
 def test_a_run_that_cannot_be_recorded_ends_the_sweep_with_a_message(
     tmp_path, in_process, monkeypatch
 ):
-    from benchmarks import runner
+    from benchmarks import results_io
 
     def full_disk(self, record):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(runner.ResultsWriter, "append", full_disk)
+    monkeypatch.setattr(results_io.ResultsWriter, "append", full_disk)
     with pytest.raises(SystemExit) as e:
         main(["run", "--out", str(tmp_path), "--seeds", "1", "--iterations", "1", *RUN])
     message = str(e.value.code)

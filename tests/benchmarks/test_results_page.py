@@ -9,7 +9,7 @@ import pytest
 from benchmarks.real_track_tables import real_track_half_table
 from benchmarks.regret_tables import with_regret
 from benchmarks.report import RESULTS_PAGE_TABLES, main, results_page_table
-from benchmarks.runner import read_results
+from benchmarks.results_io import read_results
 from botorch_transfer.test_functions.real_pairs import CONFIRMATION, DEVELOPMENT
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"

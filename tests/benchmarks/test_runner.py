@@ -6,12 +6,8 @@ import torch
 
 from benchmarks.__main__ import main
 from benchmarks.methods import TRANSFER, available_methods
-from benchmarks.runner import (
-    load_results,
-    run_experiment,
-    safe_run_experiment,
-    warning_causes,
-)
+from benchmarks.results_io import load_results
+from benchmarks.runner import run_experiment, safe_run_experiment, warning_causes
 from benchmarks.summary import summary_table
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
 from botorch_transfer.test_functions.problems import PROBLEMS

@@ -6,7 +6,7 @@ import pytest
 from benchmarks.__main__ import main
 from benchmarks.meta import META_PROBLEMS
 from benchmarks.methods import META, TRANSFER, available_methods
-from benchmarks.runner import load_results
+from benchmarks.results_io import load_results
 from benchmarks.tracks import TRACKS
 from botorch_transfer.test_functions.problems import PROBLEMS
 

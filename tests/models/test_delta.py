@@ -1017,7 +1017,6 @@ def test_marginal_affine_leaves_a_source_optimum_the_target_contradicts():
                 source=TaskData(Xs, Ys, torch.full_like(Ys, 1e-4)),
                 source_map=source_map,
                 outcome_transform=Standardize(m=1),
-                progress=False,
             )
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
             with torch.no_grad():

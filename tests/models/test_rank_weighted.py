@@ -19,7 +19,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import MaternKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer import RankWeightedTransferGP, TaskData
+from botorch_transfer import RankWeightedTransferGP, TaskColumn, TaskData
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_gp import fit_source_gp
@@ -480,7 +480,7 @@ def test_a_task_column_with_a_plain_normalize_over_the_query_layout():
     source, X, Y = make_data()
     model = fitted(
         RankWeightedTransferGP(
-            X, Y, source=source, task_feature=2, input_transform=Normalize(3)
+            X, Y, source=source, task_column=TaskColumn(2), input_transform=Normalize(3)
         )
     )
     queries = torch.cat([X, torch.ones(X.shape[0], 1, dtype=X.dtype)], dim=-1)
