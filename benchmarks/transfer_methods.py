@@ -290,13 +290,15 @@ def rank_weighted_model(
     state: TransferState, X: Tensor, Y: Tensor, **options: Any
 ) -> RankWeightedTransferGP:
     r"""``RankWeightedTransferGP`` as its docstring tells a user to build it:
-    inputs to the unit cube, its default outcome scaling, the source data as given
-    (its source GP is fitted at the first iteration and kept), and ``options``."""
+    inputs to the unit cube, its default outcome scaling, each source's GP fitted
+    once per run (:func:`fitted_source_model`, at setup) and passed every
+    iteration, and ``options``."""
+    gps = state.source_models
     return RankWeightedTransferGP(
         X,
         Y,
         train_Yvar=state.target_noise(Y),
-        source=state.source if len(state.sources) == 1 else list(state.sources),
+        source=gps[0] if len(gps) == 1 else list(gps),
         input_transform=_unit_cube(state.problem),
         **options,
     )
@@ -629,7 +631,7 @@ register_method(
 )
 register_method(
     "rank-weighted",
-    AcquisitionMethod(rank_weighted_model, fit=True),
+    AcquisitionMethod(rank_weighted_model, fit=True, source_model=fitted_source_model),
     "RankWeightedTransferGP with its defaults: a source-kernel transfer GP (f = a g "
     "+ c + delta) mixed with a target-only GP by leave-one-out ranking evidence, "
     "fitted every iteration; UCB",
@@ -638,7 +640,9 @@ for margin in (1, 2):
     register_method(
         f"rank-weighted-pairs{margin}",
         AcquisitionMethod(
-            partial(rank_weighted_model, pair_margin=float(margin)), fit=True
+            partial(rank_weighted_model, pair_margin=float(margin)),
+            fit=True,
+            source_model=fitted_source_model,
         ),
         f"rank-weighted whose ranking counts only the pairs of target observations "
         f"more than {margin} noise sd of a difference apart; UCB",
@@ -669,7 +673,12 @@ register_method(
 # target's points as X_baseline (the models' joint posteriors over them and a candidate)
 register_method(
     "rank-weighted-qlognei",
-    AcquisitionMethod(rank_weighted_model, acquisition=qlog_nei, fit=True),
+    AcquisitionMethod(
+        rank_weighted_model,
+        acquisition=qlog_nei,
+        fit=True,
+        source_model=fitted_source_model,
+    ),
     "rank-weighted with qLogNoisyExpectedImprovement (X_baseline: the target's "
     "points) instead of UCB",
 )
