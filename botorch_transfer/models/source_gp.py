@@ -72,7 +72,7 @@ class FittedSourceGP(SingleTaskGP):
         return value
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(super().__getstate__())
+        state = self.__dict__.copy()
         state.pop("_kept_values", None)  # derived, possibly large: rebuilt on use
         return state
 
