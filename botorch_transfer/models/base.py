@@ -239,14 +239,7 @@ class SourceConditionedGP(
         task_column: TaskColumn | None = None,
         **deprecated: Any,
     ) -> None:
-        task_column, rest = task_column_argument(
-            type(self).__name__, task_column, deprecated
-        )
-        if rest:
-            raise TypeError(
-                f"{type(self).__name__}() got unexpected keyword arguments "
-                f"{sorted(rest)}."
-            )
+        task_column = task_column_argument(type(self).__name__, task_column, deprecated)
         validate_training_data(train_X, train_Y, train_Yvar)
         # copies: the caller's tensors changed in place later must not change (and
         # bypass the checks on) the model's data

@@ -131,7 +131,12 @@ class DiffGP(PooledTransferGP):
         num_inducing: int = DEFAULT_NUM_INDUCING,
         **deprecated: Any,
     ) -> None:
-        own = {k: deprecated.pop(k) for k in list(deprecated) if k == "source_Yvar"}
+        # its own old name; the rest goes to the base class
+        own = (
+            {"source_Yvar": deprecated.pop("source_Yvar")}
+            if "source_Yvar" in deprecated
+            else {}
+        )
         renamed = renamed_keywords("DiffGP", own, {"source_Yvar": "source_noise"})
         if "source_noise" in renamed:
             if source_noise is not None:

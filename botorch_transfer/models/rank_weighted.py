@@ -79,7 +79,6 @@ from botorch_transfer.models.task_column import (
     OLD_TASK_COLUMN_ARGUMENTS,
     TaskColumn,
     construct_transfer_inputs,
-    on_target_inputs,
     task_column_argument,
 )
 from botorch_transfer.progress import progress_bars
@@ -235,14 +234,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         task_column: TaskColumn | None = None,
         **deprecated: Any,
     ) -> None:
-        task_column, rest = task_column_argument(
-            type(self).__name__, task_column, deprecated
-        )
-        if rest:
-            raise TypeError(
-                f"{type(self).__name__}() got unexpected keyword arguments "
-                f"{sorted(rest)}."
-            )
+        task_column = task_column_argument(type(self).__name__, task_column, deprecated)
         super().__init__(num_samples=num_samples, seed=seed, pair_margin=pair_margin)
         self._check_train_X(train_X, None)
         if outcome_transform is DEFAULT:
@@ -254,14 +246,12 @@ class RankWeightedTransferGP(RankWeightedCombination):
                 "`outcome_transform` must be None or Standardize(m=1), got "
                 f"{type(outcome_transform).__name__}."
             )
-        if task_column is not None and input_transform is not None:
+        if task_column is not None:
             # a transform over Ax's query layout acts on the d inputs here, in all
             # three GPs (as in the transfer model, which also checks the layout)
-            d = train_X.shape[-1]
-            width = d + task_column.source_only_features + 1
-            index = task_column.index % width
-            columns = [i for i in range(width) if i != index][:d]
-            input_transform = on_target_inputs(input_transform, columns, width)
+            input_transform = task_column.on_target_inputs(
+                input_transform, train_X.shape[-1]
+            )
         sources = self._source_list(source)
         self.source_names = self._names_of(sources)
         source_gps = [self._source_gp(s, train_X, input_transform) for s in sources]

@@ -80,10 +80,22 @@ class TaskColumn:
                 f"`source_only_features` must be an int >= 0, got {extra!r}."
             )
 
+    def on_target_inputs(
+        self, input_transform: InputTransform | None, d: int
+    ) -> InputTransform | None:
+        r"""``input_transform``, built over this query layout (Ax's ``Normalize``),
+        on the target's ``d`` inputs (see
+        :func:`~botorch_transfer.models.task_column.on_target_inputs`)."""
+        if input_transform is None:
+            return None
+        width = d + self.source_only_features + 1
+        columns = [i for i in range(width) if i != self.index % width][:d]
+        return on_target_inputs(input_transform, columns, width)
+
 
 def task_column_argument(
     owner: str, task_column: TaskColumn | None, given: Mapping[str, Any]
-) -> tuple[TaskColumn | None, dict[str, Any]]:
+) -> TaskColumn | None:
     r"""A constructor's ``task_column``, taking the deprecated ``task_feature``,
     ``target_task_value`` and ``source_only_features`` (with a
     ``DeprecationWarning``) from ``given``, its further keyword arguments.
@@ -94,17 +106,21 @@ def task_column_argument(
         given: Its ``**kwargs``.
 
     Returns:
-        The task column, and the keyword arguments of ``given`` that are not the old
-        ones.
+        The task column.
+
+    Raises:
+        TypeError: For a keyword in ``given`` that is none of the old ones.
     """
-    rest = {k: v for k, v in given.items() if k not in OLD_TASK_COLUMN_ARGUMENTS}
-    old = {k: v for k, v in given.items() if k in OLD_TASK_COLUMN_ARGUMENTS}
+    rest = sorted(k for k in given if k not in OLD_TASK_COLUMN_ARGUMENTS)
+    if rest:
+        raise TypeError(f"{owner}() got unexpected keyword arguments {rest}.")
+    old = dict(given)
     if not old:
         if task_column is not None and not isinstance(task_column, TaskColumn):
             raise TypeError(
                 f"`task_column` must be a TaskColumn or None, got {task_column!r}."
             )
-        return task_column, rest
+        return task_column
     warnings.warn(
         f"{', '.join(f'`{k}`' for k in old)} of {owner} "
         f"{'is' if len(old) == 1 else 'are'} deprecated and will be removed in the "
@@ -121,13 +137,13 @@ def task_column_argument(
                 "`source_only_features` needs a task column last in the query "
                 "layout (`task_feature=-1`)."
             )
-        return None, rest
+        return None
     column = TaskColumn(
         old["task_feature"],
         old.get("target_task_value"),
         old.get("source_only_features", 0),
     )
-    return column, rest
+    return column
 
 
 class TaskColumnMixin:
@@ -206,10 +222,7 @@ class TaskColumnMixin:
         self._target_task_value = task_column.target_value
         self._query_width = width
         self._extra_columns = extra
-        if input_transform is not None:
-            columns = [i for i in range(width) if i != index % width][:d]
-            input_transform = on_target_inputs(input_transform, columns, width)
-        return input_transform
+        return task_column.on_target_inputs(input_transform, d)
 
     def strip_task_feature(self, X: Tensor, name: str = "X") -> Tensor:
         r"""Reduce query inputs in Ax's layout to the ``d`` inputs (Ax's

@@ -84,6 +84,15 @@ def test_the_posterior_factor_is_kept_on_the_gp_while_its_state_holds(counted_bu
     assert not torch.allclose(changed.mean(X), first.mean(X))
 
 
+def test_a_plain_exact_gp_passed_again_is_factored_again(counted_builds):
+    # nothing is kept between calls for a plain GP (a FittedSourceGP keeps it)
+    X = torch.rand(30, 2, generator=torch.Generator().manual_seed(0), dtype=F64)
+    gp = SingleTaskGP(X, torch.sin(4 * X).sum(-1, keepdim=True))
+    source_posterior_from_model(gp)
+    source_posterior_from_model(gp)
+    assert len(counted_builds) == 2
+
+
 def test_the_skill_is_kept_and_copies_and_pickles_leave_the_kept_values_behind(
     counted_builds,
 ):

@@ -115,27 +115,6 @@ def test_bad_inputs(kwargs, match):
         GPSourcePosterior(covar_module=kernel(), **kwargs)
 
 
-def test_an_exact_gp_passed_again_is_factored_again(monkeypatch):
-    # nothing is kept between calls for a plain GP (a FittedSourceGP keeps it)
-    from botorch.models import SingleTaskGP
-
-    import botorch_transfer.models.frozen_source as module
-
-    builds = []
-
-    class CountingPosterior(module.GPSourcePosterior):
-        def __init__(self, *args, **kwargs):
-            builds.append(1)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(module, "GPSourcePosterior", CountingPosterior)
-    X = torch.rand(30, 2, generator=torch.Generator().manual_seed(0)).double()
-    gp = SingleTaskGP(X, torch.sin(4 * X).sum(-1, keepdim=True))
-    module.source_posterior_from_model(gp)
-    module.source_posterior_from_model(gp)
-    assert len(builds) == 2
-
-
 def test_a_large_source_fits_its_hyperparameters_on_a_fixed_subset():
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
