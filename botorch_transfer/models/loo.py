@@ -7,10 +7,14 @@ alpha_i / [K^{-1}]_ii``, observation variance ``1 / [K^{-1}]_ii`` and latent
 variance ``1 / [K^{-1}]_ii - noise_i`` (Rasmussen and Williams 2006, eq. 5.12): one
 Cholesky factor of ``K`` gives all ``n`` predictions, no refit and no rebuild.
 
-:func:`exact_loo_posterior` computes them; :func:`exact_loo_log_density` scores the
-training targets with them; :func:`training_marginal` is the prior marginal of the
-training targets both start from. Every model of the package that needs LOO
-predictions of an exact GP (the target-only GP of
+:func:`exact_loo_posterior` takes them from BoTorch's
+``botorch.cross_validation.efficient_loo_cv`` as shifts of the training targets
+(what carries over to a residual model's observations);
+:func:`exact_loo_log_density` scores the training targets with them. What is new
+here: :func:`leave_input_out_shift`, the block form that leaves out all replicates
+at one input together, and :func:`training_marginal`, the prior marginal of the
+training targets that the guard's sequential scores start from. Every model of the
+package that needs LOO predictions of an exact GP (the target-only GP of
 :class:`~botorch_transfer.models.guard.TransferGuard`, both parts of
 :class:`~botorch_transfer.models.rank_weighted.RankWeightedTransferGP`, the target
 GP of :class:`~botorch_transfer.models.rgpe.RGPE`) uses these functions.
@@ -19,6 +23,7 @@ GP of :class:`~botorch_transfer.models.rgpe.RGPE`) uses these functions.
 from __future__ import annotations
 
 import torch
+from botorch.cross_validation import efficient_loo_cv
 from botorch.models.model import Model
 from gpytorch.models import ExactGP
 from linear_operator.utils.cholesky import psd_safe_cholesky
@@ -87,7 +92,8 @@ def _inverse_and_weights(covariance: Tensor, residual: Tensor) -> tuple[Tensor, 
 def exact_loo_posterior(
     model: Model, observation_noise: bool = False
 ) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Closed-form leave-one-out posteriors of an exact GP at its training inputs.
+    r"""Closed-form leave-one-out posteriors of an exact GP at its training inputs,
+    from BoTorch's ``efficient_loo_cv``, as shifts of the training targets.
 
     With ``K`` the training targets' marginal covariance (noise included), ``r`` the
     targets minus the prior mean and ``alpha = K^{-1} r``, point ``i`` predicted from
@@ -95,8 +101,7 @@ def exact_loo_posterior(
     [K^{-1}]_ii - noise_i`` (Rasmussen and Williams, eq. 5.12). For a residual model
     (targets ``t = y - m(x)`` with ``m`` fixed by the source) the same shift applies
     to ``y``, so the predictions of the observations are ``y_i - alpha_i /
-    [K^{-1}]_ii``. ``K`` is factored by ``psd_safe_cholesky`` (jitter is added only
-    where the plain Cholesky factorization fails).
+    [K^{-1}]_ii``: the shift, not the mean, is what carries over.
 
     Example:
         >>> from botorch.models import SingleTaskGP
@@ -108,8 +113,8 @@ def exact_loo_posterior(
 
     Args:
         model: An exact GP (``train_inputs``, ``train_targets``, a Gaussian
-            likelihood) with its current hyperparameters; batched models give
-            batched results.
+            likelihood whose ``forward`` gives the noise) with its current
+            hyperparameters; batched models give batched results.
         observation_noise: If ``True``, ``variance`` is the predictive variance of
             the left-out observation, ``1 / [K^{-1}]_ii`` (noise included), instead
             of the latent variance.
@@ -120,14 +125,17 @@ def exact_loo_posterior(
         minus ``shift_i``, with variance ``variance_i``; ``noise_i`` is its noise
         variance. The latent variance is floored at ``MIN_LOO_VARIANCE``.
     """
-    mean, K, noise = training_marginal(model)
     with torch.no_grad():
-        K_inv, alpha = _inverse_and_weights(K, model.train_targets - mean)
-        precision = K_inv.diagonal(dim1=-2, dim2=-1)
-        variance = precision.reciprocal()
+        # model units: the shift of a residual model applies to its observations
+        loo = efficient_loo_cv(model, observation_noise=True, untransform=False)
+        targets = model.train_targets
+        shift = targets - loo.posterior.mean.reshape(targets.shape)
+        variance = loo.posterior.variance.reshape(targets.shape)
+        # the noise as the likelihood adds it at the training points
+        noise = model.likelihood.forward(torch.zeros_like(targets)).variance
         if not observation_noise:
             variance = (variance - noise).clamp_min(MIN_LOO_VARIANCE)
-        return alpha / precision, variance, noise
+    return shift, variance, noise.expand_as(targets)
 
 
 def exact_loo_log_density(model: Model) -> Tensor:
