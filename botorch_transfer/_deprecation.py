@@ -38,7 +38,10 @@ def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
 
 
 def renamed_keywords(
-    owner: str, given: Mapping[str, Any], renames: Mapping[str, str]
+    owner: str,
+    given: Mapping[str, Any],
+    renames: Mapping[str, str],
+    stacklevel: int = 3,
 ) -> dict[str, Any]:
     r"""The values of renamed keyword arguments, by their new names.
 
@@ -46,6 +49,8 @@ def renamed_keywords(
         owner: The callable that takes them (for the messages).
         given: The keyword arguments not in the signature (a ``**kwargs``).
         renames: Each old name and its new name.
+        stacklevel: The warnings' ``stacklevel`` (3: the caller of the function
+            that calls this one).
 
     Returns:
         ``{new name: value}`` for each old name in ``given``, each with a
@@ -64,7 +69,7 @@ def renamed_keywords(
             f"`{old}` is deprecated and will be removed in the next release: pass "
             f"`{new}` to {owner}.",
             DeprecationWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
         values[new] = value
     return values

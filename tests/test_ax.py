@@ -219,8 +219,14 @@ def test_randomized_nn_ensemble_in_ax_with_its_own_fit_and_cross_validation():
 
     from botorch_transfer import RandomizedNNEnsemble
     from botorch_transfer.ax import with_sobol_initialization
+    from botorch_transfer.models import NetworkOptions, TrainingOptions
 
-    options = {"num_members": 4, "hidden": (16,), "num_steps": 60, "seed": 0}
+    options = {
+        "num_members": 4,
+        "network": NetworkOptions(hidden=(16,)),
+        "training_options": TrainingOptions(num_steps=60),
+        "seed": 0,
+    }
     # Ax's own BoTorch generator, default transforms, the ensemble as model class
     node = GenerationNode(
         name="RandomizedNN",

@@ -19,9 +19,13 @@ from botorch_transfer.models.meta_task_mixture import (
 )
 from botorch_transfer.models.pooled import PooledTransferGP, source_fitted_kernel
 from botorch_transfer.models.pretrained import PretrainedPriorGP
-from botorch_transfer.models.randomized_nn import (
+from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
+from botorch_transfer.models.randomized_nn_options import (
+    FunctionSpaceRegularizer,
+    LFBOLoss,
     LogPowerSchedule,
-    RandomizedNNEnsemble,
+    NetworkOptions,
+    TrainingOptions,
 )
 from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
 from botorch_transfer.models.rank_weighted_prior import (
@@ -47,11 +51,14 @@ __all__ = [
     "DiffGP",
     "EnvGP",
     "FittedSourceGP",
+    "FunctionSpaceRegularizer",
     "GPSourcePosterior",
+    "LFBOLoss",
     "LogPowerSchedule",
     "MetaTaskMixtureGP",
     "MarginalAffineSourcePosterior",
     "ModelSourcePosterior",
+    "NetworkOptions",
     "PooledTransferGP",
     "PretrainedPriorGP",
     "PriorMisfitWarning",
@@ -65,6 +72,7 @@ __all__ = [
     "TaskColumn",
     "TaskIndexedGaussianLikelihood",
     "TaskIndexedNoise",
+    "TrainingOptions",
     "TrainingData",
     "TransferGuard",
     "default_transfer_kernel",

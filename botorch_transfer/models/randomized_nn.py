@@ -44,8 +44,8 @@ import copy
 import itertools
 import math
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from botorch.acquisition.objective import (
@@ -65,6 +65,16 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer._deprecation import moved_names
+from botorch_transfer.models.randomized_nn_options import (
+    ACTIVATIONS,
+    OLD_OPTION_ARGUMENTS,
+    FunctionSpaceRegularizer,
+    LFBOLoss,
+    NetworkOptions,
+    TrainingOptions,
+    lambda_value,
+    resolved_options,
+)
 from botorch_transfer.models.utils.assorted import SingleOutputTargetMixin
 from botorch_transfer.validation import (
     check_query_inputs,
@@ -72,72 +82,13 @@ from botorch_transfer.validation import (
     warn_if_below_standardize_floor,
 )
 
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "tanh": torch.tanh,
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "softplus": torch.nn.functional.softplus,
-    "gelu": torch.nn.functional.gelu,
-    "silu": torch.nn.functional.silu,
-    "sin": torch.sin,
-}
-LOSSES = ("squared", "cross_entropy")
 #: The largest magnitude of the network's training inputs without a warning: the
 #: weight scales are set for inputs of order 1 (e.g. ``Normalize``'s unit cube).
 MAX_INPUT_MAGNITUDE = 10.0
-REGULARIZERS = ("parameter", "function")
-OPTIMIZERS = ("adam", "lbfgs")
 
 
 class InputScaleWarning(UserWarning):
     r"""The network's training inputs are far from order 1 (no ``Normalize``)."""
-
-
-class LogPowerSchedule:
-    r"""The regularization schedule ``lambda_t = c * log(t + e)^q`` (Theorem 4.2).
-
-    Theorem 4.2 asks for ``lambda_t ~ log^q t`` with ``q > 1``; the ``+ e`` keeps
-    ``lambda_0 = c > 0`` when there is no data yet.
-
-    Args:
-        c: Scale, ``lambda_0 = c``. It plays the part of a noise-to-prior variance
-            ratio (eq. 10 with eq. 3 is the MAP problem of a Gaussian prior of
-            precision ``lambda_t`` around ``theta_0`` and unit noise variance): with
-            standardized outcomes, the default ``1e-3`` fits the data closely.
-        q: Exponent, ``> 1`` for the guarantee of Theorem 4.2 (any ``q > 0`` accepted).
-
-    Example:
-        >>> schedule = LogPowerSchedule(c=1e-3, q=1.5)
-        >>> schedule(0)  # lambda_0 = c
-        0.001
-    """
-
-    def __init__(self, c: float = 1e-3, q: float = 1.5) -> None:
-        if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
-            raise ValueError(f"`c` must be a positive finite number, got {c!r}.")
-        if not (isinstance(q, (int, float)) and math.isfinite(q) and q > 0):
-            raise ValueError(f"`q` must be a positive finite number, got {q!r}.")
-        self.c, self.q = float(c), float(q)
-
-    def __call__(self, t: int) -> float:
-        return self.c * math.log(t + math.e) ** self.q
-
-    def __repr__(self) -> str:
-        return f"LogPowerSchedule(c={self.c}, q={self.q})"
-
-
-def _lambda_value(schedule: float | Callable[[int], float] | None, t: int) -> float:
-    if schedule is None:
-        schedule = LogPowerSchedule()
-    value = schedule(t) if callable(schedule) else schedule
-    if isinstance(value, Tensor):
-        value = value.item()
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(
-            f"`lambda_schedule` must be a positive number or a callable t -> positive "
-            f"number; it gave {value!r} at t={t}."
-        )
-    return float(value)
 
 
 class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
@@ -197,33 +148,24 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         train_Yvar: Must be ``None`` (eq. 10 has no per-point noise); accepted for
             signature compatibility with the package's models.
         num_members: Ensemble size ``s``.
-        hidden: Hidden layer widths; ``()`` for a model linear in its parameters.
-        activation: One of ``"tanh"`` (default; the analysis of Sec. 3 wants smooth
-            activations), ``"relu"``, ``"sigmoid"``, ``"softplus"``, ``"gelu"``,
-            ``"silu"``, ``"sin"``.
-        loss: ``"squared"`` (eq. 3, regression on ``y``) or ``"cross_entropy"`` (eq. 2,
-            LFBO classifier on ``1[y >= tau_t]``).
-        regularizer: ``"parameter"`` (default, the paper's eq. 10-11) or ``"function"``.
-        lambda_schedule: ``lambda_t`` as a positive number, a callable ``t -> lambda_t``
-            (``t`` = number of observations) or ``None`` for ``LogPowerSchedule()``.
-        gamma: LFBO only: the fraction of observations labelled positive;
-            ``tau_t`` is the empirical ``(1 - gamma)``-quantile of ``train_Y``.
-        anchors: ``regularizer="function"`` only: ``k x d`` anchor points in the
-            user's input space. Default: ``num_anchors`` uniform points of the unit
-            cube of the *model's* input space (the domain, if ``input_transform`` is
-            ``Normalize(d, bounds=bounds)``).
-        num_anchors: Number of default anchors.
-        feature_map: Optional fixed map ``... x d -> ... x F`` applied to the
-            (transformed) inputs before the network.
-        input_scale: Weight scale ``s_1`` of the first layer (an inverse lengthscale
-            in the model's input units).
-        weight_scale: Weight scale of the later layers.
-        bias_scale: Scale of all biases.
-        optimizer: ``"adam"`` (default; per-coordinate, so members are trained exactly
-            as if separately) or ``"lbfgs"`` (full batch, SciPy's L-BFGS-B on all
-            members at once; for small or convex problems trained to high precision).
-        num_steps: Adam steps, or the L-BFGS iteration budget.
-        lr: Adam learning rate (default ``3e-2``; not used by L-BFGS).
+        loss: ``"squared"`` (eq. 3, regression on ``y``), ``"cross_entropy"``
+            (eq. 2, the LFBO classifier on ``1[y >= tau_t]``, ``LFBOLoss()``) or an
+            :class:`~botorch_transfer.models.randomized_nn_options.LFBOLoss` with
+            its fraction ``gamma`` of positive labels.
+        regularizer: ``"parameter"`` (default, the paper's eq. 10-11),
+            ``"function"`` or a
+            :class:`~botorch_transfer.models.randomized_nn_options.FunctionSpaceRegularizer`
+            with its anchor points.
+        lambda_schedule: ``lambda_t`` as a positive number, a callable ``t ->
+            lambda_t`` (``t`` = number of observations) or ``None`` for
+            :class:`~botorch_transfer.models.randomized_nn_options.LogPowerSchedule`'s
+            default.
+        network: The members' architecture and prior scales
+            (:class:`~botorch_transfer.models.randomized_nn_options.NetworkOptions`;
+            ``None``: two hidden layers of 64 ``tanh`` units).
+        training_options: How eq. 10 is minimized
+            (:class:`~botorch_transfer.models.randomized_nn_options.TrainingOptions`;
+            ``None``: 500 Adam steps).
         seed: Seed of the parameter draws and anchors; ``None`` draws one from
             torch's global generator. Draws are made on the CPU in float64 and then
             moved, so a seed gives the same members on every device and dtype.
@@ -234,6 +176,11 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             ``lambda_schedule`` and the weight scales are set for standardized
             outcomes: trained on raw outcomes far from 0 or in large units, the members
             cannot reach the data. ``None`` trains on the raw outcomes.
+        **deprecated: The options' fields by their old keyword names (``hidden``,
+            ``activation``, ``feature_map``, ``input_scale``, ``weight_scale``,
+            ``bias_scale``; ``optimizer``, ``num_steps``, ``lr``; ``gamma``;
+            ``anchors``, ``num_anchors``): deprecated, each with a
+            ``DeprecationWarning``.
 
     Example:
         >>> from botorch.acquisition import qUpperConfidenceBound
@@ -248,38 +195,47 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         >>> acqf = qUpperConfidenceBound(model, beta=2.0)
     """
 
+    #: Old keyword names the constructor still takes (deprecated), with the
+    #: options that replace them.
+    renamed_arguments: ClassVar[dict[str, str]] = OLD_OPTION_ARGUMENTS
+
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
         train_Yvar: Tensor | None = None,
         num_members: int = 16,
-        hidden: Sequence[int] = (64, 64),
-        activation: str = "tanh",
-        loss: str = "squared",
-        regularizer: str = "parameter",
+        loss: str | LFBOLoss = "squared",
+        regularizer: str | FunctionSpaceRegularizer = "parameter",
         lambda_schedule: float | Callable[[int], float] | None = None,
-        gamma: float = 0.25,
-        anchors: Tensor | None = None,
-        num_anchors: int = 64,
-        feature_map: Callable[[Tensor], Tensor] | None = None,
-        input_scale: float = 3.0,
-        weight_scale: float = 1.0,
-        bias_scale: float = 1.0,
-        optimizer: str = "adam",
-        num_steps: int = 500,
-        lr: float | None = None,
+        network: NetworkOptions | None = None,
+        training_options: TrainingOptions | None = None,
         seed: int | None = None,
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None | Any = DEFAULT,
+        **deprecated: Any,
     ) -> None:
+        lfbo, function_space, network, training_options = resolved_options(
+            type(self).__name__,
+            loss,
+            regularizer,
+            network,
+            training_options,
+            deprecated,
+        )
         # the settings, for condition_on_observations to train the same ensemble
         # on more data (the transforms untrained: training fits them in place)
-        settings = {
-            k: v
-            for k, v in locals().items()
-            if k not in ("self", "train_X", "train_Y", "train_Yvar", "__class__")
-        }
+        settings = dict(
+            num_members=num_members,
+            loss=lfbo or "squared",
+            regularizer=function_space or "parameter",
+            lambda_schedule=lambda_schedule,
+            network=network,
+            training_options=training_options,
+            seed=seed,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
+        )
         for name in ("input_transform", "outcome_transform"):
             if isinstance(settings[name], Module):
                 settings[name] = copy.deepcopy(settings[name])
@@ -308,61 +264,8 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             raise ValueError(
                 f"`num_members` must be a positive integer, got {num_members!r}."
             )
-        hidden = tuple(hidden)
-        if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in hidden):
-            raise ValueError(
-                f"`hidden` must be a sequence of positive integers, got {hidden!r}."
-            )
-        if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"Unknown `activation` {activation!r}; choose from "
-                f"{sorted(ACTIVATIONS)}."
-            )
-        if loss not in LOSSES:
-            raise ValueError(f"Unknown `loss` {loss!r}; choose from {list(LOSSES)}.")
-        if regularizer not in REGULARIZERS:
-            raise ValueError(
-                f"Unknown `regularizer` {regularizer!r}; choose from "
-                f"{list(REGULARIZERS)}."
-            )
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"Unknown `optimizer` {optimizer!r}; choose from {list(OPTIMIZERS)}."
-            )
-        if loss == "cross_entropy" and not (
-            isinstance(gamma, (int, float)) and 0 < gamma < 1
-        ):
-            raise ValueError(
-                f"`gamma` must lie in the open interval (0, 1), got {gamma!r}."
-            )
-        for name, value in (
-            ("input_scale", input_scale),
-            ("weight_scale", weight_scale),
-            ("bias_scale", bias_scale),
-            ("lr", 1.0 if lr is None else lr),
-        ):
-            if not (
-                isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-            ):
-                raise ValueError(
-                    f"`{name}` must be a non-negative finite number, got {value!r}."
-                )
-        if (
-            isinstance(num_steps, bool)
-            or not isinstance(num_steps, int)
-            or num_steps < 1
-        ):
-            raise ValueError(
-                f"`num_steps` must be a positive integer, got {num_steps!r}."
-            )
-        if (
-            isinstance(num_anchors, bool)
-            or not isinstance(num_anchors, int)
-            or num_anchors < 0
-        ):
-            raise ValueError(
-                f"`num_anchors` must be a non-negative integer, got {num_anchors!r}."
-            )
+        loss = "squared" if lfbo is None else "cross_entropy"
+        regularizer = "parameter" if function_space is None else "function"
         if outcome_transform is DEFAULT:  # standardize what can be standardized
             squared = loss == "squared" and train_X.shape[-2] > 0
             outcome_transform = Standardize(m=1) if squared else None
@@ -374,20 +277,21 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             )
         n, d = train_X.shape
         self._num_outputs = 1
-        self.num_members, self.hidden, self.activation = num_members, hidden, activation
-        self.loss, self.regularizer, self.gamma = loss, regularizer, float(gamma)
-        self.lambda_schedule, self.feature_map = lambda_schedule, feature_map
-        self.input_scale, self.weight_scale, self.bias_scale = (
-            input_scale,
-            weight_scale,
-            bias_scale,
-        )
-        self.optimizer, self.num_steps, self.lr = optimizer, num_steps, lr
+        self.num_members, self.loss, self.regularizer = num_members, loss, regularizer
+        self.network, self.training_options = network, training_options
+        # the options' fields, as the training and the network read them
+        self.hidden, self.activation = network.hidden, network.activation
+        self.feature_map, self.input_scale = network.feature_map, network.input_scale
+        self.weight_scale, self.bias_scale = network.weight_scale, network.bias_scale
+        self.optimizer = training_options.optimizer
+        self.num_steps, self.lr = training_options.num_steps, training_options.lr
+        self.gamma = LFBOLoss().gamma if lfbo is None else lfbo.gamma
+        self.lambda_schedule = lambda_schedule
         if seed is None:
             seed = int(torch.randint(2**62, (1,)).item())
         self.seed = seed
         self._settings["seed"] = seed  # the same draws theta_0 when conditioned
-        self.lambda_t = _lambda_value(lambda_schedule, n)
+        self.lambda_t = lambda_value(lambda_schedule, n)
 
         # Transforms are fitted on the training data exactly as SingleTaskGP does.
         if input_transform is not None:
@@ -417,7 +321,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             warnings.warn(
                 f"The network's inputs reach |x| = {float(largest):.3g} (`train_X` "
                 "after `input_transform` and `feature_map`); the members are set for "
-                f"inputs of order 1 (`input_scale`={input_scale} is an inverse "
+                f"inputs of order 1 (`input_scale`={network.input_scale} is an inverse "
                 "lengthscale in these units) and fit poorly at inputs this large. "
                 "Pass `input_transform=Normalize(d, bounds=bounds)`.",
                 InputScaleWarning,
@@ -436,7 +340,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         in_dim = self._features(
             torch.zeros(1, d, dtype=train_X.dtype, device=train_X.device)
         ).shape[-1]
-        widths = (in_dim, *hidden, 1)
+        widths = (in_dim, *network.hidden, 1)
         self._layout = [(widths[i + 1], widths[i]) for i in range(len(widths) - 1)]
         num_params = sum(o * i + o for o, i in self._layout)
         # theta_0 ~ Pi_0 = N(0, I), drawn on the CPU in float64 so a seed means the same
@@ -447,23 +351,18 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         )
         self.register_buffer("initial_parameters", theta0.to(train_X))
 
-        if regularizer == "function":
+        if function_space is not None:
+            anchors = function_space.anchors
             if anchors is None:
                 anchors_model = torch.rand(
-                    num_anchors, d, generator=gen, dtype=torch.float64
+                    function_space.num_anchors, d, generator=gen, dtype=torch.float64
                 ).to(train_X)
             else:
-                if (
-                    not isinstance(anchors, Tensor)
-                    or anchors.dim() != 2
-                    or anchors.shape[-1] != d
-                ):
+                if anchors.shape[-1] != d:
                     raise ValueError(
                         f"`anchors` must be a k x d tensor with d={d}, got "
-                        f"{getattr(anchors, 'shape', anchors)}."
+                        f"{tuple(anchors.shape)}."
                     )
-                if not torch.isfinite(anchors).all():
-                    raise ValueError("`anchors` contains NaN or infinite values.")
                 with torch.no_grad():
                     anchors_model = self.transform_inputs(anchors.to(train_X))
             if n + anchors_model.shape[0] == 0:
@@ -472,8 +371,6 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
                     "both are empty."
                 )
         else:
-            if anchors is not None:
-                raise ValueError("`anchors` are only used with regularizer='function'.")
             anchors_model = None
         # the anchors of the function-space regularizer, in model input space
         self.register_buffer("anchors_model", anchors_model, persistent=False)
@@ -557,7 +454,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
             Y: ``batch x n x 1`` raw outcomes (the LFBO labels' threshold).
         """
         n = X_model.shape[-2]
-        self.lambda_t = _lambda_value(self.lambda_schedule, n)
+        self.lambda_t = lambda_value(self.lambda_schedule, n)
         if self.regularizer == "function":
             anchors = self.anchors_model.expand(*X_model.shape[:-2], -1, -1)
             reg_points = torch.cat([X_model, anchors], dim=-2)
@@ -919,12 +816,16 @@ def _retrain_if_draws_changed(module: RandomizedNNEnsemble, incompatible_keys) -
     module.fit()
 
 
-# the acquisition function that used to be importable from here
+# the acquisition function and the options that used to be importable from here
 __getattr__ = moved_names(
     __name__,
     {
         "randomized_nn_thompson_candidate": (
             "botorch_transfer.acquisition.randomized_nn"
+        ),
+        **dict.fromkeys(
+            ("ACTIVATIONS", "LOSSES", "OPTIMIZERS", "REGULARIZERS", "LogPowerSchedule"),
+            "botorch_transfer.models.randomized_nn_options",
         ),
     },
 )

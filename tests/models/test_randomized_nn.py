@@ -22,6 +22,12 @@ from botorch_transfer import (
     randomized_nn_thompson_candidate,
 )
 from botorch_transfer.models.randomized_nn import InputScaleWarning
+from botorch_transfer.models.randomized_nn_options import (
+    FunctionSpaceRegularizer,
+    LFBOLoss,
+    NetworkOptions,
+    TrainingOptions,
+)
 from botorch_transfer.validation import OutcomeScaleWarning
 
 F64 = torch.float64
@@ -68,14 +74,12 @@ def design(model, X):
 
 def linear_model(X, Y, **kwargs):
     options = dict(
-        hidden=(),
-        feature_map=Features().to(X),
-        optimizer="lbfgs",
-        num_steps=500,
+        network=NetworkOptions(
+            hidden=(), feature_map=Features().to(X), input_scale=2.0, bias_scale=0.7
+        ),
+        training_options=TrainingOptions(optimizer="lbfgs", num_steps=500),
         seed=3,
         num_members=5,
-        input_scale=2.0,
-        bias_scale=0.7,
         outcome_transform=None,  # the closed forms are eq. 10 on the raw outcomes
     )
     return RandomizedNNEnsemble(X, Y, **{**options, **kwargs})
@@ -107,7 +111,7 @@ def test_function_regularizer_equals_closed_form(device):
         200, 2, dtype=F64, device=device
     )  # enough anchors for a well-posed (cond ~5e5) system
     model = linear_model(
-        X, Y, regularizer="function", anchors=anchors, lambda_schedule=0.5
+        X, Y, regularizer=FunctionSpaceRegularizer(anchors=anchors), lambda_schedule=0.5
     )
     # Z = [X; anchors]:
     # argmin (lam/2)||Phi_Z (theta - theta0)||^2 + (1/2)||Phi theta - y||^2
@@ -154,7 +158,7 @@ def test_transforms_give_ridge_solution_in_user_units():
 def test_cross_entropy_equals_newton_solution():
     X, Y = data(n=20)
     gamma = 0.3
-    model = linear_model(X, Y, loss="cross_entropy", gamma=gamma, lambda_schedule=0.4)
+    model = linear_model(X, Y, loss=LFBOLoss(gamma=gamma), lambda_schedule=0.4)
     # LFBO labels u = 1[y >= tau], tau the empirical (1 - gamma)-quantile
     ys = Y.squeeze(-1).sort().values
     pos = (1 - gamma) * (len(ys) - 1)
@@ -192,11 +196,19 @@ def test_lambda_schedule():
     assert LogPowerSchedule().q > 1  # Theorem 4.2 needs q > 1
     X, Y = data(n=8)
     assert RandomizedNNEnsemble(
-        X, Y, num_members=1, num_steps=1, lambda_schedule=schedule
+        X,
+        Y,
+        num_members=1,
+        training_options=TrainingOptions(num_steps=1),
+        lambda_schedule=schedule,
     ).lambda_t == schedule(8)
     assert (
         RandomizedNNEnsemble(
-            X, Y, num_members=1, num_steps=1, lambda_schedule=lambda t: t + 1.0
+            X,
+            Y,
+            num_members=1,
+            training_options=TrainingOptions(num_steps=1),
+            lambda_schedule=lambda t: t + 1.0,
         ).lambda_t
         == 9.0
     )
@@ -233,12 +245,14 @@ def test_mlp_forward_matches_torch_nn():
         X,
         Y,
         num_members=3,
-        hidden=(5, 4),
+        network=NetworkOptions(
+            hidden=(5, 4),
+            input_scale=3.0,
+            weight_scale=1.5,
+            bias_scale=0.5,
+            activation="tanh",
+        ),
         seed=2,
-        input_scale=3.0,
-        weight_scale=1.5,
-        bias_scale=0.5,
-        activation="tanh",
     )
     X_test = torch.rand(7, 2, dtype=F64)
     for j, theta in enumerate(model.initial_parameters):
@@ -265,7 +279,11 @@ def test_members_agree_near_data_and_disagree_away():
     gen = torch.Generator().manual_seed(0)
     X = x0 + 0.02 * (torch.rand(40, 2, generator=gen, dtype=F64) - 0.5)
     Y = torch.ones(40, 1, dtype=F64)
-    options = dict(num_members=32, hidden=(32, 32), seed=5, input_scale=6.0)
+    options = dict(
+        num_members=32,
+        network=NetworkOptions(hidden=(32, 32), input_scale=6.0),
+        seed=5,
+    )
     prior = RandomizedNNEnsemble(X[:0], Y[:0], **options)
     model = RandomizedNNEnsemble(X, Y, **options)
     near, far = x0.reshape(1, 2), torch.tensor([[0.95, 0.05]], dtype=F64)
@@ -289,7 +307,14 @@ def test_posterior_shapes_dtypes_devices(device, dtype, transforms, loss):
     if transforms and loss == "squared":
         options["outcome_transform"] = Standardize(m=1)
     model = RandomizedNNEnsemble(
-        X, Y, num_members=4, hidden=(8,), num_steps=20, loss=loss, seed=0, **options
+        X,
+        Y,
+        num_members=4,
+        network=NetworkOptions(hidden=(8,)),
+        training_options=TrainingOptions(num_steps=20),
+        loss=loss,
+        seed=0,
+        **options,
     )
     assert model.num_outputs == 1 and model.batch_shape == torch.Size([])
     for shape in [(3, 2), (5, 3, 2), (2, 4, 3, 2)]:
@@ -308,7 +333,12 @@ def test_posterior_shapes_dtypes_devices(device, dtype, transforms, loss):
 
 def test_outcome_transform_is_exact_affine_map():
     X, Y = data(n=12)
-    options = dict(num_members=3, hidden=(16,), num_steps=50, seed=4)
+    options = dict(
+        num_members=3,
+        network=NetworkOptions(hidden=(16,)),
+        training_options=TrainingOptions(num_steps=50),
+        seed=4,
+    )
     with_t = RandomizedNNEnsemble(X, Y, outcome_transform=Standardize(m=1), **options)
     mu, sd = Y.mean(), Y.std()
     manual = RandomizedNNEnsemble(X, (Y - mu) / sd, **options)
@@ -320,7 +350,11 @@ def test_outcome_transform_is_exact_affine_map():
 
 def test_seed_to_and_state_dict():
     X, Y = data(n=10)
-    options = dict(num_members=3, hidden=(8,), num_steps=30)
+    options = dict(
+        num_members=3,
+        network=NetworkOptions(hidden=(8,)),
+        training_options=TrainingOptions(num_steps=30),
+    )
     a, b = (
         RandomizedNNEnsemble(X, Y, seed=7, **options),
         RandomizedNNEnsemble(X, Y, seed=7, **options),
@@ -341,8 +375,12 @@ def test_seed_to_and_state_dict():
 
 def test_same_seed_same_members_on_every_device(device):
     X, Y = data(n=0, device=device)
-    model = RandomizedNNEnsemble(X, Y, num_members=2, hidden=(4,), seed=11)
-    reference = RandomizedNNEnsemble(*data(n=0), num_members=2, hidden=(4,), seed=11)
+    model = RandomizedNNEnsemble(
+        X, Y, num_members=2, network=NetworkOptions(hidden=(4,)), seed=11
+    )
+    reference = RandomizedNNEnsemble(
+        *data(n=0), num_members=2, network=NetworkOptions(hidden=(4,)), seed=11
+    )
     torch.testing.assert_close(
         model.initial_parameters.cpu(), reference.initial_parameters, atol=0, rtol=0
     )
@@ -392,17 +430,8 @@ def test_same_seed_same_members_on_every_device(device):
         ),
         (dict(num_members=0), ValueError, "`num_members` must be a positive integer"),
         (dict(num_members=2.5), ValueError, "`num_members`"),
-        (dict(hidden=(8, 0)), ValueError, "`hidden`"),
-        (dict(activation="swish2"), ValueError, "Unknown `activation`"),
         (dict(loss="hinge"), ValueError, "Unknown `loss`"),
         (dict(regularizer="l1"), ValueError, "Unknown `regularizer`"),
-        (dict(optimizer="sgd"), ValueError, "Unknown `optimizer`"),
-        (
-            dict(loss="cross_entropy", gamma=1.0),
-            ValueError,
-            "`gamma` must lie in the open interval",
-        ),
-        (dict(loss="cross_entropy", gamma=0.0), ValueError, "`gamma`"),
         (
             dict(loss="cross_entropy", outcome_transform=Standardize(m=1)),
             ValueError,
@@ -414,30 +443,140 @@ def test_same_seed_same_members_on_every_device(device):
             "`lambda_schedule` must be a positive",
         ),
         (dict(lambda_schedule=lambda t: 0.0), ValueError, "`lambda_schedule`"),
-        (dict(num_steps=0), ValueError, "`num_steps`"),
         (
-            dict(anchors=torch.rand(4, 2, dtype=F64)),
-            ValueError,
-            "`anchors` are only used",
-        ),
-        (
-            dict(regularizer="function", anchors=torch.rand(4, 3, dtype=F64)),
+            dict(regularizer=FunctionSpaceRegularizer(torch.rand(4, 3, dtype=F64))),
             ValueError,
             "`anchors` must be a k x d",
+        ),
+        (dict(network=(64, 64)), TypeError, "`network` must be a NetworkOptions"),
+        (
+            dict(training_options=dict(num_steps=5)),
+            TypeError,
+            "`training_options` must be a TrainingOptions",
         ),
     ],
 )
 def test_bad_inputs_are_rejected(kwargs, error, match):
     X, Y = data(n=6)
-    arguments = dict(train_X=X, train_Y=Y, num_steps=1, num_members=1)
+    arguments = dict(
+        train_X=X,
+        train_Y=Y,
+        training_options=TrainingOptions(num_steps=1),
+        num_members=1,
+    )
     arguments.update(kwargs)
     with pytest.raises(error, match=match):
         RandomizedNNEnsemble(**arguments)
 
 
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: NetworkOptions(hidden=(8, 0)), "`hidden`"),
+        (lambda: NetworkOptions(activation="swish2"), "Unknown `activation`"),
+        (lambda: NetworkOptions(input_scale=-1.0), "`input_scale`"),
+        (lambda: TrainingOptions(optimizer="sgd"), "Unknown `optimizer`"),
+        (lambda: TrainingOptions(num_steps=0), "`num_steps`"),
+        (lambda: TrainingOptions(lr=math.inf), "`lr`"),
+        (lambda: LFBOLoss(gamma=1.0), "`gamma` must lie in the open interval"),
+        (lambda: LFBOLoss(gamma=0.0), "`gamma`"),
+        (lambda: FunctionSpaceRegularizer(num_anchors=-1), "`num_anchors`"),
+        (
+            lambda: FunctionSpaceRegularizer(torch.rand(4, dtype=F64)),
+            "`anchors` must be a k x d",
+        ),
+        (
+            lambda: FunctionSpaceRegularizer(torch.full((2, 2), math.nan)),
+            "`anchors` contains NaN",
+        ),
+    ],
+)
+def test_bad_options_are_rejected_where_they_are_built(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_old_keywords_fill_the_options_with_a_deprecation_warning():
+    X, Y = data(n=6)
+    with pytest.warns(DeprecationWarning, match="is deprecated") as caught:
+        model = RandomizedNNEnsemble(
+            X,
+            Y,
+            num_members=2,
+            hidden=(4,),
+            input_scale=2.0,
+            num_steps=3,
+            loss="cross_entropy",
+            gamma=0.5,
+            regularizer="function",
+            num_anchors=5,
+            seed=0,
+        )
+    # each warning points at the caller's line
+    assert {w.filename for w in caught} == {__file__}
+    assert model.network == NetworkOptions(hidden=(4,), input_scale=2.0)
+    assert model.training_options == TrainingOptions(num_steps=3)
+    assert (model.hidden, model.input_scale, model.num_steps) == ((4,), 2.0, 3)
+    assert (model.loss, model.gamma, model.regularizer) == (
+        "cross_entropy",
+        0.5,
+        "function",
+    )
+    assert model.anchors_model.shape == (5, 2)
+    reference = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=2,
+        network=NetworkOptions(hidden=(4,), input_scale=2.0),
+        training_options=TrainingOptions(num_steps=3),
+        loss=LFBOLoss(gamma=0.5),
+        regularizer=FunctionSpaceRegularizer(num_anchors=5),
+        seed=0,
+    )
+    torch.testing.assert_close(
+        model.trained_parameters, reference.trained_parameters, rtol=0, atol=0
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(gamma=0.5), ValueError, r"\['gamma'\] apply to loss='cross_entropy'"),
+        (
+            dict(anchors=torch.rand(4, 2, dtype=F64)),
+            ValueError,
+            r"\['anchors'\] apply to regularizer='function'",
+        ),
+        (
+            dict(hidden=(4,), network=NetworkOptions()),
+            ValueError,
+            "give them once, in `network`",
+        ),
+        (
+            dict(gamma=0.5, loss=LFBOLoss()),
+            ValueError,
+            "give them once, in `loss`",
+        ),
+        (dict(num_layers=3), TypeError, "unexpected keyword arguments"),
+    ],
+)
+def test_old_keywords_that_cannot_apply_are_rejected(kwargs, error, match):
+    X, Y = data(n=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(error, match=match):
+            RandomizedNNEnsemble(X, Y, num_members=1, **kwargs)
+
+
 def test_bad_posterior_inputs_and_ts_arguments():
     X, Y = data(n=6)
-    model = RandomizedNNEnsemble(X, Y, num_members=2, hidden=(4,), num_steps=1)
+    model = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=2,
+        network=NetworkOptions(hidden=(4,)),
+        training_options=TrainingOptions(num_steps=1),
+    )
     with pytest.raises(ValueError, match="`X` must have d=2 columns"):
         model.posterior(torch.rand(4, 3, dtype=F64))
     with pytest.raises(ValueError, match="exactly one of `bounds`"):
@@ -459,8 +598,8 @@ def test_qucb_and_qlogei_loop():
             X,
             Y,
             num_members=8,
-            hidden=(32, 32),
-            num_steps=200,
+            network=NetworkOptions(hidden=(32, 32)),
+            training_options=TrainingOptions(num_steps=200),
             seed=len(X),
             input_transform=Normalize(2, bounds=BOUNDS),
             outcome_transform=Standardize(m=1),
@@ -479,7 +618,9 @@ def test_qucb_and_qlogei_loop():
 
 
 def test_subset_output_says_why_and_what_to_do():
-    model = RandomizedNNEnsemble(*data(n=5), num_members=2, num_steps=5, seed=0)
+    model = RandomizedNNEnsemble(
+        *data(n=5), num_members=2, training_options=TrainingOptions(num_steps=5), seed=0
+    )
     with pytest.raises(NotImplementedError, match="single outcome") as error:
         model.subset_output([0])
     assert "ModelList" in str(error.value)
@@ -493,7 +634,7 @@ def test_botorch_incumbent_idioms_see_the_training_data():
         X,
         Y,
         num_members=4,
-        num_steps=20,
+        training_options=TrainingOptions(num_steps=20),
         seed=0,
         input_transform=Normalize(2, bounds=BOUNDS),
         outcome_transform=Standardize(m=1),
@@ -515,21 +656,40 @@ def test_outcomes_are_standardized_by_default():
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(12, 2, generator=gen, dtype=F64)
     Y = 1080 + 880 * (0.5 + 0.5 * torch.sin(3 * X[:, :1]) * torch.cos(2 * X[:, 1:]))
-    model = RandomizedNNEnsemble(X, Y, num_members=4, num_steps=200, seed=0)
+    model = RandomizedNNEnsemble(
+        X, Y, num_members=4, training_options=TrainingOptions(num_steps=200), seed=0
+    )
     assert isinstance(model.outcome_transform, Standardize)
     span = (Y.max() - Y.min()).item()
     torch.testing.assert_close(model.posterior(X).mean, Y, atol=0.05 * span, rtol=0)
     # `None` trains on the raw outcomes; the LFBO classifier needs no transform
-    raw = RandomizedNNEnsemble(X, Y, num_members=1, num_steps=1, outcome_transform=None)
+    raw = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=1,
+        training_options=TrainingOptions(num_steps=1),
+        outcome_transform=None,
+    )
     assert not hasattr(raw, "outcome_transform")
-    lfbo = RandomizedNNEnsemble(X, Y, num_members=1, num_steps=1, loss="cross_entropy")
+    lfbo = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=1,
+        training_options=TrainingOptions(num_steps=1),
+        loss="cross_entropy",
+    )
     assert not hasattr(lfbo, "outcome_transform")
 
 
 def test_query_inputs_are_checked_and_cast_to_the_model_dtype():
     X, Y = data(n=8)
     model = RandomizedNNEnsemble(
-        X.float(), Y.float(), num_members=2, hidden=(4,), num_steps=5, seed=0
+        X.float(),
+        Y.float(),
+        num_members=2,
+        network=NetworkOptions(hidden=(4,)),
+        training_options=TrainingOptions(num_steps=5),
+        seed=0,
     )
     X_test = torch.rand(3, 2, dtype=F64)
     values = model.posterior(X_test).values  # a float64 query of a float32 model
@@ -549,7 +709,7 @@ def test_condition_on_observations_retrains_with_the_same_draws():
     def settings():  # fresh transforms per model (training fits them in place)
         return dict(
             num_members=3,
-            num_steps=30,
+            training_options=TrainingOptions(num_steps=30),
             seed=4,
             input_transform=Normalize(2),
             outcome_transform=Standardize(m=1),
@@ -582,8 +742,9 @@ def test_fantasize_trains_one_ensemble_per_fantasy_as_the_closed_form(
     # the function-space problem is ill-conditioned (cond ~8e5 for any lambda):
     # a larger lambda_t keeps L-BFGS's error below the tolerance, as for one model
     lam = 0.3 if regularizer == "parameter" else 10.0
-    options = {"anchors": anchors} if regularizer == "function" else {}
-    model = linear_model(X, Y, lambda_schedule=lam, regularizer=regularizer, **options)
+    if regularizer == "function":
+        regularizer = FunctionSpaceRegularizer(anchors=anchors)
+    model = linear_model(X, Y, lambda_schedule=lam, regularizer=regularizer)
     X_new = torch.rand(2, 3, 2, dtype=F64, device=device)  # batch 2, q = 3
     fantasy = model.fantasize(X_new, IndexSampler(torch.Size([4]), seed=0))
     assert fantasy.batch_shape == torch.Size([4, 2])
@@ -628,8 +789,8 @@ def test_fantasies_keep_the_transforms_fixed():
         4 * X,
         10 * Y - 3,
         num_members=3,
-        hidden=(8,),
-        num_steps=40,
+        network=NetworkOptions(hidden=(8,)),
+        training_options=TrainingOptions(num_steps=40),
         seed=2,
         input_transform=Normalize(2),
         outcome_transform=Standardize(m=1),
@@ -649,8 +810,8 @@ def test_fantasies_keep_the_transforms_fixed():
             model.transform_inputs(X_all),
             (Y_all - model.outcome_transform.means) / model.outcome_transform.stdvs,
             num_members=3,
-            hidden=(8,),
-            num_steps=40,
+            network=NetworkOptions(hidden=(8,)),
+            training_options=TrainingOptions(num_steps=40),
             seed=2,
             outcome_transform=None,
         )
@@ -667,7 +828,14 @@ def test_knowledge_gradient_evaluates_given_candidates():
     from botorch.sampling.index_sampler import IndexSampler
 
     X, Y = data(n=8)
-    model = RandomizedNNEnsemble(X, Y, num_members=3, hidden=(8,), num_steps=30, seed=0)
+    model = RandomizedNNEnsemble(
+        X,
+        Y,
+        num_members=3,
+        network=NetworkOptions(hidden=(8,)),
+        training_options=TrainingOptions(num_steps=30),
+        seed=0,
+    )
     qkg = qKnowledgeGradient(
         model, num_fantasies=None, sampler=IndexSampler(torch.Size([3]), seed=0)
     )
@@ -681,7 +849,9 @@ def test_fantasize_says_what_it_needs():
     from botorch.sampling.index_sampler import IndexSampler
 
     X, Y = data(n=5)
-    model = RandomizedNNEnsemble(X, Y, num_members=2, num_steps=5, seed=0)
+    model = RandomizedNNEnsemble(
+        X, Y, num_members=2, training_options=TrainingOptions(num_steps=5), seed=0
+    )
     X_new = torch.rand(1, 2, dtype=F64)
     with pytest.raises(ValueError, match="`sampler` must be an IndexSampler"):
         model.fantasize(X_new, SobolQMCNormalSampler(torch.Size([2])))
@@ -690,7 +860,12 @@ def test_fantasize_says_what_it_needs():
             X_new, IndexSampler(torch.Size([2])), observation_noise=torch.ones(1, 1)
         )
     lfbo = RandomizedNNEnsemble(
-        X, Y, num_members=2, num_steps=5, seed=0, loss="cross_entropy"
+        X,
+        Y,
+        num_members=2,
+        training_options=TrainingOptions(num_steps=5),
+        seed=0,
+        loss="cross_entropy",
     )
     with pytest.raises(NotImplementedError, match="loss='squared'"):
         lfbo.fantasize(X_new, IndexSampler(torch.Size([2])))
@@ -698,7 +873,11 @@ def test_fantasize_says_what_it_needs():
 
 def test_state_dict_holds_the_draws_and_members_are_retrained_on_load():
     X, Y = data(n=10)
-    options = dict(num_members=3, hidden=(8,), num_steps=30)
+    options = dict(
+        num_members=3,
+        network=NetworkOptions(hidden=(8,)),
+        training_options=TrainingOptions(num_steps=30),
+    )
     a = RandomizedNNEnsemble(X, Y, seed=7, **options)
     assert set(a.state_dict()) == {
         "initial_parameters",
@@ -726,7 +905,9 @@ def test_scalarized_posterior_transform_applies_to_the_members():
     from botorch.acquisition.objective import ScalarizedPosteriorTransform
 
     X, Y = data(n=6)
-    model = RandomizedNNEnsemble(X, Y, num_members=3, num_steps=10, seed=0)
+    model = RandomizedNNEnsemble(
+        X, Y, num_members=3, training_options=TrainingOptions(num_steps=10), seed=0
+    )
     X_test = torch.rand(2, 4, 2, dtype=F64)
     transform = ScalarizedPosteriorTransform(
         weights=torch.tensor([-2.0], dtype=F64), offset=0.5
@@ -759,7 +940,13 @@ def test_construct_inputs_from_a_dataset():
 
 def small_ensemble(X, Y, **kwargs):
     return RandomizedNNEnsemble(
-        X, Y, num_members=2, hidden=(8,), num_steps=20, seed=0, **kwargs
+        X,
+        Y,
+        num_members=2,
+        network=NetworkOptions(hidden=(8,)),
+        training_options=TrainingOptions(num_steps=20),
+        seed=0,
+        **kwargs,
     )
 
 
