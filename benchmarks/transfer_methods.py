@@ -57,7 +57,9 @@ from botorch_transfer.models.frozen_source import (
     source_posterior_from_model,
 )
 from botorch_transfer.models.pooled import source_fitted_kernel
+from botorch_transfer.models.rank_combination import RankingOptions
 from botorch_transfer.models.source_gp import fit_source_gp
+from botorch_transfer.models.source_options import IdentityMap
 from botorch_transfer.models.source_posterior import GPSourcePosterior, SourcePosterior
 from botorch_transfer.test_functions.base import TransferProblem
 
@@ -89,8 +91,8 @@ def deltabo_model(
         train_Yvar=state.target_noise(Y),
         source=state.source_model,
         covar_module=problem.kernels["delta"](problem.dim),
-        residual_covariance=residual_covariance,
-        source_map="identity",  # the paper's f = g + delta
+        # the paper's f = g + delta
+        source_map=IdentityMap(residual_covariance=residual_covariance),
     )
 
 
@@ -357,7 +359,7 @@ register_method(
         partial(deltabo_model, residual_covariance="full"),
         source_model=fixed_source_posterior,
     ),
-    "deltabo with the exact source-error covariance (residual_covariance='full', "
+    "deltabo with the exact source-error covariance (IdentityMap('full'), "
     "this package's extension of DeltaBO); fixed kernels; UCB",
 )
 register_method(
@@ -640,7 +642,10 @@ for margin in (1, 2):
     register_method(
         f"rank-weighted-pairs{margin}",
         AcquisitionMethod(
-            partial(rank_weighted_model, pair_margin=float(margin)),
+            partial(
+                rank_weighted_model,
+                ranking=RankingOptions(pair_margin=float(margin)),
+            ),
             fit=True,
             source_model=fitted_source_model,
         ),

@@ -3,6 +3,7 @@ r"""Old import paths that keep working for one release, with a
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import warnings
 from collections.abc import Callable, Mapping
@@ -73,3 +74,81 @@ def renamed_keywords(
         )
         values[new] = value
     return values
+
+
+def options_argument(
+    owner: str,
+    argument: str,
+    value: Any,
+    options_class: type,
+    given: dict[str, Any],
+    stacklevel: int = 5,
+) -> Any:
+    r"""An options argument, or the options its deprecated field keywords fill.
+
+    Args:
+        owner: The constructor's class name (for the messages).
+        argument: The options argument's name (e.g. ``"ranking"``).
+        value: Its value: an ``options_class`` or ``None`` (the defaults).
+        options_class: The dataclass of the options.
+        given: The constructor's ``**kwargs``: the keywords named as fields of
+            ``options_class`` are taken out of it, each with a
+            ``DeprecationWarning``.
+        stacklevel: The warnings' ``stacklevel`` (5: the caller of the constructor
+            that calls the helper that calls this one).
+
+    Returns:
+        The options.
+
+    Raises:
+        ValueError: For old keywords beside ``value``.
+        TypeError: For a ``value`` of another type.
+    """
+    fields = [f.name for f in dataclasses.fields(options_class)]
+    old = {k: given.pop(k) for k in fields if k in given}
+    name = options_class.__name__
+    renamed_keywords(
+        owner,
+        old,
+        {k: f"{argument}={name}({k}=...)" for k in old},
+        stacklevel=stacklevel,
+    )
+    if old:
+        if value is not None:
+            raise ValueError(f"Give {sorted(old)} in `{argument}`, not beside it.")
+        return options_class(**old)
+    if value is None:
+        return options_class()
+    if not isinstance(value, options_class):
+        raise TypeError(
+            f"`{argument}` must be a {name} or None, got {type(value).__name__}."
+        )
+    return value
+
+
+def moved_module(module: str, new: str) -> Callable[[str], Any]:
+    r"""A module-level ``__getattr__`` (PEP 562) for a module that moved as a whole.
+
+    Args:
+        module: The old module (``__name__``), kept as a file holding only this.
+        new: The module that defines its names now.
+
+    Returns:
+        The ``__getattr__`` to assign in ``module``: getting any name of ``new``
+        warns with a ``DeprecationWarning`` naming ``new`` and returns it there;
+        any other name raises ``AttributeError``.
+    """
+
+    def __getattr__(name: str) -> Any:
+        target = importlib.import_module(new)
+        if name.startswith("__") or not hasattr(target, name):
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(
+            f"`{module}` is deprecated and will be removed in the next release: "
+            f"import `{name}` from `{new}`.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(target, name)
+
+    return __getattr__

@@ -31,6 +31,69 @@ class OutcomeScaleWarning(UserWarning):
     data."""
 
 
+def check_integer(name: str, value: Any, minimum: int = 1) -> int:
+    r"""``value`` if it is an ``int`` of at least ``minimum``.
+
+    Args:
+        name: The argument's name (for the messages).
+        value: The value given.
+        minimum: The smallest value allowed.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        TypeError: If ``value`` is no ``int`` (a ``bool`` is none).
+        ValueError: If ``value`` is below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {value!r}.")
+    if value < minimum:
+        kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
+    return value
+
+
+def check_number(
+    name: str,
+    value: Any,
+    minimum: float = 0.0,
+    maximum: float = math.inf,
+    include_maximum: bool = True,
+) -> float:
+    r"""``value`` as a float if it is a finite real number in ``[minimum,
+    maximum]`` (``[minimum, maximum)`` with ``include_maximum=False``).
+
+    Args:
+        name: The argument's name (for the messages).
+        value: The value given.
+        minimum: The smallest value allowed.
+        maximum: The upper end of the allowed range.
+        include_maximum: Whether ``maximum`` itself is allowed.
+
+    Returns:
+        ``float(value)``.
+
+    Raises:
+        ValueError: If ``value`` is no finite real number (a ``bool`` is none, NaN
+            is none) or lies outside the range; the message names ``name``.
+    """
+    number = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+    above = number and (value > maximum or (value == maximum and not include_maximum))
+    if not number or value < minimum or above:
+        if maximum == math.inf:
+            allowed = f">= {minimum:g}"
+        else:
+            closing = "]" if include_maximum else ")"
+            allowed = f"in [{minimum:g}, {maximum:g}{closing}"
+        raise ValueError(f"`{name}` must be a finite number {allowed}, got {value!r}.")
+    return float(value)
+
+
 def warn_if_below_standardize_floor(
     outcome_transform: Any, Y: Tensor, name: str = "`train_Y`", stacklevel: int = 3
 ) -> None:

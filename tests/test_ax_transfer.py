@@ -676,16 +676,19 @@ def one_source_dataset(extra=False):
 
 def test_rank_weighted_construct_inputs_from_a_multitask_dataset():
     from botorch_transfer import RankWeightedTransferGP
+    from botorch_transfer.models import RankingOptions
 
     data = one_source_dataset()
-    inputs = RankWeightedTransferGP.construct_inputs(data, num_samples=32)
+    inputs = RankWeightedTransferGP.construct_inputs(
+        data, ranking=RankingOptions(num_samples=32)
+    )
     assert inputs["train_X"].shape == (3, 2) and inputs["train_Y"].shape == (3, 1)
     source = inputs["source"]
     assert isinstance(source, TaskData) and source.name == "a_y"
     torch.testing.assert_close(source.X, data.datasets["a_y"].X[:, :2])
     torch.testing.assert_close(source.Y, data.datasets["a_y"].Y)
     assert inputs["task_column"] == TaskColumn(index=2, target_value=0.0)
-    assert inputs["num_samples"] == 32
+    assert inputs["ranking"] == RankingOptions(num_samples=32)
     # Ax's Normalize over its layout (the task column left out) acts on x0, x1
     transform = Normalize(
         d=3, indices=[0, 1], bounds=torch.tensor([[0.0, -1.0, 0.0], [1.0, 2.0, 2.0]])
@@ -779,9 +782,12 @@ def test_rank_weighted_is_fitted_by_axs_fit_botorch_model():
     from ax.generators.torch.botorch_modular.utils import fit_botorch_model
 
     from botorch_transfer import RankWeightedTransferGP
+    from botorch_transfer.models import RankingOptions
 
     model = RankWeightedTransferGP(
-        **RankWeightedTransferGP.construct_inputs(one_source_dataset(), num_samples=32)
+        **RankWeightedTransferGP.construct_inputs(
+            one_source_dataset(), ranking=RankingOptions(num_samples=32)
+        )
     )
     before = model.target_model.covar_module.lengthscale.clone()
     fit_botorch_model(model, mll_class=ExactMarginalLogLikelihood, mll_options={})

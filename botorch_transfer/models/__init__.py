@@ -13,11 +13,16 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
 )
 from botorch_transfer.models.meta_task_mixture import (
+    ComponentGrid,
     DefaultMetaTaskPosteriors,
     MetaTaskMixtureGP,
     fit_default_meta_task_gps,
 )
-from botorch_transfer.models.pooled import PooledTransferGP, source_fitted_kernel
+from botorch_transfer.models.pooled import (
+    LowRankInference,
+    PooledTransferGP,
+    source_fitted_kernel,
+)
 from botorch_transfer.models.pretrained import PretrainedPriorGP
 from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
 from botorch_transfer.models.randomized_nn_options import (
@@ -27,6 +32,7 @@ from botorch_transfer.models.randomized_nn_options import (
     NetworkOptions,
     TrainingOptions,
 )
+from botorch_transfer.models.rank_combination import RankingOptions
 from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
 from botorch_transfer.models.rank_weighted_prior import (
     PriorMisfitWarning,
@@ -34,6 +40,12 @@ from botorch_transfer.models.rank_weighted_prior import (
 )
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_gp import FittedSourceGP, fit_source_gp
+from botorch_transfer.models.source_options import (
+    AffineMap,
+    IdentityMap,
+    MarginalAffineMap,
+    SourceOptions,
+)
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     MarginalAffineSourcePosterior,
@@ -45,6 +57,13 @@ from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import default_transfer_kernel
 
 __all__ = [
+    "ComponentGrid",
+    "LowRankInference",
+    "RankingOptions",
+    "SourceOptions",
+    "MarginalAffineMap",
+    "IdentityMap",
+    "AffineMap",
     "ClusterMetaPriorGP",
     "DefaultMetaTaskPosteriors",
     "DeltaBOModel",

@@ -23,8 +23,8 @@ test points.
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
@@ -36,11 +36,12 @@ from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.means import Mean, ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
-from gpytorch.priors import NormalPrior, Prior
+from gpytorch.priors import NormalPrior
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
+from botorch_transfer._deprecation import renamed_keywords
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.frozen_source import (
@@ -48,6 +49,17 @@ from botorch_transfer.models.frozen_source import (
     source_posterior_from_model,
 )
 from botorch_transfer.models.likelihoods import target_likelihood
+from botorch_transfer.models.source_options import (
+    DEFAULT_SOURCE_SCALE_PRIOR_SD,
+    OLD_MAP_OPTIONS,
+    OLD_SOURCE_OPTIONS,
+    AffineMap,
+    IdentityMap,
+    MarginalAffineMap,
+    SourceMap,
+    SourceOptions,
+    options_from_old_keywords,
+)
 from botorch_transfer.models.source_posterior import (
     GPSourcePosterior,
     MarginalAffineSourcePosterior,
@@ -63,15 +75,6 @@ from botorch_transfer.models.utils.assorted import (
     refuse_pathwise_sampling,
 )
 from botorch_transfer.progress import fit_mll_with_progress, progress_argument
-
-RESIDUAL_COVARIANCES = ("diagonal", "full")
-SOURCE_MAPS = ("identity", "affine", "marginal-affine")
-#: Standard deviation of the default ``N(1, sd^2)`` prior on the affine source scale
-#: (``"affine"``: its prior; ``"marginal-affine"``: the distribution integrated over).
-DEFAULT_SOURCE_SCALE_PRIOR_SD = 0.5
-#: Standard deviation of the offset integrated over under ``"marginal-affine"``, in
-#: model units (the target's standard deviations under ``Standardize(m=1)``).
-DEFAULT_SOURCE_OFFSET_SD = 1.0
 
 
 class DeltaBOModel(SourceConditionedGP):
@@ -108,61 +111,44 @@ class DeltaBOModel(SourceConditionedGP):
             before it (a DeltaBO layer), as in the paper's footnote on several
             sources.
         likelihood: Likelihood of the residual GP. Default: BoTorch's noise model;
-            under ``"diagonal"`` a ``FixedNoiseGaussianLikelihood`` carrying the
-            source variance at each target point (plus a learned ``sigma^2``).
+            under ``IdentityMap("diagonal")`` a ``FixedNoiseGaussianLikelihood``
+            carrying the source variance at each target point (plus a learned
+            ``sigma^2``).
         covar_module: Kernel ``k_delta`` of the difference GP (stored as the
             ``delta_covar_module`` attribute). Defaults to a scaled RBF kernel with
             BoTorch's priors, whose outputscale is ``tau^2``.
         mean_module: Prior mean of the difference GP (default: zero, the paper's).
         input_transform: Input transform (e.g. ``Normalize``), applied as
             ``SingleTaskGP`` applies it; a copy is given to sources built from
-            ``TaskData``. With ``residual_covariance="full"`` it must be invertible.
+            ``TaskData``. Unless the map is ``IdentityMap("diagonal")`` it must be
+            invertible.
         outcome_transform: ``None`` (default, so that hyperparameters mean what they
             say in your units) or ``Standardize(m=1)``. It is fitted once on all
             source ``TaskData`` and target outcomes and applied to both: ``f = g +
             delta`` only holds when source and target share one affine map.
-        source_covar_module: Kernel ``k_g`` for sources given as ``TaskData`` (the
-            first source; later stacked sources use it for their difference layer).
-            Defaults to a scaled RBF kernel. Its hyperparameters are fitted when
-            ``fit_source=True``.
-        delta_covar_module: Deprecated alias of ``covar_module`` (emits a
-            ``DeprecationWarning``; giving both raises a ``ValueError``).
-        residual_covariance: How the source's error at the target points enters.
-            ``"full"`` (default): the exact conditional with prior mean ``mu_g,N``
-            and prior kernel ``k_g,N + k_delta``, so target observations also
-            correct the source's error near them (1-2x the cost per iteration).
-            ``"diagonal"`` (the paper's eqs. 6-7): independent noise of variance
-            ``sigma^2_g,N(x_i)`` at each target point, which no target observation
-            reduces.
-        source_map: How the source enters the target. ``"identity"`` (the
-            paper's): ``f = g + delta``. ``"affine"``: ``f = a g + c + delta`` with
-            a scale ``a`` and offset ``c`` (``source_scale``, ``source_offset``)
-            fitted with the delta kernel, so a source in other units is rescaled
-            and an unrelated one weighted down. ``"marginal-affine"``: the same map
-            with ``a ~ N(1, source_scale_sd^2)`` and ``c ~ N(0,
-            source_offset_sd^2)`` integrated out (see
-            :class:`MarginalAffineSourcePosterior`), so the scale stays uncertain
-            where the target data cannot fix it; pass ``Standardize(m=1)`` with it.
-            ``"affine"`` and ``"marginal-affine"`` need
-            ``residual_covariance="full"``. Default (``None``):
-            ``"marginal-affine"`` under ``"full"``, ``"identity"`` under
-            ``"diagonal"`` (see ``docs/decisions.md``, "DeltaBOModel's default
-            source map").
-        source_scale_prior: Prior of ``a`` under ``source_map="affine"`` (default
-            ``N(1, 0.5^2)``, which keeps a few target points from fitting ``a`` and
-            ``c`` exactly). ``c`` has no prior.
-        source_scale_sd: ``s_a`` under ``source_map="marginal-affine"`` (default
-            0.5).
-        source_offset_sd: ``s_c`` under ``source_map="marginal-affine"``, in model
-            units (default 1.0: one standard deviation of the target under
-            ``Standardize(m=1)``, on which BoTorch's default priors also rely).
-        fit_source: Fit the hyperparameters of sources built from ``TaskData``
-            (otherwise they are used with the kernel's current values).
-        source_max_rank: Largest rank of the cached source posterior (its per-point
-            cost is ``O(rank^2)``); the posterior is exact when the source's
-            numerical rank is below it. See :class:`GPSourcePosterior`.
-        source_tolerance: Relative residual variance at which the cached factor
-            stops growing.
+        source_map: How the source enters the target (see
+            :mod:`~botorch_transfer.models.source_options`):
+            :class:`~botorch_transfer.models.source_options.IdentityMap` (the
+            paper's ``f = g + delta``; ``IdentityMap(residual_covariance=
+            "diagonal")`` is the paper's model exactly),
+            :class:`~botorch_transfer.models.source_options.AffineMap` (``f = a g +
+            c + delta`` with ``a`` and ``c``, ``source_scale`` and
+            ``source_offset``, fitted with the delta kernel) or
+            :class:`~botorch_transfer.models.source_options.MarginalAffineMap`
+            (the same map with ``a`` and ``c`` integrated out; pass
+            ``Standardize(m=1)`` with it), or the name of one with its defaults
+            (``"identity"``, ``"affine"``, ``"marginal-affine"``). Default
+            (``None``): ``MarginalAffineMap()`` (see ``docs/decisions.md``,
+            "DeltaBOModel's default source map"). (``residual_covariance``,
+            ``source_scale_prior``, ``source_scale_sd`` and ``source_offset_sd``,
+            the maps' settings as keywords, are deprecated.)
+        source_options: The kernel and fit of source GPs built from ``TaskData``
+            and the size of the cached source posterior (a
+            :class:`~botorch_transfer.models.source_options.SourceOptions`;
+            default ``SourceOptions()``). (``source_covar_module``,
+            ``fit_source``, ``source_max_rank`` and ``source_tolerance``, its
+            fields as keywords, are deprecated; so is ``delta_covar_module``, an
+            alias of ``covar_module``.)
         task_column: The layout of Ax's transfer-learning queries (see
             :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
             ``construct_inputs``).
@@ -180,6 +166,9 @@ class DeltaBOModel(SourceConditionedGP):
     renamed_arguments: ClassVar[dict[str, str]] = {
         **SourceConditionedGP.renamed_arguments,
         "progress": "progress_bars",
+        "delta_covar_module": "covar_module",
+        **OLD_MAP_OPTIONS,
+        **{old: "source_options" for old in OLD_SOURCE_OPTIONS},
     }
 
     def __init__(
@@ -194,112 +183,32 @@ class DeltaBOModel(SourceConditionedGP):
         input_transform: InputTransform | None = None,
         *,
         source: SourceLike | Sequence[SourceLike],
-        source_covar_module: Kernel | None = None,
-        delta_covar_module: Kernel | None = None,
-        residual_covariance: str = "full",
-        source_map: str | None = None,
-        source_scale_prior: Prior | None = None,
-        source_scale_sd: float | None = None,
-        source_offset_sd: float | None = None,
-        fit_source: bool = True,
-        source_max_rank: int = 1000,
-        source_tolerance: float = 1e-10,
+        source_map: str | SourceMap | None = None,
+        source_options: SourceOptions | None = None,
         task_column: TaskColumn | None = None,
         **deprecated: Any,
     ) -> None:
-        if residual_covariance not in RESIDUAL_COVARIANCES:
-            raise ValueError(
-                f"`residual_covariance` must be one of {RESIDUAL_COVARIANCES}, got "
-                f"{residual_covariance!r}."
-            )
-        if source_map is None:  # docs/decisions.md; the paper's map under its own
-            full = residual_covariance == "full"
-            source_map = "marginal-affine" if full else "identity"
-        if source_map not in SOURCE_MAPS:
-            raise ValueError(
-                f"`source_map` must be one of {SOURCE_MAPS}, got {source_map!r}."
-            )
-        if source_map != "identity" and residual_covariance != "full":
-            raise ValueError(
-                f"`source_map={source_map!r}` needs `residual_covariance='full'` (the "
-                f"source's share of the prior covariance is scaled), got "
-                f"{residual_covariance!r}."
-            )
-        if source_map != "marginal-affine" and (
-            source_scale_sd is not None or source_offset_sd is not None
-        ):
-            raise ValueError(
-                "`source_scale_sd` and `source_offset_sd` apply to "
-                f"`source_map='marginal-affine'` only, got `source_map={source_map!r}`."
-            )
-        if source_map != "affine" and source_scale_prior is not None:
-            raise ValueError(
-                "`source_scale_prior` applies to `source_map='affine'` only (give "
-                "`source_scale_sd` under 'marginal-affine'), got "
-                f"`source_map={source_map!r}`."
-            )
-        if (
-            isinstance(source_max_rank, bool)
-            or not isinstance(source_max_rank, int)
-            or source_max_rank < 1
-        ):
-            raise ValueError(
-                "`source_max_rank` must be a positive integer, got "
-                f"{source_max_rank!r}."
-            )
-        if not (
-            isinstance(source_tolerance, (int, float))
-            and not isinstance(source_tolerance, bool)
-            and 0 <= source_tolerance < 1
-        ):
-            # (also refuses NaN) a relative residual variance
-            raise ValueError(
-                "`source_tolerance` must be a number in [0, 1) (the relative residual "
-                f"variance at which the source's factor stops), got "
-                f"{source_tolerance!r}."
-            )
-        if delta_covar_module is not None:
+        if "delta_covar_module" in deprecated:
             if covar_module is not None:
                 raise ValueError(
                     "Give the difference GP's kernel once, as `covar_module`: "
                     "`delta_covar_module` is its deprecated alias, not both."
                 )
-            warnings.warn(
-                "`delta_covar_module` is deprecated: pass the difference GP's kernel "
-                "as `covar_module`.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            covar_module = delta_covar_module
-        self.residual_covariance = residual_covariance
-        self.source_map = source_map
-        # a tuple: a Module cannot be assigned before Module.__init__
-        self._source_scale_prior = (source_scale_prior,)
-        if source_map == "marginal-affine":
-            self._marginal_map = (
-                MarginalAffineSourcePosterior.checked_sd(
-                    "source_scale_sd",
-                    DEFAULT_SOURCE_SCALE_PRIOR_SD
-                    if source_scale_sd is None
-                    else source_scale_sd,
-                ),
-                MarginalAffineSourcePosterior.checked_sd(
-                    "source_offset_sd",
-                    DEFAULT_SOURCE_OFFSET_SD
-                    if source_offset_sd is None
-                    else source_offset_sd,
-                ),
-            )
-        self._source_options = dict(
-            source_covar_module=source_covar_module,
-            fit_source=fit_source,
-            max_rank=source_max_rank,
-            tolerance=source_tolerance,
-            # bars while the source posterior is built (the source GP's fit, the
-            # cached factor) follow botorch_transfer.progress.progress_bars
-            progress=True,
-            residual_covariance=residual_covariance,
+            covar_module = renamed_keywords(
+                type(self).__name__,
+                {"delta_covar_module": deprecated.pop("delta_covar_module")},
+                {"delta_covar_module": "covar_module"},
+            )["covar_module"]
+        source_map, source_options = options_from_old_keywords(
+            type(self).__name__, source_map, source_options, deprecated
         )
+        self.source_map = source_map
+        self.residual_covariance = source_map.residual_covariance
+        # a tuple: a Module cannot be assigned before Module.__init__
+        self._source_scale_prior = (getattr(source_map, "scale_prior", None),)
+        if isinstance(source_map, MarginalAffineMap):
+            self._marginal_map = (source_map.scale_sd, source_map.offset_sd)
+        self.source_options = source_options
         with progress_argument(type(self).__name__, deprecated):
             super().__init__(
                 train_X,
@@ -314,7 +223,7 @@ class DeltaBOModel(SourceConditionedGP):
                 input_transform=input_transform,
                 outcome_transform=outcome_transform,
             )
-        if source_map == "affine":
+        if isinstance(source_map, AffineMap):
             self._initialize_source_map()
 
     def _initialize_source_map(self) -> None:
@@ -368,7 +277,8 @@ class DeltaBOModel(SourceConditionedGP):
             scale=self.output_scale,
             offset=self.output_offset,
             input_transform=input_transform,
-            **self._source_options,
+            options=self.source_options,
+            residual_covariance=self.residual_covariance,
         ).to(train_X)
         batch_shape = train_X.shape[:-2]
         # the paper's delta GP has zero mean (a ZeroMean adds no hyperparameter)
@@ -378,7 +288,7 @@ class DeltaBOModel(SourceConditionedGP):
             if covar_module is not None
             else default_transfer_kernel(train_X.shape[-1], batch_shape=batch_shape)
         )
-        if self.source_map == "affine":
+        if isinstance(self.source_map, AffineMap):
             like = dict(dtype=train_X.dtype, device=train_X.device)
             self.source_scale = torch.nn.Parameter(torch.ones(batch_shape, **like))
             self.source_offset = torch.nn.Parameter(torch.zeros(batch_shape, **like))
@@ -429,11 +339,7 @@ class DeltaBOModel(SourceConditionedGP):
         scale: Tensor,
         offset: Tensor,
         input_transform: InputTransform | None,
-        source_covar_module: Kernel | None,
-        fit_source: bool,
-        max_rank: int,
-        tolerance: float,
-        progress: bool,
+        options: SourceOptions,
         residual_covariance: str,
     ) -> SourcePosterior:
         r"""Build the frozen posterior of the (stacked) source in model units (later
@@ -443,14 +349,17 @@ class DeltaBOModel(SourceConditionedGP):
             kernel = None  # k_g of a source given as data
             if isinstance(s, TaskData):
                 kernel = (
-                    source_covar_module
-                    if source_covar_module is not None
+                    options.covar_module
+                    if options.covar_module is not None
                     else default_transfer_kernel(s.d)
                 )
             if stack is None or kernel is None:  # the first source, or a fitted one
+                # bars while the source posterior is built (the source GP's fit,
+                # the cached factor) follow botorch_transfer.progress.progress_bars
                 stack = frozen_source_posterior(
-                    s, scale, offset, input_transform, kernel, fit_source,
-                    max_rank=max_rank, tolerance=tolerance, progress=progress,
+                    s, scale, offset, input_transform, kernel, options.fit,
+                    max_rank=options.max_rank, tolerance=options.tolerance,
+                    progress=True,
                 )  # fmt: skip
                 continue
             # a later source: a DeltaBO layer on the residuals of the stack
@@ -461,22 +370,22 @@ class DeltaBOModel(SourceConditionedGP):
                 source=stack,
                 covar_module=copy.deepcopy(kernel),
                 input_transform=copy.deepcopy(input_transform),
-                source_max_rank=max_rank,
-                source_tolerance=tolerance,
-                progress=progress,
-                residual_covariance=residual_covariance,
                 # each layer is the paper's residual of the stack below it; the
                 # model's own source map applies to the whole stack
-                source_map="identity",
+                source_map=IdentityMap(residual_covariance=residual_covariance),
+                source_options=replace(options, covar_module=None),
             )
-            if fit_source:
+            if options.fit:
                 fit_mll_with_progress(
                     ExactMarginalLogLikelihood(layer.likelihood, layer),
-                    progress=progress,
+                    progress=True,
                     desc="source layer fit",
                 )
             stack = source_posterior_from_model(
-                layer, max_rank=max_rank, tolerance=tolerance, progress=progress
+                layer,
+                max_rank=options.max_rank,
+                tolerance=options.tolerance,
+                progress=True,
             )
         return stack
 
@@ -536,11 +445,11 @@ class DeltaBOModel(SourceConditionedGP):
         if self.residual_covariance == "diagonal":
             source = SumSourcePosterior([source, conditioned(self.train_targets)])
         else:
-            if self.source_map == "affine":  # the prior a g + c
+            if isinstance(self.source_map, AffineMap):  # the prior a g + c
                 source.set_output_affine(
                     self.source_scale.detach(), self.source_offset.detach()
                 )
-            elif self.source_map == "marginal-affine":
+            elif isinstance(self.source_map, MarginalAffineMap):
                 source = MarginalAffineSourcePosterior(source, *self._marginal_map)
             # residuals plus mu_g,N: the target data, under the prior of f
             source = conditioned(self._target_Y, prior_source=source)
@@ -560,14 +469,14 @@ class DeltaBOModel(SourceConditionedGP):
         if self.residual_covariance == "full":
             n = self._training_block_size(x)
             source_covar = self._joint_source_covariance(x, n)
-            if self.source_map == "affine":
+            if isinstance(self.source_map, AffineMap):
                 # residuals y - mu_g,N of f = a g + c + delta: mean (a - 1) mu_g,N + c,
                 # covariance a^2 Sigma_g,N + k_delta
                 scale = self.source_scale.unsqueeze(-1)
                 source_mean = self._joint_source_mean(x, n, at_training_inputs)
                 mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
                 source_covar = scale.unsqueeze(-1) ** 2 * source_covar
-            elif self.source_map == "marginal-affine":
+            elif isinstance(self.source_map, MarginalAffineMap):
                 source_mean = self._joint_source_mean(x, n, at_training_inputs)
                 source_covar = marginal_affine_covariance(
                     source_covar, source_mean, source_mean, *self._marginal_map

@@ -49,7 +49,7 @@ from botorch_transfer.models.likelihoods import (
     learned_noise,
 )
 from botorch_transfer.models.low_rank import fitc_predictive_weights, nystrom_root
-from botorch_transfer.models.pooled import DEFAULT_NUM_INDUCING, PooledTransferGP
+from botorch_transfer.models.pooled import LowRankInference, PooledTransferGP
 from botorch_transfer.models.task_column import TaskColumn
 
 # slots of the learned noise levels: sigma'^2 (sources without Yvar), sigma_a^2
@@ -93,12 +93,14 @@ class DiffGP(PooledTransferGP):
             :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
             ``construct_inputs``).
         inference: ``"exact"`` (default): exact GPs, ``O(N^3)`` per correction and
-            ``O((N + T)^3)`` per fit step. ``"low_rank"``: FITC inference for the
-            source posterior of step 1 and the final GP, with ``num_inducing`` source
-            points (farthest-point selected) and all target points as inducing
-            inputs: ``O((N + T) m^2)``; exact when ``N <= num_inducing`` (see
-            :mod:`~botorch_transfer.models.low_rank`).
-        num_inducing: Source points used as inducing inputs by ``"low_rank"``.
+            ``O((N + T)^3)`` per fit step. A
+            :class:`~botorch_transfer.models.pooled.LowRankInference`
+            (``"low_rank"``: its defaults): FITC inference for the source posterior
+            of step 1 and the final GP, with ``num_inducing`` source points
+            (farthest-point selected) and all target points as inducing inputs:
+            ``O((N + T) m^2)``; exact when ``N <= num_inducing`` (see
+            :mod:`~botorch_transfer.models.low_rank`). (``num_inducing`` as a
+            keyword is deprecated.)
 
     Example:
         >>> model = DiffGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -127,8 +129,7 @@ class DiffGP(PooledTransferGP):
         source: TaskData | Sequence[TaskData],
         source_noise: float | None = None,
         task_column: TaskColumn | None = None,
-        inference: Literal["exact", "low_rank"] = "exact",
-        num_inducing: int = DEFAULT_NUM_INDUCING,
+        inference: Literal["exact", "low_rank"] | LowRankInference = "exact",
         **deprecated: Any,
     ) -> None:
         # its own old name; the rest goes to the base class
@@ -144,7 +145,7 @@ class DiffGP(PooledTransferGP):
                     "Give `source_noise` only (`source_Yvar` is its old name)."
                 )
             source_noise = renamed["source_noise"]
-        self._set_inference(inference, num_inducing)
+        self._set_inference(inference, deprecated)
         if source_noise is not None and not (
             isinstance(source_noise, (int, float))
             and math.isfinite(source_noise)

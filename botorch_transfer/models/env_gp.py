@@ -46,7 +46,7 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
     learned_noise,
 )
-from botorch_transfer.models.pooled import DEFAULT_NUM_INDUCING, PooledTransferGP
+from botorch_transfer.models.pooled import LowRankInference, PooledTransferGP
 from botorch_transfer.models.task_column import TaskColumn
 
 
@@ -97,11 +97,12 @@ class EnvGP(PooledTransferGP):
             :class:`~botorch_transfer.models.task_column.TaskColumn`; set by
             ``construct_inputs``).
         inference: ``"exact"`` (default): an exact GP, ``O((N + T)^3)`` per fit
-            step. ``"low_rank"``: FITC inference with ``num_inducing`` source points
-            (farthest-point selected) and all target points as inducing inputs,
-            ``O((N + T) m^2)`` per step; exact when ``N <= num_inducing`` (see
-            :mod:`~botorch_transfer.models.low_rank`).
-        num_inducing: Source points used as inducing inputs by ``"low_rank"``.
+            step. A :class:`~botorch_transfer.models.pooled.LowRankInference`
+            (``"low_rank"``: its defaults): FITC inference with ``num_inducing``
+            source points (farthest-point selected) and all target points as
+            inducing inputs, ``O((N + T) m^2)`` per step; exact when ``N <=
+            num_inducing`` (see :mod:`~botorch_transfer.models.low_rank`).
+            (``num_inducing`` as a keyword is deprecated.)
 
     Example:
         >>> model = EnvGP(train_X, train_Y, source=TaskData(X_src, Y_src))
@@ -124,11 +125,10 @@ class EnvGP(PooledTransferGP):
         source_noise: float | Sequence[float] | None = None,
         source_map: Literal["affine", "identity"] = "affine",
         task_column: TaskColumn | None = None,
-        inference: Literal["exact", "low_rank"] = "exact",
-        num_inducing: int = DEFAULT_NUM_INDUCING,
+        inference: Literal["exact", "low_rank"] | LowRankInference = "exact",
         **deprecated: Any,
     ) -> None:
-        self._set_inference(inference, num_inducing)
+        self._set_inference(inference, deprecated)
         if source_map not in ("affine", "identity"):
             raise ValueError(
                 f"`source_map` must be 'affine' or 'identity', got {source_map!r}."

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -67,6 +68,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.nn import Module
 
+from botorch_transfer._deprecation import options_argument, renamed_keywords
 from botorch_transfer.clustering import MetaTaskPosteriors
 from botorch_transfer.clustering.stage1 import padded_meta_task_fields, task_groups
 from botorch_transfer.data import TaskData, validate_task_set
@@ -110,6 +112,40 @@ def _positive_grid(values: Sequence[float] | Tensor, name: str, strict: bool) ->
             f"{values!r}."
         )
     return grid
+
+
+@dataclass(frozen=True)
+class ComponentGrid:
+    r"""The grid of the mixture's components: each meta-task (and the average one)
+    at every scale ``a``, residual variance ``rho^2`` and residual lengthscale
+    factor ``f``.
+
+    Args:
+        scales: The scales ``a`` of a meta-task's standardized posterior (positive).
+        residual_variances: The residual variances ``rho^2``, in units of the
+            target's outcome variance (non-negative).
+        residual_lengthscale_factors: The residual's lengthscales relative to the
+            meta-task's own (positive): the residual correlation is ``R_j`` raised
+            to the power ``1 / f^2`` elementwise (for an RBF kernel, the kernel at
+            lengthscales ``f`` times the task's; for other kernels a valid
+            correlation where ``1 / f^2`` is an integer).
+    """
+
+    scales: Sequence[float] | Tensor = DEFAULT_SCALES
+    residual_variances: Sequence[float] | Tensor = DEFAULT_RESIDUAL_VARIANCES
+    residual_lengthscale_factors: Sequence[float] | Tensor = (
+        DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS
+    )
+
+    def __post_init__(self) -> None:
+        # stored as tuples of floats: comparable, and the same on every device
+        for name, strict in (
+            ("scales", True),
+            ("residual_variances", False),
+            ("residual_lengthscale_factors", True),
+        ):
+            grid = _positive_grid(getattr(self, name), name, strict=strict)
+            object.__setattr__(self, name, tuple(grid.tolist()))
 
 
 class DefaultMetaTaskPosteriors(MetaTaskPosteriors):
@@ -240,14 +276,11 @@ class MetaTaskMixtureGP(Model):
             (``model.meta_tasks`` of an earlier model, or cm-BO's Stage 1 GPs).
         bounds: ``2 x d`` bounds of the input space, used to normalize inputs when
             ``meta_tasks`` are ``TaskData`` (default: the unit cube).
-        scales: The grid of scales ``a`` of a meta-task's standardized posterior.
-        residual_variances: The grid of residual variances ``rho^2`` (units of the
-            target's outcome variance).
-        residual_lengthscale_factors: The grid of the residual's lengthscales
-            relative to the meta-task's own: the residual correlation is ``R_j``
-            raised to the power ``1 / f^2`` elementwise (for an RBF kernel, the
-            kernel at lengthscales ``f`` times the task's; for other kernels a valid
-            correlation where ``1 / f^2`` is an integer).
+        grid: The grid of components (a :class:`ComponentGrid`: scales, residual
+            variances and residual lengthscale factors; default
+            ``ComponentGrid()``). (``scales``, ``residual_variances`` and
+            ``residual_lengthscale_factors``, its fields as keywords, are
+            deprecated.)
         noise_variance: The target's observation noise variance in units of its
             outcome variance, when ``train_Yvar`` is not given.
         max_components: How many of the heaviest components form the posterior.
@@ -267,6 +300,12 @@ class MetaTaskMixtureGP(Model):
         >>> next_model = MetaTaskMixtureGP(X, Y, meta_tasks=model.meta_tasks)
     """
 
+    #: Old keyword names the constructor still takes (deprecated), with what
+    #: replaces them.
+    renamed_arguments: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("scales", "residual_variances", "residual_lengthscale_factors"), "grid"
+    )
+
     def __init__(
         self,
         train_X: Tensor,
@@ -275,16 +314,15 @@ class MetaTaskMixtureGP(Model):
         *,
         meta_tasks: Sequence[TaskData] | MetaTaskPosteriors,
         bounds: Tensor | None = None,
-        scales: Sequence[float] | Tensor = DEFAULT_SCALES,
-        residual_variances: Sequence[float] | Tensor = DEFAULT_RESIDUAL_VARIANCES,
-        residual_lengthscale_factors: Sequence[float]
-        | Tensor = DEFAULT_RESIDUAL_LENGTHSCALE_FACTORS,
+        grid: ComponentGrid | None = None,
         noise_variance: float = DEFAULT_NOISE_VARIANCE,
         max_components: int = DEFAULT_MAX_COMPONENTS,
         average_task_prior: float = DEFAULT_AVERAGE_TASK_PRIOR,
         negative_scale_prior: float = DEFAULT_NEGATIVE_SCALE_PRIOR,
         target_alone_prior: float = DEFAULT_TARGET_ALONE_PRIOR,
+        **deprecated: Any,
     ) -> None:
+        grid = self._grid_argument(grid, deprecated)
         super().__init__()
         validate_training_data(train_X, train_Y, train_Yvar)
         if train_X.dim() != 2:
@@ -328,19 +366,16 @@ class MetaTaskMixtureGP(Model):
                     f"`{name}` must be a number in [0, 1) ({rest}), got {value!r}."
                 )
         like = {"dtype": train_X.dtype, "device": train_X.device}
+        self.grid = grid
         self._register(
-            "_scales", _positive_grid(scales, "scales", strict=True).to(**like)
+            "_scales", torch.tensor(grid.scales, dtype=torch.float64).to(**like)
         )
-        factors = _positive_grid(
-            residual_lengthscale_factors, "residual_lengthscale_factors", strict=True
-        )
+        factors = torch.tensor(grid.residual_lengthscale_factors, dtype=torch.float64)
         # an RBF correlation at lengthscales l * f is the correlation's power 1 / f^2
         self._register("_residual_powers", factors.pow(-2).to(**like))
         self._register(
             "_residual_variances",
-            _positive_grid(residual_variances, "residual_variances", strict=False).to(
-                **like
-            ),
+            torch.tensor(grid.residual_variances, dtype=torch.float64).to(**like),
         )
         self.noise_variance = float(noise_variance)
         self.max_components = max_components
@@ -371,6 +406,15 @@ class MetaTaskMixtureGP(Model):
             self._fit_components(train_X, y, noise)
 
     # ------------------------------------------------------------------ set-up
+    @staticmethod
+    def _grid_argument(
+        grid: ComponentGrid | None, given: dict[str, Any]
+    ) -> ComponentGrid:
+        r"""``grid``, or the grid its deprecated keywords in ``given`` fill."""
+        grid = options_argument("MetaTaskMixtureGP", "grid", grid, ComponentGrid, given)
+        renamed_keywords("MetaTaskMixtureGP", given, {})  # names any other keyword
+        return grid
+
     @staticmethod
     def _meta_task_posteriors(
         meta_tasks: Sequence[TaskData] | MetaTaskPosteriors,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import gpytorch
 import torch
@@ -19,6 +20,7 @@ from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
+from botorch_transfer._deprecation import renamed_keywords
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.frozen_source import FIT_MAX_POINTS, fit_subset_rows
@@ -37,6 +39,7 @@ from botorch_transfer.models.utils.assorted import (
 )
 from botorch_transfer.models.utils.caching import same_tensors
 from botorch_transfer.progress import fit_mll_with_progress
+from botorch_transfer.validation import check_integer
 
 #: How a pooled GP does its linear algebra (see ``PooledTransferGP``).
 INFERENCE_MODES = ("exact", "low_rank")
@@ -156,6 +159,23 @@ def source_fitted_kernel(
     return copy.deepcopy(gp.covar_module).requires_grad_(False)
 
 
+@dataclass(frozen=True)
+class LowRankInference:
+    r"""FITC inference for a pooled GP (see :mod:`~botorch_transfer.models.low_rank`):
+    ``num_inducing`` source points (farthest-point selected) and all target points
+    as inducing inputs, ``O((N + T) m^2)`` per fit step; exact when ``N <=
+    num_inducing``. ``inference="low_rank"`` is ``LowRankInference()``.
+
+    Args:
+        num_inducing: Source points used as inducing inputs (default 256).
+    """
+
+    num_inducing: int = DEFAULT_NUM_INDUCING
+
+    def __post_init__(self) -> None:
+        check_integer("num_inducing", self.num_inducing)
+
+
 class PooledTransferGP(SourceConditionedGP):
     r"""A source-conditioned GP over pooled ``[source; target]`` data: one prior
     mean, one kernel, and task-indexed noise (the Env-GP/Diff-GP family).
@@ -171,20 +191,46 @@ class PooledTransferGP(SourceConditionedGP):
 
     inference: str = "exact"
     num_inducing: int = DEFAULT_NUM_INDUCING
+    #: Old keyword names the constructor still takes (deprecated), with what
+    #: replaces them.
+    renamed_arguments: ClassVar[dict[str, str]] = {
+        **SourceConditionedGP.renamed_arguments,
+        "num_inducing": "inference",
+    }
 
-    def _set_inference(self, inference: str, num_inducing: int) -> None:
-        r"""Validate and store the ``inference``/``num_inducing`` arguments (called by
-        subclasses before ``__init__`` of the base)."""
-        if inference not in INFERENCE_MODES:
-            raise ValueError(
-                f"`inference` must be one of {INFERENCE_MODES}, got {inference!r}."
+    def _set_inference(
+        self, inference: str | LowRankInference, given: dict[str, Any]
+    ) -> None:
+        r"""Validate and store the ``inference`` argument, or the one its deprecated
+        ``num_inducing`` keyword in ``given`` (the constructor's ``**kwargs``) fills
+        (called by subclasses before ``__init__`` of the base)."""
+        if "num_inducing" in given:
+            num_inducing = given.pop("num_inducing")
+            if inference != "low_rank":
+                raise ValueError(
+                    "`num_inducing` (deprecated) applies to low-rank inference only: "
+                    f"pass `inference=LowRankInference(num_inducing=...)`, got "
+                    f"`inference={inference!r}`."
+                )
+            renamed_keywords(
+                type(self).__name__,
+                {"num_inducing": num_inducing},
+                {"num_inducing": "inference=LowRankInference(num_inducing=...)"},
+                stacklevel=4,
             )
-        if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
-            raise TypeError(f"`num_inducing` must be an int, got {num_inducing!r}.")
-        if num_inducing < 1:
-            raise ValueError(f"`num_inducing` must be positive, got {num_inducing}.")
-        self.inference = inference
-        self.num_inducing = num_inducing
+            inference = LowRankInference(num_inducing=num_inducing)
+        if inference == "low_rank":
+            inference = LowRankInference()
+        if isinstance(inference, LowRankInference):
+            self.inference = "low_rank"
+            self.num_inducing = inference.num_inducing
+        elif inference == "exact":
+            self.inference = "exact"
+        else:
+            raise ValueError(
+                f"`inference` must be one of {INFERENCE_MODES} or a LowRankInference, "
+                f"got {inference!r}."
+            )
 
     @property
     def low_rank(self) -> bool:

@@ -77,6 +77,7 @@ from botorch_transfer.models.randomized_nn_options import (
 )
 from botorch_transfer.models.utils.assorted import SingleOutputTargetMixin
 from botorch_transfer.validation import (
+    check_integer,
     check_query_inputs,
     validate_training_data,
     warn_if_below_standardize_floor,
@@ -256,14 +257,7 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
                 "`train_Yvar` must be None: the loss of eq. 10 has no per-point noise; "
                 "noise enters through `lambda_schedule`."
             )
-        if (
-            isinstance(num_members, bool)
-            or not isinstance(num_members, int)
-            or num_members < 1
-        ):
-            raise ValueError(
-                f"`num_members` must be a positive integer, got {num_members!r}."
-            )
+        check_integer("num_members", num_members)
         loss = "squared" if lfbo is None else "cross_entropy"
         regularizer = "parameter" if function_space is None else "function"
         if outcome_transform is DEFAULT:  # standardize what can be standardized

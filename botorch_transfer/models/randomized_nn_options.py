@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from botorch_transfer._deprecation import renamed_keywords
+from botorch_transfer.validation import check_integer, check_number
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
@@ -40,24 +41,6 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 LOSSES = ("squared", "cross_entropy")
 REGULARIZERS = ("parameter", "function")
 OPTIMIZERS = ("adam", "lbfgs")
-
-
-def _check_count(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "positive" if minimum > 0 else "non-negative"
-        raise ValueError(f"`{name}` must be a {kind} integer, got {value!r}.")
-
-
-def _check_scale(name: str, value: Any) -> None:
-    if not (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    ):
-        raise ValueError(
-            f"`{name}` must be a non-negative finite number, got {value!r}."
-        )
 
 
 @dataclass(frozen=True)
@@ -106,7 +89,7 @@ class NetworkOptions:
                 f"{sorted(ACTIVATIONS)}."
             )
         for name in ("input_scale", "weight_scale", "bias_scale"):
-            _check_scale(name, getattr(self, name))
+            check_number(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -134,9 +117,9 @@ class TrainingOptions:
                 f"Unknown `optimizer` {self.optimizer!r}; choose from "
                 f"{list(OPTIMIZERS)}."
             )
-        _check_count("num_steps", self.num_steps, 1)
+        check_integer("num_steps", self.num_steps, 1)
         if self.lr is not None:
-            _check_scale("lr", self.lr)
+            check_number("lr", self.lr)
 
 
 @dataclass(frozen=True)
@@ -187,7 +170,7 @@ class FunctionSpaceRegularizer:
     num_anchors: int = 64
 
     def __post_init__(self) -> None:
-        _check_count("num_anchors", self.num_anchors, 0)
+        check_integer("num_anchors", self.num_anchors, 0)
         anchors = self.anchors
         if anchors is not None and (
             not isinstance(anchors, Tensor) or anchors.dim() != 2

@@ -20,8 +20,8 @@ data at every fit.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -40,6 +40,7 @@ from torch.nn import ModuleList
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.utils.assorted import check_single_output
+from botorch_transfer.validation import check_integer, check_number
 
 
 def loo_ranking_losses(
@@ -125,6 +126,30 @@ def weighted_combination(
     return GPyTorchPosterior(MultivariateNormal(mean, covariance))
 
 
+@dataclass(frozen=True)
+class RankingOptions:
+    r"""How the ranking weights are drawn.
+
+    Args:
+        num_samples: Draws of the leave-one-out ranking losses (default 256).
+        pair_margin: If given, the ranking losses count only the pairs of target
+            observations whose difference exceeds ``pair_margin`` standard
+            deviations of the target noise of a difference
+            (:func:`distinguishable_pairs`): the order of two observations within
+            the noise says nothing about the models. ``None`` (default): every
+            pair, as RGPE.
+    """
+
+    num_samples: int = 256
+    pair_margin: float | None = None
+
+    def __post_init__(self) -> None:
+        check_integer("num_samples", self.num_samples)
+        if self.pair_margin is not None:
+            margin = check_number("pair_margin", self.pair_margin)
+            object.__setattr__(self, "pair_margin", margin)
+
+
 class RankWeightedCombination(Model, GP, FantasizeMixin):
     r"""Base class: GPs with outside knowledge and a target-only GP on the same
     target data, combined by RGPE's ranking weights (see the module docstring).
@@ -154,20 +179,8 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         self, num_samples: int = 256, seed: int = 0, pair_margin: float | None = None
     ) -> None:
         super().__init__()
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool):
-            raise TypeError(f"`num_samples` must be an int, got {num_samples!r}.")
-        if num_samples < 1:
-            raise ValueError(f"`num_samples` must be positive, got {num_samples}.")
-        if pair_margin is not None and not (
-            isinstance(pair_margin, (int, float))
-            and not isinstance(pair_margin, bool)
-            and math.isfinite(pair_margin)
-            and pair_margin >= 0
-        ):
-            raise ValueError(
-                f"`pair_margin` must be None or a finite number >= 0, got "
-                f"{pair_margin!r}."
-            )
+        ranking = RankingOptions(num_samples=num_samples, pair_margin=pair_margin)
+        num_samples, pair_margin = ranking.num_samples, ranking.pair_margin
         self.num_samples, self.seed, self.pair_margin = num_samples, seed, pair_margin
         self._weights: Tensor | None = None
 

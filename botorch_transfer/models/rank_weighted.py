@@ -65,10 +65,20 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 from torch.nn import ModuleList
 
+from botorch_transfer._deprecation import options_argument
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.delta import DeltaBOModel
-from botorch_transfer.models.rank_combination import RankWeightedCombination
+from botorch_transfer.models.rank_combination import (
+    RankingOptions,
+    RankWeightedCombination,
+)
 from botorch_transfer.models.source_gp import FittedSourceGP, fit_source_gp
+from botorch_transfer.models.source_options import (
+    AffineMap,
+    MarginalAffineMap,
+    SourceOptions,
+    resolved_source_map,
+)
 from botorch_transfer.models.source_posterior import outcome_affine
 from botorch_transfer.models.source_skill import (
     MIN_DISTINCT_INPUTS,
@@ -144,26 +154,29 @@ class RankWeightedTransferGP(RankWeightedCombination):
             per source task (each at its own inputs, sizes and units), each with
             its own transfer model.
         source_map: How the source enters the transfer model (see
-            :class:`DeltaBOModel`): ``"affine"`` (default: ``a`` and ``c`` fitted)
-            or ``"marginal-affine"`` (integrated out).
+            :class:`DeltaBOModel`): ``"affine"`` (default: ``a`` and ``c`` fitted;
+            or an :class:`~botorch_transfer.models.source_options.AffineMap`) or
+            ``"marginal-affine"`` (integrated out; or a
+            :class:`~botorch_transfer.models.source_options.MarginalAffineMap`).
         source_tolerance: Relative residual prior variance at which the cached
-            factor of the source posterior stops growing (``DeltaBOModel``'s
-            ``source_tolerance``; default ``1e-6``): the covariance it leaves out is
-            a millionth of the source GP's prior variance, far below its noise, and
-            a smaller factor makes each acquisition evaluation cheaper on large
-            sources. ``1e-10`` gives the factor of the exact posterior's numerical
-            rank.
+            factor of the source posterior stops growing (the ``tolerance`` of
+            ``DeltaBOModel``'s ``source_options``; default ``1e-6``): the
+            covariance it leaves out is a millionth of the source GP's prior
+            variance, far below its noise, and a smaller factor makes each
+            acquisition evaluation cheaper on large sources. ``1e-10`` gives the
+            factor of the exact posterior's numerical rank.
         min_source_skill: The source GP's leave-input-out ``R^2`` on its own data
             below which the source is taken to carry no structure and the transfer
             model gets weight 0 (default ``0.1``); ``None`` never does this. The
             skill is not measured with fewer than 10 distinct source inputs.
-        num_samples: Draws of the leave-one-out ranking losses.
+        ranking: How the ranking weights are drawn (a
+            :class:`~botorch_transfer.models.rank_combination.RankingOptions`:
+            the number of leave-one-out draws, and whether pairs of target
+            observations within the noise count; default ``RankingOptions()``,
+            RGPE's). (``num_samples`` and ``pair_margin``, its fields as keywords,
+            are deprecated.)
         seed: Seed of the draws (the weight is a deterministic function of the data
             and the hyperparameters).
-        pair_margin: If given, the ranking losses count only the pairs of target
-            observations that differ by more than ``pair_margin`` standard
-            deviations of the target noise of a difference; ``None`` (default):
-            every pair, as RGPE.
         task_column: The layout of Ax's transfer-learning queries (a
             :class:`~botorch_transfer.models.task_column.TaskColumn`): its extra
             columns are dropped from every ``X`` given to :meth:`posterior` and
@@ -212,9 +225,13 @@ class RankWeightedTransferGP(RankWeightedCombination):
     knowledge_model_name: ClassVar[str] = "transfer_models"
     #: Old keyword names the constructor still takes (deprecated), with the
     #: arguments that replace them.
-    renamed_arguments: ClassVar[dict[str, str]] = dict.fromkeys(
-        OLD_TASK_COLUMN_ARGUMENTS, "task_column"
-    )
+    renamed_arguments: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(OLD_TASK_COLUMN_ARGUMENTS, "task_column"),
+        **{
+            name: f"ranking=RankingOptions({name}=...)"
+            for name in ("num_samples", "pair_margin")
+        },
+    }
 
     def __init__(
         self,
@@ -225,17 +242,22 @@ class RankWeightedTransferGP(RankWeightedCombination):
         input_transform: InputTransform | None = None,
         *,
         source: TaskData | SingleTaskGP | Sequence[TaskData | SingleTaskGP],
-        source_map: str = "affine",
+        source_map: str | AffineMap | MarginalAffineMap = "affine",
         source_tolerance: float = 1e-6,
         min_source_skill: float | None = 0.1,
-        num_samples: int = 256,
+        ranking: RankingOptions | None = None,
         seed: int = 0,
-        pair_margin: float | None = None,
         task_column: TaskColumn | None = None,
         **deprecated: Any,
     ) -> None:
+        ranking = self._ranking_argument(ranking, deprecated)
         task_column = task_column_argument(type(self).__name__, task_column, deprecated)
-        super().__init__(num_samples=num_samples, seed=seed, pair_margin=pair_margin)
+        super().__init__(
+            num_samples=ranking.num_samples,
+            seed=seed,
+            pair_margin=ranking.pair_margin,
+        )
+        source_map = resolved_source_map(source_map, ("affine", "marginal-affine"))
         self._check_train_X(train_X, None)
         if outcome_transform is DEFAULT:
             outcome_transform = Standardize(m=1)
@@ -294,7 +316,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
                         outputscale_prior=GammaPrior(2.0, 4.0),
                     ).to(train_X),
                     source_map=source_map,
-                    source_tolerance=source_tolerance,
+                    source_options=SourceOptions(tolerance=source_tolerance),
                     task_column=task_column,
                 )
                 for source_gp in source_gps
@@ -305,6 +327,15 @@ class RankWeightedTransferGP(RankWeightedCombination):
             train_Yvar,
             outcome_transform=None if empty else copy.deepcopy(outcome_transform),
             input_transform=copy.deepcopy(input_transform),
+        )
+
+    @staticmethod
+    def _ranking_argument(
+        ranking: RankingOptions | None, given: dict[str, Any]
+    ) -> RankingOptions:
+        r"""``ranking``, or the options its deprecated keywords in ``given`` fill."""
+        return options_argument(
+            "RankWeightedTransferGP", "ranking", ranking, RankingOptions, given
         )
 
     @staticmethod

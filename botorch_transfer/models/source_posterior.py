@@ -36,10 +36,8 @@ consumer model's (outcome-transformed) space by an affine map set with
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 import gpytorch
 import torch
@@ -58,6 +56,7 @@ from botorch_transfer.models.utils.caching import (
     state_key,
 )
 from botorch_transfer.progress import progress_bar
+from botorch_transfer.validation import check_number
 
 #: Smallest per-point noise variance used when conditioning (noise-free data).
 MIN_SOURCE_NOISE = 1e-10
@@ -687,19 +686,9 @@ class MarginalAffineSourcePosterior(SourcePosterior):
     ) -> None:
         super().__init__()
         self.source = source
-        self.scale_sd = self.checked_sd("scale_sd", scale_sd)
-        self.offset_sd = self.checked_sd("offset_sd", offset_sd)
+        self.scale_sd = check_number("scale_sd", scale_sd)
+        self.offset_sd = check_number("offset_sd", offset_sd)
         self.to(source.output_scale)
-
-    @staticmethod
-    def checked_sd(name: str, value: Any) -> float:
-        r"""``value`` as a float, or a ``ValueError`` naming ``name`` unless it is a
-        finite number ``>= 0``."""
-        if isinstance(value, bool) or not (
-            isinstance(value, (int, float)) and 0 <= value < math.inf
-        ):
-            raise ValueError(f"`{name}` must be a finite float >= 0, got {value!r}.")
-        return float(value)
 
     def _mean(self, X: Tensor) -> Tensor:
         return self.source.mean(X)

@@ -26,6 +26,7 @@ from botorch_transfer import (
     TaskData,
     build_cluster_prior,
 )
+from botorch_transfer.models import IdentityMap
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.utils.assorted import default_transfer_kernel
 from botorch_transfer.validation import OutcomeScaleWarning
@@ -215,7 +216,6 @@ def test_posterior_keeps_the_gp_covariance_object(monkeypatch):
         Y,
         torch.full_like(Y, TARGET_NOISE),
         source=source,
-        residual_covariance="full",
     )
     seen = []
     combine = model._combine_posterior
@@ -292,7 +292,8 @@ def test_likelihoods_that_cannot_carry_the_noise_are_rejected():
             Y,
             source=source,
             likelihood=GaussianLikelihood(),
-            residual_covariance="diagonal",  # per-point source variance as noise
+            # per-point source variance as noise
+            source_map=IdentityMap(residual_covariance="diagonal"),
         )
     with pytest.raises(
         TypeError,

@@ -23,6 +23,7 @@ from botorch_transfer import (
     TaskData,
     build_cluster_prior,
 )
+from botorch_transfer.models import IdentityMap, LowRankInference
 from botorch_transfer.models.source_posterior import SourcePosterior
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
 from tests.pretraining.test_objectives import make_prior
@@ -59,7 +60,11 @@ def cmbo_prior():
 def build(kind, X, Y, source, **kwargs):
     if kind == "deltabo":  # the paper's diagonal residual noise
         return DeltaBOModel(
-            X, Y, source=source, residual_covariance="diagonal", **kwargs
+            X,
+            Y,
+            source=source,
+            source_map=IdentityMap(residual_covariance="diagonal"),
+            **kwargs,
         )
     if kind == "deltabo-full":  # the default
         return DeltaBOModel(X, Y, source=source, **kwargs)
@@ -77,7 +82,7 @@ def build(kind, X, Y, source, **kwargs):
         kwargs.pop("outcome_transform", None)
         return PretrainedPriorGP(X, Y, prior=make_prior(), **kwargs)
     if kind.endswith("-low-rank"):  # FITC with fewer inducing inputs than sources
-        kwargs.update(inference="low_rank", num_inducing=12)
+        kwargs.update(inference=LowRankInference(num_inducing=12))
     model_class = EnvGP if kind.startswith("envgp") else DiffGP
     return model_class(X, Y, source=source, **kwargs)
 

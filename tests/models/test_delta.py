@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 from botorch.exceptions.errors import UnsupportedError
@@ -13,9 +15,13 @@ from gpytorch.priors import NormalPrior
 
 from botorch_transfer import DeltaBOModel, TaskData
 from botorch_transfer.models import (
+    AffineMap,
     GPSourcePosterior,
+    IdentityMap,
+    MarginalAffineMap,
     MarginalAffineSourcePosterior,
     ModelSourcePosterior,
+    SourceOptions,
 )
 from botorch_transfer.validation import UntrainedSourceWarning
 from tests.models.reference import (
@@ -82,20 +88,31 @@ def ref_delta_kernel(A, B):
     return rbf(A, B, DELTA_LS, DELTA_OS)
 
 
-def make_model(source, X, Y, mode="diagonal", **kwargs):
+def make_model(
+    source, X, Y, mode="diagonal", source_map="identity", max_rank=1000, **kwargs
+):
+    r"""The model on the fixed source and delta kernels; ``mode`` is the identity
+    map's residual covariance (the paper's f = g + delta unless a test asks for
+    another map)."""
     kwargs.setdefault("train_Yvar", torch.full_like(Y, TARGET_NOISE))
-    # the paper's f = g + delta unless a test asks for another map
-    kwargs.setdefault("source_map", "identity")
+    if source_map == "identity":
+        source_map = IdentityMap(residual_covariance=mode)
     return DeltaBOModel(
         X,
         Y,
         source=source,
-        source_covar_module=source_kernel().to(X),
         covar_module=delta_kernel().to(X),
-        residual_covariance=mode,
-        fit_source=False,
+        source_map=source_map,
+        source_options=SourceOptions(
+            covar_module=source_kernel().to(X), fit=False, max_rank=max_rank
+        ),
         **kwargs,
     )
+
+
+#: The map a test of both residual covariances gives: the paper's identity map
+#: under the diagonal one, the default (marginal-affine) under the full one.
+MAP_OF_MODE = {"diagonal": IdentityMap(residual_covariance="diagonal"), "full": None}
 
 
 def assert_posterior_matches(model, ref_mean, ref_cov, X_test):
@@ -455,7 +472,7 @@ def test_low_rank_source_is_close_to_exact_and_cheaper():
     X, Y = make_target()
     exact = make_model(source, X, Y)
     with pytest.warns(UserWarning, match="approximated with rank 150"):
-        approx = make_model(source, X, Y, source_max_rank=150)
+        approx = make_model(source, X, Y, max_rank=150)
     assert approx.source_posterior.rank == 150 < exact.source_posterior.rank == 400
     X_test = torch.rand(50, 1, 2, dtype=F64)
     err_mean = (
@@ -476,13 +493,13 @@ def test_low_rank_source_is_close_to_exact_and_cheaper():
 @pytest.mark.parametrize("mode", ["diagonal", "full"])
 def test_batched_training_data_fits_one_model_per_batch(mode):
     X, Y = make_target(batch=(2,), n=10)
-    model = DeltaBOModel(X, Y, source=make_source(), residual_covariance=mode)
+    model = DeltaBOModel(X, Y, source=make_source(), source_map=MAP_OF_MODE[mode])
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     assert model.delta_covar_module.outputscale.shape == (2,)
     # batch b of the model equals a model fitted on batch b's data with those
     # hyperparameters
     single = DeltaBOModel(
-        X[1], Y[1], source=model.frozen_source(), residual_covariance=mode
+        X[1], Y[1], source=model.frozen_source(), source_map=MAP_OF_MODE[mode]
     )
     single.delta_covar_module.outputscale = model.delta_covar_module.outputscale[
         1
@@ -597,7 +614,7 @@ def test_fantasize_uses_target_noise_and_source_mean():
 def test_fit_touches_only_delta_kernel_and_target_noise(mode, noise):
     source = make_source()
     X, Y = make_target(n=12)
-    model = DeltaBOModel(X, Y, source=source, residual_covariance=mode)
+    model = DeltaBOModel(X, Y, source=source, source_map=MAP_OF_MODE[mode])
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     assert trainable == {
         noise,
@@ -699,14 +716,13 @@ def test_construct_inputs_builds_the_model():
         outcome_names=["y"],
     )
     inputs = DeltaBOModel.construct_inputs(
-        dataset, source=source, residual_covariance="full"
+        dataset, source=source, source_map=MarginalAffineMap()
     )
-    assert inputs["source"] is source and inputs["residual_covariance"] == "full"
+    assert inputs["source"] is source and inputs["source_map"] == MarginalAffineMap()
     model = DeltaBOModel(
         **inputs,
-        source_covar_module=source_kernel(),
+        source_options=SourceOptions(covar_module=source_kernel(), fit=False),
         covar_module=delta_kernel(),
-        fit_source=False,
     )
     direct = make_model(source, X, Y, mode="full", source_map=None)  # the default
     X_test = torch.rand(3, 2, dtype=F64)
@@ -756,7 +772,7 @@ def test_bad_inputs_are_rejected_clearly():
     with pytest.raises(ValueError, match="`train_X` contains NaN"):
         DeltaBOModel(X * float("nan"), Y, source=source)
     with pytest.raises(ValueError, match="`residual_covariance` must be one of"):
-        DeltaBOModel(X, Y, source=source, residual_covariance="dense")
+        IdentityMap(residual_covariance="dense")
     with pytest.raises(TypeError, match="one affine outcome transform"):
         DeltaBOModel(X, Y, source=source, outcome_transform=Log())
     with pytest.raises(ValueError, match="`source` must contain at least one"):
@@ -829,17 +845,15 @@ def test_affine_source_map_matches_scaled_reference():
     assert_frozen_source_matches(model, ref_mean, ref_cov)
 
 
-def fitted_affine_model(source, X, Y, **kwargs):
-    r"""``source_map="affine"`` on the fixed source kernel, fitted (noise 1e-4)."""
+def fitted_affine_model(source, X, Y, scale_prior=None):
+    r"""``AffineMap`` on the fixed source kernel, fitted (noise 1e-4)."""
     model = DeltaBOModel(
         X,
         Y,
         train_Yvar=torch.full_like(Y, 1e-4),
         source=source,
-        source_covar_module=source_kernel().to(X),
-        source_map="affine",
-        fit_source=False,
-        **kwargs,
+        source_map=AffineMap(scale_prior=scale_prior),
+        source_options=SourceOptions(covar_module=source_kernel().to(X), fit=False),
     )
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     return model
@@ -853,20 +867,22 @@ def test_affine_source_map_is_fitted_and_finds_the_scale():
     gen = torch.Generator().manual_seed(3)
     X = torch.rand(25, 2, generator=gen, dtype=F64)
     Y = -2 * g(X) + 1 + 0.01 * torch.randn(25, 1, generator=gen, dtype=F64)
-    model = fitted_affine_model(source, X, Y, source_scale_prior=NormalPrior(1.0, 1e3))
+    model = fitted_affine_model(source, X, Y, scale_prior=NormalPrior(1.0, 1e3))
     assert abs(model.source_scale.item() + 2) < 0.2
     assert abs(model.source_offset.item() - 1) < 0.3
     names = {n for n, p in model.named_parameters() if p.requires_grad}
     assert {"source_scale", "source_offset"} <= names
 
 
-def test_affine_source_map_needs_the_full_residual_covariance():
+def test_source_map_is_a_map_or_its_name():
     source = make_source()
     X, Y = make_target()
-    with pytest.raises(ValueError, match="source_map='affine'.*residual_covariance"):
-        make_model(source, X, Y, mode="diagonal", source_map="affine")
     with pytest.raises(ValueError, match="`source_map` must be one of"):
-        make_model(source, X, Y, mode="full", source_map="scaled")
+        make_model(source, X, Y, source_map="scaled")
+    with pytest.raises(TypeError, match="`source_map` must be a name"):
+        make_model(source, X, Y, source_map=SourceOptions())
+    with pytest.raises(TypeError, match="`scale_prior` must be a GPyTorch Prior"):
+        AffineMap(scale_prior=0.5)
 
 
 def test_affine_source_scale_prior_keeps_two_points_from_fixing_the_map():
@@ -881,14 +897,14 @@ def test_affine_source_scale_prior_keeps_two_points_from_fixing_the_map():
     assert [name for name, *_ in model.named_priors()].count("source_scale_prior") == 1
     assert abs(model.source_scale.item() - 1) < 0.5
     # effectively no prior
-    flat = fitted_affine_model(source, X, Y, source_scale_prior=NormalPrior(1.0, 1e3))
+    flat = fitted_affine_model(source, X, Y, scale_prior=NormalPrior(1.0, 1e3))
     assert abs(flat.source_scale.item() - 1) > abs(model.source_scale.item() - 1)
 
 
 # --------------------------------------------------- marginal affine source map
 
 
-@pytest.mark.parametrize("sds", [{}, {"source_scale_sd": 0.8, "source_offset_sd": 0.3}])
+@pytest.mark.parametrize("sds", [{}, {"scale_sd": 0.8, "offset_sd": 0.3}])
 def test_marginal_affine_source_map_matches_explicit_basis_reference(sds):
     r"""``f = a g + c + delta`` with ``a ~ N(1, s_a^2)``, ``c ~ N(0, s_c^2)`` integrated
     out is a GP with the explicit basis ``(mu_g, 1)`` and coefficient prior ``N((1,
@@ -896,9 +912,9 @@ def test_marginal_affine_source_map_matches_explicit_basis_reference(sds):
     R&W eqs. 2.41-2.42 (another route than the model's kernel)."""
     source = make_source()
     X, Y = make_target()
-    model = make_model(source, X, Y, mode="full", source_map="marginal-affine", **sds)
-    s_a = sds.get("source_scale_sd", 0.5)
-    s_c = sds.get("source_offset_sd", 1.0)
+    model = make_model(source, X, Y, source_map=MarginalAffineMap(**sds))
+    s_a = sds.get("scale_sd", 0.5)
+    s_c = sds.get("offset_sd", 1.0)
     mu_g, cov_g = ref_source(source)
     ref_mean, ref_cov = explicit_basis_posterior(
         lambda A, B: (1 + s_a**2) * cov_g(A, B) + ref_delta_kernel(A, B),
@@ -931,35 +947,16 @@ def test_marginal_affine_prior_joint_covariance_equals_its_blocks():
     joint = prior.joint_covariance(fixed, X)
     reference = prior.covariance(torch.cat([fixed.expand(3, 6, 2), X], dim=-2))
     torch.testing.assert_close(joint, reference, rtol=RTOL, atol=ATOL)
-    with pytest.raises(ValueError, match="`scale_sd` must be a finite float >= 0"):
+    with pytest.raises(ValueError, match="`scale_sd` must be a finite number >= 0"):
         MarginalAffineSourcePosterior(prior.source, scale_sd=-1.0, offset_sd=0.4)
 
 
 def test_marginal_affine_arguments_are_checked():
-    source = make_source()
-    X, Y = make_target()
-    with pytest.raises(ValueError, match="'marginal-affine'.*residual_covariance"):
-        make_model(source, X, Y, mode="diagonal", source_map="marginal-affine")
-    with pytest.raises(ValueError, match="`source_scale_sd` and `source_offset_sd`"):
-        make_model(source, X, Y, mode="full", source_map="affine", source_scale_sd=1.0)
-    with pytest.raises(ValueError, match="`source_scale_prior` applies to"):
-        make_model(
-            source,
-            X,
-            Y,
-            mode="full",
-            source_map="marginal-affine",
-            source_scale_prior=NormalPrior(1.0, 0.5),
-        )
-    with pytest.raises(ValueError, match="`source_offset_sd` must be a finite float"):
-        make_model(
-            source,
-            X,
-            Y,
-            mode="full",
-            source_map="marginal-affine",
-            source_offset_sd=float("inf"),
-        )
+    with pytest.raises(ValueError, match="`offset_sd` must be a finite number >= 0"):
+        MarginalAffineMap(offset_sd=float("inf"))
+    with pytest.raises(ValueError, match="`scale_sd` must be a finite number >= 0"):
+        MarginalAffineMap(scale_sd=-0.1)
+    assert MarginalAffineMap(scale_sd=1).scale_sd == 1.0
 
 
 def test_default_source_map_is_marginal_affine_with_the_full_residual():
@@ -967,8 +964,9 @@ def test_default_source_map_is_marginal_affine_with_the_full_residual():
     # stays the default of the paper's diagonal residual, and one argument away
     source = make_source()
     X, Y = make_target()
-    default = make_model(source, X, Y, mode="full", source_map=None)
-    assert default.source_map == "marginal-affine"
+    default = make_model(source, X, Y, source_map=None)
+    assert default.source_map == MarginalAffineMap()
+    assert default.residual_covariance == "full"
     explicit = make_model(source, X, Y, mode="full", source_map="marginal-affine")
     X_test = torch.rand(4, 2, dtype=F64)
     for a, b in (
@@ -978,12 +976,10 @@ def test_default_source_map_is_marginal_affine_with_the_full_residual():
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     # the source's scale and offset are integrated out: wider than the identity map
     identity = make_model(source, X, Y, mode="full")
-    assert identity.source_map == "identity"
+    assert identity.source_map == IdentityMap(residual_covariance="full")
     assert (
         default.posterior(X_test).variance > identity.posterior(X_test).variance
     ).all()
-    paper = make_model(source, X, Y, mode="diagonal", source_map=None)
-    assert paper.source_map == "identity"
 
 
 def test_marginal_affine_leaves_a_source_optimum_the_target_contradicts():
@@ -1028,19 +1024,24 @@ def test_marginal_affine_leaves_a_source_optimum_the_target_contradicts():
 
 
 @pytest.mark.parametrize(
-    "option, value",
+    "option, value, error",
     [
-        ("source_tolerance", -1.0),
-        ("source_tolerance", float("nan")),
-        ("source_tolerance", 1.5),
-        ("source_max_rank", 0),
-        ("source_max_rank", 2.5),
+        ("tolerance", -1.0, ValueError),
+        ("tolerance", float("nan"), ValueError),
+        ("tolerance", 1.5, ValueError),
+        ("tolerance", 1.0, ValueError),
+        ("max_rank", 0, ValueError),
+        ("max_rank", 2.5, TypeError),
+        ("fit", 1, TypeError),
+        ("covar_module", "rbf", TypeError),
     ],
 )
-def test_source_factor_options_are_checked(option, value):
+def test_source_options_are_checked(option, value, error):
+    with pytest.raises(error, match=f"`{option}` must be"):
+        SourceOptions(**{option: value})
     X, Y = make_target()
-    with pytest.raises(ValueError, match=f"`{option}` must be"):
-        DeltaBOModel(X, Y, source=make_source(), **{option: value})
+    with pytest.raises(TypeError, match="`source_options` must be a SourceOptions"):
+        DeltaBOModel(X, Y, source=make_source(), source_options={option: value})
 
 
 def test_delta_covar_module_is_a_deprecated_alias_of_covar_module():
@@ -1048,8 +1049,7 @@ def test_delta_covar_module_is_a_deprecated_alias_of_covar_module():
     kwargs = dict(
         source=source,
         train_Yvar=torch.full_like(Y, TARGET_NOISE),
-        source_covar_module=source_kernel(),
-        fit_source=False,
+        source_options=SourceOptions(covar_module=source_kernel(), fit=False),
     )
     kernel = delta_kernel()
     with pytest.warns(DeprecationWarning, match="`delta_covar_module`.*`covar_module`"):
@@ -1069,3 +1069,87 @@ def test_delta_covar_module_is_a_deprecated_alias_of_covar_module():
             delta_covar_module=delta_kernel(),
             **kwargs,
         )
+
+
+WIDE_SCALE_PRIOR = NormalPrior(1.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (
+            dict(residual_covariance="diagonal"),
+            dict(source_map=IdentityMap(residual_covariance="diagonal")),
+        ),
+        (dict(residual_covariance="full"), dict(source_map=MarginalAffineMap())),
+        (
+            dict(source_map="identity", residual_covariance="full"),
+            dict(source_map=IdentityMap()),
+        ),
+        (
+            dict(
+                source_map="marginal-affine", source_scale_sd=0.8, source_offset_sd=0.3
+            ),
+            dict(source_map=MarginalAffineMap(scale_sd=0.8, offset_sd=0.3)),
+        ),
+        (
+            dict(source_map="affine", source_scale_prior=WIDE_SCALE_PRIOR),
+            dict(source_map=AffineMap(scale_prior=WIDE_SCALE_PRIOR)),
+        ),
+        (
+            dict(source_max_rank=150, source_tolerance=1e-8, fit_source=False),
+            dict(source_options=SourceOptions(max_rank=150, tolerance=1e-8, fit=False)),
+        ),
+    ],
+)
+def test_old_source_keywords_warn_and_build_the_same_model(old, new):
+    source, (X, Y) = make_source(n=200, seed=5), make_target()
+    common = dict(train_Yvar=torch.full_like(Y, TARGET_NOISE), source=source)
+    torch.manual_seed(0)
+    with pytest.warns(DeprecationWarning) as caught:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # a low-rank factor's note
+            old_model = DeltaBOModel(X, Y, **common, **old)
+    # each old keyword once, at the caller's line
+    assert len(caught) == len(old) - ("source_map" in old)
+    assert {w.filename for w in caught} == {__file__}
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        new_model = DeltaBOModel(X, Y, **common, **new)
+    assert old_model.source_map == new_model.source_map
+    assert old_model.source_options == new_model.source_options
+    X_test = torch.rand(4, 2, dtype=F64)
+    old_post, new_post = old_model.posterior(X_test), new_model.posterior(X_test)
+    torch.testing.assert_close(old_post.mean, new_post.mean, rtol=0, atol=0)
+    torch.testing.assert_close(
+        old_post.distribution.covariance_matrix,
+        new_post.distribution.covariance_matrix,
+        rtol=0,
+        atol=0,
+    )
+
+
+def test_old_source_keywords_that_contradict_the_map_are_errors():
+    source, (X, Y) = make_source(), make_target()
+
+    def build(**kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            DeltaBOModel(X, Y, source=source, **kwargs)
+
+    with pytest.raises(ValueError, match="source_map='affine'.*residual_covariance"):
+        build(source_map="affine", residual_covariance="diagonal")
+    with pytest.raises(ValueError, match="'marginal-affine'.*residual_covariance"):
+        build(source_map=MarginalAffineMap(), residual_covariance="diagonal")
+    with pytest.raises(ValueError, match="`residual_covariance` must be one of"):
+        build(residual_covariance="dense")
+    with pytest.raises(ValueError, match="`source_scale_sd` and `source_offset_sd`"):
+        build(source_map="affine", source_scale_sd=1.0)
+    with pytest.raises(ValueError, match="`source_scale_prior` applies to"):
+        build(source_map="marginal-affine", source_scale_prior=NormalPrior(1.0, 0.5))
+    with pytest.raises(ValueError, match="in `source_options`, not beside it"):
+        build(source_options=SourceOptions(), source_max_rank=10)
+    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+        build(source_rank=10)

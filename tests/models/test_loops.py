@@ -18,6 +18,7 @@ from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import DeltaBOModel, DiffGP, EnvGP, TaskData, beta_t
+from botorch_transfer.models import LowRankInference
 
 F64 = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)
@@ -61,7 +62,9 @@ def build(kind, X, Y, source_data, source_model):
     if kind == "deltabo":  # the fitted source model is used as is
         return DeltaBOModel(X, Y, source=source_model, train_Yvar=Yvar)
     cls = EnvGP if kind.startswith("envgp") else DiffGP
-    options = dict(inference="low_rank", num_inducing=20) if kind in LOW_RANK else {}
+    options = (
+        dict(inference=LowRankInference(num_inducing=20)) if kind in LOW_RANK else {}
+    )
     return cls(X, Y, source=source_data, train_Yvar=Yvar, **options)
 
 

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -7,7 +9,11 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.operators import DiagLinearOperator
 
 from botorch_transfer import DiffGP, EnvGP, TaskData
-from botorch_transfer.models import PooledTransferGP, source_fitted_kernel
+from botorch_transfer.models import (
+    LowRankInference,
+    PooledTransferGP,
+    source_fitted_kernel,
+)
 from botorch_transfer.models.low_rank import (
     NYSTROM_JITTER,
     FITCMultivariateNormal,
@@ -160,8 +166,7 @@ def test_a_frozen_kernel_is_factored_once_and_gives_the_same_fit(cls, monkeypatc
     source, (X, Y) = make_source(n=30), make_target()
     kwargs = dict(
         source=source,
-        inference="low_rank",
-        num_inducing=10,
+        inference=LowRankInference(num_inducing=10),
         input_transform=Normalize(2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]])),
         outcome_transform=Standardize(m=1),
     )
@@ -225,7 +230,7 @@ def test_low_rank_predictive_follows_hyperparameters_set_in_eval_mode(cls):
     # GPyTorch's setters write through ``.data`` (no version change): the kept FITC
     # weights must still notice
     source, (X, Y) = make_source(n=30), make_target()
-    model = cls(X, Y, source=source, inference="low_rank", num_inducing=10)
+    model = cls(X, Y, source=source, inference=LowRankInference(num_inducing=10))
     model.eval()
     X_test = torch.rand(3, 1, 2, dtype=F64)
     before = model.posterior(X_test).mean
@@ -233,7 +238,7 @@ def test_low_rank_predictive_follows_hyperparameters_set_in_eval_mode(cls):
         model.covar_module.base_kernel.lengthscale = torch.tensor([0.3, 0.9])
         model.covar_module.outputscale = 2.0
     model.train(), model.eval()  # DiffGP re-derives its correction here
-    rebuilt = cls(X, Y, source=source, inference="low_rank", num_inducing=10)
+    rebuilt = cls(X, Y, source=source, inference=LowRankInference(num_inducing=10))
     rebuilt.load_state_dict(model.state_dict())
     after = model.posterior(X_test).mean
     assert not torch.allclose(after, before)
@@ -274,7 +279,11 @@ def test_source_fitted_kernel_is_a_frozen_single_task_gp_kernel(device):
     # a model with it fits only the transfer parameters, and runs on the device
     X, Y = make_target(device=device)
     model = EnvGP(
-        X, Y, source=source, covar_module=kernel, inference="low_rank", num_inducing=8
+        X,
+        Y,
+        source=source,
+        covar_module=kernel,
+        inference=LowRankInference(num_inducing=8),
     )
     before = kernel.base_kernel.lengthscale.clone()
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
@@ -312,8 +321,7 @@ def test_low_rank_envgp_is_the_dense_fitc_posterior():
         mean_module=ZeroMean(),
         source_noise=0.05,
         source_map="identity",
-        inference="low_rank",
-        num_inducing=5,
+        inference=LowRankInference(num_inducing=5),
     )
     pooled_X = torch.cat([source.X, X])
     Z = torch.cat([source.X[model.source_inducing], X])
@@ -342,7 +350,7 @@ def test_low_rank_with_every_source_point_inducing_is_exact(cls, device):
         outcome_transform=Standardize(m=1),
     )
     exact = cls(X, Y, **kwargs)
-    low_rank = cls(X, Y, inference="low_rank", num_inducing=25, **kwargs)
+    low_rank = cls(X, Y, inference=LowRankInference(num_inducing=25), **kwargs)
     with torch.no_grad():
         exact.covar_module.base_kernel.lengthscale = torch.tensor([0.4, 0.6])
         exact.covar_module.outputscale = 1.7
@@ -377,7 +385,7 @@ def test_low_rank_with_every_source_point_inducing_is_exact(cls, device):
 def test_low_rank_fits_fantasizes_and_conditions(cls):
     source = make_source(n=60)
     X, Y = make_target()
-    model = cls(X, Y, source=source, inference="low_rank", num_inducing=12)
+    model = cls(X, Y, source=source, inference=LowRankInference(num_inducing=12))
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     X_new = torch.rand(2, 2, dtype=F64)
     Y_new = torch.randn(2, 1, dtype=F64)
@@ -386,8 +394,7 @@ def test_low_rank_fits_fantasizes_and_conditions(cls):
         torch.cat([X, X_new]),
         torch.cat([Y, Y_new]),
         source=source,
-        inference="low_rank",
-        num_inducing=12,
+        inference=LowRankInference(num_inducing=12),
     )
     rebuilt.load_state_dict(model.state_dict())
     X_test = torch.rand(5, 1, 2, dtype=F64)
@@ -416,7 +423,27 @@ def test_bad_inference_arguments(cls):
     source, (X, Y) = make_source(), make_target()
     with pytest.raises(ValueError, match="`inference` must be one of"):
         cls(X, Y, source=source, inference="sparse")
-    with pytest.raises(ValueError, match="`num_inducing` must be positive"):
-        cls(X, Y, source=source, inference="low_rank", num_inducing=0)
+    with pytest.raises(ValueError, match="`num_inducing` must be a positive int"):
+        LowRankInference(num_inducing=0)
     with pytest.raises(TypeError, match="`num_inducing` must be an int"):
-        cls(X, Y, source=source, inference="low_rank", num_inducing=2.5)
+        LowRankInference(num_inducing=2.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(ValueError, match="applies to low-rank inference only"):
+            cls(X, Y, source=source, num_inducing=12)
+        with pytest.raises(ValueError, match="applies to low-rank inference only"):
+            cls(X, Y, source=source, inference=LowRankInference(), num_inducing=12)
+
+
+@pytest.mark.parametrize("cls", [EnvGP, DiffGP])
+def test_num_inducing_keyword_warns_and_builds_the_same_model(cls):
+    source, (X, Y) = make_source(), make_target()
+    with pytest.warns(DeprecationWarning, match="`num_inducing` is deprecated") as w:
+        old = cls(X, Y, source=source, inference="low_rank", num_inducing=10)
+    assert {record.filename for record in w} == {__file__}
+    new = cls(X, Y, source=source, inference=LowRankInference(num_inducing=10))
+    assert old.num_inducing == new.num_inducing == 10 and old.low_rank
+    X_test = torch.rand(5, X.shape[-1], dtype=X.dtype)
+    old_post, new_post = old.posterior(X_test), new.posterior(X_test)
+    torch.testing.assert_close(old_post.mean, new_post.mean, rtol=0, atol=0)
+    torch.testing.assert_close(old_post.variance, new_post.variance, rtol=0, atol=0)

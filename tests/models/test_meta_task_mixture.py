@@ -4,6 +4,7 @@ and unlike the meta-tasks, a BO loop, bad input."""
 
 import functools
 import math
+import warnings
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ from botorch_transfer.models.meta_task_mixture import (
     DEFAULT_RESIDUAL_VARIANCES,
     DEFAULT_SCALES,
     DEFAULT_TARGET_ALONE_PRIOR,
+    ComponentGrid,
     fit_default_meta_task_gps,
 )
 from tests.clustering.reference import matern32x12, task_posterior
@@ -548,9 +550,15 @@ def test_bad_input_is_refused_with_the_argument_named():
     with pytest.raises(ValueError, match="`meta_tasks` are torch.float64"):
         MetaTaskMixtureGP(X.float(), Y.float(), meta_tasks=post)
     with pytest.raises(ValueError, match="`scales` must be a non-empty sequence"):
-        MetaTaskMixtureGP(X, Y, meta_tasks=post, scales=[1.0, 0.0])
+        ComponentGrid(scales=[1.0, 0.0])
     with pytest.raises(ValueError, match="`residual_variances` must be"):
-        MetaTaskMixtureGP(X, Y, meta_tasks=post, residual_variances=[-0.1])
+        ComponentGrid(residual_variances=[-0.1])
+    with pytest.raises(ValueError, match="`residual_lengthscale_factors` must be"):
+        ComponentGrid(residual_lengthscale_factors=[])
+    with pytest.raises(TypeError, match="`grid` must be a ComponentGrid"):
+        MetaTaskMixtureGP(X, Y, meta_tasks=post, grid=(1.0,))
+    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+        MetaTaskMixtureGP(X, Y, meta_tasks=post, scale=[1.0])
     with pytest.raises(ValueError, match="`noise_variance` must be a positive"):
         MetaTaskMixtureGP(X, Y, meta_tasks=post, noise_variance=0.0)
     with pytest.raises(ValueError, match="`max_components` must be a positive int"):
@@ -591,3 +599,26 @@ def test_outcomes_below_standardizes_floor_warn():
     X = torch.rand(6, 2, generator=torch.Generator().manual_seed(3), dtype=F64)
     with pytest.warns(OutcomeScaleWarning, match="below Standardize's floor"):
         MetaTaskMixtureGP(X, 1e-9 * family(X, 0.2), meta_tasks=meta_tasks())
+
+
+def test_old_grid_keywords_warn_and_build_the_same_mixture():
+    _, post = meta()
+    X, Y = target(4, lambda X: family(X, 0.0))
+    grid = dict(
+        scales=[0.5, 1.0, 2.0],
+        residual_variances=[0.1],
+        residual_lengthscale_factors=[1.0, 0.5],
+    )
+    with pytest.warns(DeprecationWarning) as caught:
+        old = MetaTaskMixtureGP(X, Y, meta_tasks=post, **grid)
+    assert len(caught) == 3 and {w.filename for w in caught} == {__file__}
+    new = MetaTaskMixtureGP(X, Y, meta_tasks=post, grid=ComponentGrid(**grid))
+    assert old.grid == new.grid
+    X_test = torch.rand(5, X.shape[-1], dtype=X.dtype)
+    old_post, new_post = old.posterior(X_test), new.posterior(X_test)
+    torch.testing.assert_close(old_post.mean, new_post.mean, rtol=0, atol=0)
+    torch.testing.assert_close(old_post.variance, new_post.variance, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="in `grid`, not beside it"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            MetaTaskMixtureGP(X, Y, meta_tasks=post, grid=ComponentGrid(), scales=[1.0])

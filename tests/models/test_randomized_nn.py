@@ -428,8 +428,8 @@ def test_same_seed_same_members_on_every_device(device):
             ValueError,
             "`train_Yvar` must be None",
         ),
-        (dict(num_members=0), ValueError, "`num_members` must be a positive integer"),
-        (dict(num_members=2.5), ValueError, "`num_members`"),
+        (dict(num_members=0), ValueError, "`num_members` must be a positive int"),
+        (dict(num_members=2.5), TypeError, "`num_members` must be an int"),
         (dict(loss="hinge"), ValueError, "Unknown `loss`"),
         (dict(regularizer="l1"), ValueError, "Unknown `regularizer`"),
         (

@@ -1,5 +1,6 @@
 import copy
 import itertools
+import warnings
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from gpytorch.kernels import MaternKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import RankWeightedTransferGP, TaskColumn, TaskData
+from botorch_transfer.models import RankingOptions
 from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_gp import fit_source_gp
@@ -111,7 +113,7 @@ def test_default_source_factor_leaves_out_less_than_its_tolerance():
         RankWeightedTransferGP(
             X, Y, Yvar, outcome_transform=None, source=gp, **tolerance
         ).transfer_model
-        for tolerance in ({"source_tolerance": 1e-10}, {})
+        for tolerance in ({"source_tolerance": 1e-10}, {})  # the exact factor
     )
     assert default.source_posterior.rank < exact.source_posterior.rank
     Xt = torch.rand(6, 2, generator=torch.Generator().manual_seed(3)).to(X)
@@ -232,7 +234,9 @@ def loo_draws(model, num_samples):
 
 def test_weight_is_the_ranking_evidence_of_the_loo_draws():
     source, X, Y = make_data(n=10)
-    model = fitted(RankWeightedTransferGP(X, Y, source=source, num_samples=64))
+    model = fitted(
+        RankWeightedTransferGP(X, Y, source=source, ranking=RankingOptions(64))
+    )
     losses = model.ranking_losses()
     assert losses.shape == (2, 64)
     # recomputed by hand from the closed-form LOO posteriors and the same draws
@@ -251,8 +255,7 @@ def test_a_pair_margin_counts_only_pairs_that_differ_beyond_the_noise():
             Y,
             train_Yvar=torch.full_like(Y, 0.05**2),
             source=source,
-            num_samples=64,
-            pair_margin=2.0,
+            ranking=RankingOptions(num_samples=64, pair_margin=2.0),
         )
     )
     # by hand: (j, k) counts when |y_j - y_k| > 2 sd of a difference, 2 sqrt(2) 0.05
@@ -279,14 +282,16 @@ def test_a_pair_margin_counts_only_pairs_that_differ_beyond_the_noise():
     assert model.transfer_weight == pytest.approx(float(w))
     # every pair of distinct observations is counted at margin 0, as by default
     noise = torch.full_like(Y, 0.05**2)
-    loose = RankWeightedTransferGP(X, Y, noise, source=source, pair_margin=0.0)
+    loose = RankWeightedTransferGP(
+        X, Y, noise, source=source, ranking=RankingOptions(pair_margin=0.0)
+    )
     loose.load_state_dict(model.state_dict())
     default = RankWeightedTransferGP(X, Y, noise, source=source)
     default.load_state_dict(model.state_dict())
     torch.testing.assert_close(loose.ranking_losses(), default.ranking_losses())
     for bad in (-1.0, float("nan"), "2", True):
         with pytest.raises(ValueError, match="`pair_margin`"):
-            RankWeightedTransferGP(X, Y, source=source, pair_margin=bad)
+            RankingOptions(pair_margin=bad)
 
 
 def test_related_source_gets_weight_and_a_scrambled_one_loses_it():
@@ -408,7 +413,9 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="`source`"):
         RankWeightedTransferGP(X[:, :1], Y, source=source)
     with pytest.raises(ValueError, match="`num_samples`"):
-        RankWeightedTransferGP(X, Y, source=source, num_samples=0)
+        RankWeightedTransferGP(
+            X, Y, source=source, ranking=RankingOptions(num_samples=0)
+        )
     with pytest.raises(TypeError, match="`outcome_transform`"):
         RankWeightedTransferGP(X, Y, source=source, outcome_transform=Normalize(1))
     with pytest.raises(ValueError, match="`min_source_skill`"):
@@ -541,7 +548,9 @@ def test_several_sources_posterior_is_rgpes_combination_of_every_part():
 def test_several_sources_weights_are_the_ranking_evidence_of_the_kept_models():
     sources, X, Y = several_sources()
     with pytest.warns(UninformativeSourceWarning):
-        model = fitted(RankWeightedTransferGP(X, Y, source=sources, num_samples=64))
+        model = fitted(
+            RankWeightedTransferGP(X, Y, source=sources, ranking=RankingOptions(64))
+        )
     # written out: the LOO draws of the kept transfer models and the target-only
     # GP, in that order from one generator, and RGPE's weights over them
     generator = torch.Generator().manual_seed(model.seed)
@@ -696,3 +705,31 @@ def test_with_no_target_point_what_needs_one_says_so():
     with pytest.warns(UninformativeSourceWarning):
         with pytest.raises(ValueError, match="`train_X` has no points and no source"):
             RankWeightedTransferGP(X[:0], Y[:0], source=scrambled)
+
+
+def test_old_ranking_keywords_warn_and_give_the_same_weights():
+    source, X, Y = make_data(n=10)
+    Yvar = torch.full_like(Y, 0.05**2)
+    new = fitted(
+        RankWeightedTransferGP(
+            X, Y, Yvar, source=source, ranking=RankingOptions(64, pair_margin=1.0)
+        )
+    )
+    with pytest.warns(DeprecationWarning) as caught:
+        old = RankWeightedTransferGP(
+            X, Y, Yvar, source=source, num_samples=64, pair_margin=1.0
+        )
+    assert [str(w.message).split("`")[1] for w in caught] == [
+        "num_samples",
+        "pair_margin",
+    ]
+    assert {w.filename for w in caught} == {__file__}
+    old.load_state_dict(new.state_dict())
+    torch.testing.assert_close(old.ranking_losses(), new.ranking_losses())
+    assert old.transfer_weight == new.transfer_weight
+    with pytest.raises(ValueError, match="in `ranking`, not beside it"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            RankWeightedTransferGP(
+                X, Y, source=source, ranking=RankingOptions(), num_samples=8
+            )

@@ -262,7 +262,7 @@ def test_bad_input_names_the_argument(prior):
         RankWeightedPriorGP(X[:0], Y[:0], prior=prior)
     with pytest.raises(TypeError, match="`prior` must be"):
         RankWeightedPriorGP(X, Y, prior=TaskData(X, Y))
-    with pytest.raises(ValueError, match="`num_samples` must be positive"):
+    with pytest.raises(ValueError, match="`num_samples` must be a positive int"):
         RankWeightedPriorGP(X, Y, prior=prior, num_samples=0)
     with pytest.raises(TypeError, match="`num_samples` must be an int"):
         RankWeightedPriorGP(X, Y, prior=prior, num_samples=2.0)
