@@ -398,7 +398,7 @@ def check_invertible_input_transform(
 __getattr__ = moved_names(
     __name__,
     {
-        name: "botorch_transfer.models.sources"
+        name: "botorch_transfer.models.utils.sources"
         for name in (
             "as_source_list",
             "check_source",

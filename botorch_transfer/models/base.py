@@ -44,10 +44,10 @@ task-indexed noise whose task index travels with the inputs. The meta-prior mode
 way, with their prior as the transfer input (``prior=``).
 
 Around the base class: Ax's task column on query inputs and its ``MultiTaskDataset``
-route in ``construct_inputs`` (:mod:`~botorch_transfer.models.task_column`), the split
-of that dataset into target and sources (:mod:`~botorch_transfer.models.datasets`),
-and the log densities and transfer fingerprints the guard scores with
-(:mod:`~botorch_transfer.models.guard_scoring`).
+route in ``construct_inputs`` (:mod:`~botorch_transfer.models.task_column`), the
+split of that dataset into target and sources
+(:mod:`~botorch_transfer.models.utils.datasets`), and the log densities and transfer
+fingerprints the guard scores with (:mod:`~botorch_transfer.models.utils.scoring`).
 """
 
 from __future__ import annotations
@@ -85,18 +85,9 @@ from torch.nn import Module
 
 from botorch_transfer._deprecation import moved_names
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.datasets import (
-    split_multitask_dataset as split_multitask_dataset,
-)
-from botorch_transfer.models.guard_scoring import (
-    TargetLogDensityMixin,
-    transfer_fingerprint,
-)
-from botorch_transfer.models.guard_scoring import same_fingerprint as same_fingerprint
 from botorch_transfer.models.likelihoods import (
     target_likelihood,
 )
-from botorch_transfer.models.sources import as_source_list
 from botorch_transfer.models.task_column import (
     OLD_TASK_COLUMN_ARGUMENTS,
     TaskColumn,
@@ -110,6 +101,15 @@ from botorch_transfer.models.utils.assorted import (
     check_single_output,
     fit_shared_outcome_affine,
 )
+from botorch_transfer.models.utils.datasets import (
+    split_multitask_dataset as split_multitask_dataset,
+)
+from botorch_transfer.models.utils.scoring import (
+    TargetLogDensityMixin,
+    transfer_fingerprint,
+)
+from botorch_transfer.models.utils.scoring import same_fingerprint as same_fingerprint
+from botorch_transfer.models.utils.sources import as_source_list
 from botorch_transfer.validation import (
     check_invertible_input_transform,
     learns_from_data,

@@ -48,9 +48,9 @@ from botorch_transfer.models.likelihoods import (
     TaskIndexedNoise,
     learned_noise,
 )
-from botorch_transfer.models.low_rank import fitc_predictive_weights, nystrom_root
 from botorch_transfer.models.pooled import LowRankInference, PooledTransferGP
 from botorch_transfer.models.task_column import TaskColumn
+from botorch_transfer.models.utils.low_rank import fitc_predictive_weights, nystrom_root
 
 # slots of the learned noise levels: sigma'^2 (sources without Yvar), sigma_a^2
 SOURCE, TARGET = 0, 1
@@ -99,7 +99,7 @@ class DiffGP(PooledTransferGP):
             of step 1 and the final GP, with ``num_inducing`` source points
             (farthest-point selected) and all target points as inducing inputs:
             ``O((N + T) m^2)``; exact when ``N <= num_inducing`` (see
-            :mod:`~botorch_transfer.models.low_rank`). (``num_inducing`` as a
+            :mod:`~botorch_transfer.models.utils.low_rank`). (``num_inducing`` as a
             keyword is deprecated.)
 
     Example:

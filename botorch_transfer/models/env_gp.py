@@ -101,7 +101,7 @@ class EnvGP(PooledTransferGP):
             (``"low_rank"``: its defaults): FITC inference with ``num_inducing``
             source points (farthest-point selected) and all target points as
             inducing inputs, ``O((N + T) m^2)`` per step; exact when ``N <=
-            num_inducing`` (see :mod:`~botorch_transfer.models.low_rank`).
+            num_inducing`` (see :mod:`~botorch_transfer.models.utils.low_rank`).
             (``num_inducing`` as a keyword is deprecated.)
 
     Example:

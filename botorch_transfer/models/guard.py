@@ -52,9 +52,9 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_transfer.models.base import SourceConditionedGP
-from botorch_transfer.models.guard_scoring import normal_log_density, same_fingerprint
-from botorch_transfer.models.loo import exact_loo_log_density, training_marginal
 from botorch_transfer.models.utils.assorted import SingleOutputTargetMixin
+from botorch_transfer.models.utils.loo import exact_loo_log_density, training_marginal
+from botorch_transfer.models.utils.scoring import normal_log_density, same_fingerprint
 
 
 def transfer_loo_log_density(model: SourceConditionedGP) -> Tensor:
@@ -88,7 +88,7 @@ def single_task_loo_log_density(model: SingleTaskGP) -> Tensor:
     With ``K`` the training covariance plus noise, ``r`` the centred targets and
     ``alpha = K^{-1} r``: point ``i``'s LOO predictive has mean ``y_i - alpha_i /
     [K^{-1}]_ii`` and variance ``1 / [K^{-1}]_ii`` (Rasmussen & Williams, eq. 5.12;
-    :func:`~botorch_transfer.models.loo.exact_loo_log_density`).
+    :func:`~botorch_transfer.models.utils.loo.exact_loo_log_density`).
 
     Args:
         model: A fitted ``SingleTaskGP`` (optionally with a ``Standardize`` outcome

@@ -25,19 +25,19 @@ from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.frozen_source import FIT_MAX_POINTS, fit_subset_rows
 from botorch_transfer.models.likelihoods import TaskIndexedGaussianLikelihood
-from botorch_transfer.models.low_rank import (
+from botorch_transfer.models.utils.assorted import (
+    default_transfer_kernel,
+    refuse_pathwise_sampling,
+)
+from botorch_transfer.models.utils.caching import same_tensors
+from botorch_transfer.models.utils.low_rank import (
     FITCMultivariateNormal,
     farthest_point_indices,
     fitc_covariance,
     fitc_predictive_weights,
     nystrom_root,
 )
-from botorch_transfer.models.sources import as_source_list
-from botorch_transfer.models.utils.assorted import (
-    default_transfer_kernel,
-    refuse_pathwise_sampling,
-)
-from botorch_transfer.models.utils.caching import same_tensors
+from botorch_transfer.models.utils.sources import as_source_list
 from botorch_transfer.progress import fit_mll_with_progress
 from botorch_transfer.validation import check_integer
 
@@ -161,10 +161,11 @@ def source_fitted_kernel(
 
 @dataclass(frozen=True)
 class LowRankInference:
-    r"""FITC inference for a pooled GP (see :mod:`~botorch_transfer.models.low_rank`):
-    ``num_inducing`` source points (farthest-point selected) and all target points
-    as inducing inputs, ``O((N + T) m^2)`` per fit step; exact when ``N <=
-    num_inducing``. ``inference="low_rank"`` is ``LowRankInference()``.
+    r"""FITC inference for a pooled GP (see
+    :mod:`~botorch_transfer.models.utils.low_rank`): ``num_inducing`` source points
+    (farthest-point selected) and all target points as inducing inputs, ``O((N +
+    T) m^2)`` per fit step; exact when ``N <= num_inducing``.
+    ``inference="low_rank"`` is ``LowRankInference()``.
 
     Args:
         num_inducing: Source points used as inducing inputs (default 256).
@@ -357,7 +358,7 @@ class PooledTransferGP(SourceConditionedGP):
         ``_row_affine``); the noise index otherwise only enters the likelihood.
 
         With ``inference="low_rank"`` the prior of the training points is the FITC
-        approximation (see :mod:`~botorch_transfer.models.low_rank`).
+        approximation (see :mod:`~botorch_transfer.models.utils.low_rank`).
         """
         if self.training:
             x = self.transform_inputs(x)

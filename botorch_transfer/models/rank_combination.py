@@ -20,7 +20,6 @@ data at every fit.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -37,93 +36,14 @@ from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 from torch.nn import ModuleList
 
-from botorch_transfer.models.loo import exact_loo_posterior
-from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.utils.assorted import check_single_output
+from botorch_transfer.models.utils.ranking import (
+    distinguishable_pairs,
+    loo_ranking_losses,
+    ranking_weights,
+    weighted_combination,
+)
 from botorch_transfer.validation import check_integer, check_number
-
-
-def loo_ranking_losses(
-    parts: Sequence[tuple[Model, Tensor]],
-    num_samples: int,
-    seed: int,
-    pairs: Tensor | None = None,
-) -> Tensor:
-    r"""Ranking losses of leave-one-out draws of exact GPs on the same target points.
-
-    Each model's closed-form leave-one-out posteriors at its training points
-    (:func:`~botorch_transfer.models.loo.exact_loo_posterior`) are drawn
-    ``num_samples`` times (one generator seeded with ``seed``, drawn on the CPU for
-    every model in turn, so that a seed gives the same losses on every device), and
-    each draw's misordered pairs of the observations are counted
-    (:func:`~botorch_transfer.models.rgpe.ranking_loss`).
-
-    Args:
-        parts: ``(model, y)`` pairs: an exact GP and its ``n`` observations in the
-            units of its training targets (for a residual model, the observations,
-            not the residuals).
-        num_samples: Draws per model.
-        seed: Seed of the draws.
-        pairs: Optional ``n x n`` booleans: the ordered pairs of observations
-            counted (default: all).
-
-    Returns:
-        ``len(parts) x num_samples`` losses.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for model, y in parts:
-        shift, variance, _ = exact_loo_posterior(model)
-        z = torch.randn(num_samples, y.shape[-1], generator=generator, dtype=y.dtype)
-        draws = (y - shift) + variance.sqrt() * z.to(y.device)
-        losses.append(ranking_loss(draws, y, pairs))
-    return torch.stack(losses)
-
-
-def distinguishable_pairs(y: Tensor, noise_variance: Tensor, margin: float) -> Tensor:
-    r"""The ordered pairs of observations whose order is more than noise: ``|y_j -
-    y_k| > margin * sqrt(noise_j + noise_k)``, ``margin`` standard deviations of
-    their difference.
-
-    Args:
-        y: ``n`` observations.
-        noise_variance: Their noise variances (``n``, or one for all), in the units
-            of ``y``.
-        margin: Standard deviations of the difference.
-
-    Returns:
-        ``n x n`` booleans (``False`` on the diagonal).
-    """
-    noise = noise_variance.expand_as(y)
-    gap = (y.unsqueeze(-1) - y.unsqueeze(-2)).abs()
-    return gap > margin * (noise.unsqueeze(-1) + noise.unsqueeze(-2)).sqrt()
-
-
-def weighted_combination(
-    parts: Sequence[GPyTorchPosterior], weights: Sequence[float]
-) -> GPyTorchPosterior:
-    r"""RGPE's combination of single-output posteriors over the same points: mean
-    ``sum_k w_k mu_k``, covariance ``sum_k w_k^2 Sigma_k`` (the weighted sum of
-    independent GPs). A part without weight adds nothing (not even a NaN).
-
-    The covariance stays a lazy sum of the parts' linear operators: nothing is
-    factorized here, and a sample or log density factorizes the sum with
-    linear_operator's jitter policy (``psd_safe_cholesky``), as for any BoTorch GP
-    posterior. A dense sum handed to ``torch.distributions`` is factorized at once
-    without jitter, which fails where the points crowd together."""
-    mean, covariance = None, None
-    for weight, part in zip(weights, parts, strict=True):
-        if weight == 0.0:
-            continue
-        part_mean = weight * part.mean.squeeze(-1)
-        part_covariance = part.distribution.lazy_covariance_matrix * weight**2
-        if mean is None:
-            mean, covariance = part_mean, part_covariance
-        else:
-            mean, covariance = mean + part_mean, covariance + part_covariance
-    if mean is None:
-        raise ValueError("`weights` must give at least one part a nonzero weight.")
-    return GPyTorchPosterior(MultivariateNormal(mean, covariance))
 
 
 @dataclass(frozen=True)
@@ -134,10 +54,10 @@ class RankingOptions:
         num_samples: Draws of the leave-one-out ranking losses (default 256).
         pair_margin: If given, the ranking losses count only the pairs of target
             observations whose difference exceeds ``pair_margin`` standard
-            deviations of the target noise of a difference
-            (:func:`distinguishable_pairs`): the order of two observations within
-            the noise says nothing about the models. ``None`` (default): every
-            pair, as RGPE.
+            deviations of the target noise of a difference (see
+            :func:`~botorch_transfer.models.utils.ranking.distinguishable_pairs`):
+            the order of two observations within the noise says nothing about the
+            models. ``None`` (default): every pair, as RGPE.
     """
 
     num_samples: int = 256
@@ -166,9 +86,8 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
             and the hyperparameters).
         pair_margin: If given, the ranking losses count only the pairs of target
             observations whose difference exceeds ``pair_margin`` standard
-            deviations of the target noise of a difference
-            (:func:`distinguishable_pairs`): the order of two observations within
-            the noise says nothing about the models. ``None``: every pair, as RGPE.
+            deviations of the target noise of a difference (see
+            :class:`RankingOptions`). ``None``: every pair, as RGPE.
     """
 
     #: The attribute under which the subclass registers its knowledge model (or a

@@ -26,8 +26,9 @@ noisy points decide is final, and nothing carries over from one iteration to the
 next.
 
 A source whose GP cannot predict its own observations at left-out inputs (its
-leave-input-out ``R^2``, :func:`~botorch_transfer.models.source_skill.source_skill`,
-below ``min_source_skill``) carries no structure to transfer: the transfer model
+leave-input-out ``R^2``,
+:func:`~botorch_transfer.models.utils.source_skill.source_skill`, below
+``min_source_skill``) carries no structure to transfer: the transfer model
 then gets weight 0 at every fit, and the model warns once
 (``UninformativeSourceWarning``). The ranking cannot see this from a few target
 points: a transfer model with its own fitted difference ranks them about as well
@@ -80,16 +81,16 @@ from botorch_transfer.models.source_options import (
     resolved_source_map,
 )
 from botorch_transfer.models.source_posterior import outcome_affine
-from botorch_transfer.models.source_skill import (
-    MIN_DISTINCT_INPUTS,
-    UninformativeSourceWarning,
-    source_skill,
-)
 from botorch_transfer.models.task_column import (
     OLD_TASK_COLUMN_ARGUMENTS,
     TaskColumn,
     construct_transfer_inputs,
     task_column_argument,
+)
+from botorch_transfer.models.utils.source_skill import (
+    MIN_DISTINCT_INPUTS,
+    UninformativeSourceWarning,
+    source_skill,
 )
 from botorch_transfer.progress import progress_bars
 
@@ -190,7 +191,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
         source_names: The sources' names, in order (``TaskData.name``, else
             ``"source i"``).
         source_skills: Per source name, its GP's leave-input-out ``R^2`` on its
-            own data (:func:`~botorch_transfer.models.source_skill.source_skill`;
+            own data (:func:`~botorch_transfer.models.utils.source_skill.source_skill`;
             NaN with fewer than 10 distinct source inputs).
         transfer_models: One transfer model per source, in order.
 

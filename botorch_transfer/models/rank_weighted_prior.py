@@ -38,9 +38,9 @@ from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
-from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.pretrained import PretrainedPriorGP
 from botorch_transfer.models.rank_combination import RankWeightedCombination
+from botorch_transfer.models.utils.loo import exact_loo_posterior
 from botorch_transfer.pretraining.mixture import PretrainedPriorMixture
 from botorch_transfer.pretraining.prior import PretrainedPrior
 

@@ -51,14 +51,15 @@ from torch.nn import Module, ModuleList
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.frozen_source import frozen_source_posterior
-from botorch_transfer.models.loo import exact_loo_posterior
 from botorch_transfer.models.source_posterior import SourceLike, SourcePosterior
-from botorch_transfer.models.sources import check_source, own_copy
 from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,
     refuse_pathwise_sampling,
 )
+from botorch_transfer.models.utils.loo import exact_loo_posterior
+from botorch_transfer.models.utils.ranking import ranking_loss, ranking_weights
+from botorch_transfer.models.utils.sources import check_source, own_copy
 from botorch_transfer.progress import progress_argument
 
 #: Fewest observations of a source ``TaskData`` (or source model) that RGPE
@@ -76,62 +77,6 @@ def _source_size(source: SourceLike) -> int | None:
     return (
         inputs.shape[-2] if isinstance(inputs, Tensor) and inputs.dim() >= 2 else None
     )
-
-
-def ranking_loss(samples: Tensor, y: Tensor, pairs: Tensor | None = None) -> Tensor:
-    r"""Misranked ordered pairs ``sum_{j,k} 1[(f_j < f_k) xor (y_j < y_k)]``.
-
-    Args:
-        samples: ``... x n`` function values at the target inputs.
-        y: ``... x n`` observations (broadcastable with ``samples``).
-        pairs: Optional ``n x n`` booleans: the ordered pairs ``(j, k)`` counted
-            (default: all).
-
-    Returns:
-        ``...`` loss counts.
-    """
-    f_less = samples.unsqueeze(-1) < samples.unsqueeze(-2)
-    y_less = y.unsqueeze(-1) < y.unsqueeze(-2)
-    misranked = f_less ^ y_less
-    if pairs is not None:
-        misranked = misranked & pairs
-    return misranked.sum(dim=(-1, -2))
-
-
-def ranking_weights(
-    losses: Tensor,
-    generator: torch.Generator | None = None,
-    excluded: Tensor | None = None,
-) -> Tensor:
-    r"""RGPE weights from loss samples, with weight dilution prevention.
-
-    Args:
-        losses: ``... x M x S`` losses of ``M`` models (the target model last) in
-            ``S`` draws.
-        generator: Breaks ties at random.
-        excluded: Optional ``M`` booleans: base models given weight 0 whatever
-            their losses (e.g. sources too small to rank anything).
-
-    Returns:
-        ``... x M`` weights: the fraction of draws in which each model has the
-        smallest loss, among the models not discarded (a base model is discarded
-        when its median loss exceeds the target model's 95th percentile, or when
-        ``excluded``).
-    """
-    losses = losses.to(torch.float64)  # exact for integer counts
-    target_q95 = torch.quantile(losses[..., -1, :], 0.95, dim=-1, keepdim=True)
-    median = torch.quantile(losses, 0.5, dim=-1)
-    discarded = median > target_q95
-    if excluded is not None:
-        discarded = discarded | excluded.to(discarded.device)
-    discarded[..., -1] = False  # the target model is never discarded
-    # losses are integers: a uniform offset below 1 breaks ties uniformly at random
-    jitter = torch.rand(losses.shape, generator=generator, dtype=losses.dtype)
-    jitter = jitter.to(losses.device)  # the generator lives on the CPU
-    jittered = (losses + 0.5 * jitter).masked_fill(discarded.unsqueeze(-1), torch.inf)
-    best = jittered.argmin(dim=-2)  # ... x S
-    counts = torch.nn.functional.one_hot(best, losses.shape[-2]).to(losses.dtype)
-    return counts.mean(dim=-2)
 
 
 class RGPE(SourceConditionedGP):
@@ -342,7 +287,7 @@ class RGPE(SourceConditionedGP):
         With ``K_y = K + Sigma_noise`` and ``a = K_y^-1 (y - m)``:
         ``mu_{-j} = y_j - a_j / [K_y^-1]_jj`` and
         ``sigma^2_{-j} = 1 / [K_y^-1]_jj - noise_j`` (the latent ``f``, not ``y``;
-        :func:`~botorch_transfer.models.loo.exact_loo_posterior`).
+        :func:`~botorch_transfer.models.utils.loo.exact_loo_posterior`).
 
         Returns:
             ``(mean, variance)``, each ``batch x n`` (model units).

@@ -37,8 +37,8 @@ from botorch_transfer.models.frozen_source import (
     fit_subset_rows,
 )
 from botorch_transfer.models.source_posterior import SourcePosterior
-from botorch_transfer.models.source_skill import source_skill
 from botorch_transfer.models.utils.caching import same_tensors
+from botorch_transfer.models.utils.source_skill import source_skill
 
 
 class FittedSourceGP(SingleTaskGP):
@@ -79,7 +79,7 @@ class FittedSourceGP(SingleTaskGP):
     @property
     def skill(self) -> float:
         r"""The GP's leave-input-out ``R^2`` on its own data
-        (:func:`~botorch_transfer.models.source_skill.source_skill`), kept."""
+        (:func:`~botorch_transfer.models.utils.source_skill.source_skill`), kept."""
         return self._kept("skill", lambda: source_skill(self))
 
     def as_source_posterior(

@@ -31,7 +31,7 @@ from botorch.models.transforms.input import (
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from torch import Tensor
 
-from botorch_transfer.models.datasets import split_multitask_dataset
+from botorch_transfer.models.utils.datasets import split_multitask_dataset
 
 #: The constructor arguments :class:`TaskColumn` replaces (deprecated).
 OLD_TASK_COLUMN_ARGUMENTS = (

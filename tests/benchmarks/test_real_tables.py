@@ -1,24 +1,8 @@
 import numpy as np
 import pytest
 
-from botorch_transfer.test_functions import real_tables
-from botorch_transfer.test_functions.real_tables import (
-    FAMILIES,
-    N_REPLICATES,
-    load_table,
-)
-
-
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_shipped_tables_cover_the_grid(family):
-    fam = FAMILIES[family]
-    for task in fam.tasks:
-        table = load_table(family, task)
-        assert table.shape == (fam.grid_size**fam.dim, N_REPLICATES)
-        assert np.isfinite(table).all()
-        assert (table >= 0).all() and (table <= 100).all()
-        # real replicate noise: rows are not constant across the grid
-        assert (np.ptp(table, axis=1) > 0).mean() > 0.2
+from benchmarks import real_tables
+from botorch_transfer.test_functions.real_tables import FAMILIES, load_table
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -43,8 +27,6 @@ def test_write_is_atomic_and_loadable(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["forest.npz"]
 
 
-def test_bad_names_are_refused():
-    with pytest.raises(ValueError, match="`family`"):
-        load_table("gbm", "wine")
+def test_an_unknown_task_is_refused_by_the_builder():
     with pytest.raises(ValueError, match="`task`"):
-        load_table("forest", "digit3")
+        real_tables.build_table("forest", "digit3")

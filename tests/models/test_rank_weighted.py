@@ -22,10 +22,10 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import RankWeightedTransferGP, TaskColumn, TaskData
 from botorch_transfer.models import RankingOptions
-from botorch_transfer.models.loo import exact_loo_posterior
-from botorch_transfer.models.rgpe import ranking_loss, ranking_weights
 from botorch_transfer.models.source_gp import fit_source_gp
-from botorch_transfer.models.source_skill import (
+from botorch_transfer.models.utils.loo import exact_loo_posterior
+from botorch_transfer.models.utils.ranking import ranking_loss, ranking_weights
+from botorch_transfer.models.utils.source_skill import (
     UninformativeSourceWarning,
     source_skill,
 )

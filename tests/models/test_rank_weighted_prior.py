@@ -22,7 +22,7 @@ from botorch_transfer.models.rank_weighted_prior import (
     PRIOR_MISFIT_MAX_RMS_Z,
     PriorMisfitWarning,
 )
-from botorch_transfer.models.rgpe import ranking_weights
+from botorch_transfer.models.utils.ranking import ranking_weights
 
 F64 = torch.float64
 

@@ -12,7 +12,7 @@ import botorch_transfer.models.frozen_source as frozen_source_module
 from botorch_transfer import RankWeightedTransferGP, TaskData
 from botorch_transfer.models.frozen_source import source_posterior_from_model
 from botorch_transfer.models.source_gp import FittedSourceGP, fit_source_gp
-from botorch_transfer.models.source_skill import source_skill
+from botorch_transfer.models.utils.source_skill import source_skill
 
 F64 = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)

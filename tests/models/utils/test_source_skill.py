@@ -10,7 +10,7 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_transfer.models.source_skill import MIN_DISTINCT_INPUTS, source_skill
+from botorch_transfer.models.utils.source_skill import MIN_DISTINCT_INPUTS, source_skill
 
 F64 = torch.float64
 

@@ -14,7 +14,7 @@ from botorch_transfer.models import (
     PooledTransferGP,
     source_fitted_kernel,
 )
-from botorch_transfer.models.low_rank import (
+from botorch_transfer.models.utils.low_rank import (
     NYSTROM_JITTER,
     FITCMultivariateNormal,
     farthest_point_indices,

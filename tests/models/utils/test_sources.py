@@ -10,7 +10,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import TaskData
 from botorch_transfer.models.frozen_source import source_posterior_from_model
-from botorch_transfer.models.sources import as_source_list
+from botorch_transfer.models.utils.sources import as_source_list
 from botorch_transfer.validation import UntrainedSourceWarning
 
 F64 = torch.float64
@@ -100,5 +100,7 @@ def test_an_untrained_source_model_warns():
 def test_the_source_checks_are_deprecated_in_validation():
     from botorch_transfer import validation
 
-    with pytest.warns(DeprecationWarning, match="botorch_transfer.models.sources"):
+    with pytest.warns(
+        DeprecationWarning, match="botorch_transfer.models.utils.sources"
+    ):
         assert validation.as_source_list is as_source_list

@@ -1,4 +1,4 @@
-r"""The closed-form leave-one-out predictions of ``botorch_transfer.models.loo``
+r"""The closed-form leave-one-out predictions of ``botorch_transfer.models.utils.loo``
 against brute force: for each training point, a GP with the same hyperparameters
 conditioned on the other points (no refit), in float64."""
 
@@ -9,7 +9,7 @@ import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 
-from botorch_transfer.models.loo import (
+from botorch_transfer.models.utils.loo import (
     exact_loo_log_density,
     exact_loo_posterior,
     leave_input_out_shift,

@@ -1,0 +1,42 @@
+r"""Modules that moved keep their old import paths for one release: every name of
+the new module is there, with a ``DeprecationWarning`` naming the new home."""
+
+import importlib
+
+import pytest
+
+MOVED = {
+    "botorch_transfer.models.datasets": "botorch_transfer.models.utils.datasets",
+    "botorch_transfer.models.guard_scoring": "botorch_transfer.models.utils.scoring",
+    "botorch_transfer.models.loo": "botorch_transfer.models.utils.loo",
+    "botorch_transfer.models.low_rank": "botorch_transfer.models.utils.low_rank",
+    "botorch_transfer.models.source_skill": (
+        "botorch_transfer.models.utils.source_skill"
+    ),
+    "botorch_transfer.models.sources": "botorch_transfer.models.utils.sources",
+}
+
+
+@pytest.mark.parametrize("old, new", MOVED.items())
+def test_an_old_module_path_gives_the_new_modules_names_with_a_warning(old, new):
+    old_module, new_module = importlib.import_module(old), importlib.import_module(new)
+    public = [
+        name
+        for name, value in vars(new_module).items()
+        if not name.startswith("_")
+        and getattr(value, "__module__", None) == new_module.__name__
+    ]
+    assert public  # the moved module defines something
+    for name in public:
+        with pytest.warns(DeprecationWarning, match=f"import `{name}` from `{new}`"):
+            assert getattr(old_module, name) is getattr(new_module, name)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        old_module.nothing_here  # noqa: B018
+
+
+def test_an_old_import_statement_still_works():
+    with pytest.warns(DeprecationWarning, match="botorch_transfer.models.utils.loo"):
+        from botorch_transfer.models.loo import exact_loo_posterior
+    from botorch_transfer.models.utils.loo import exact_loo_posterior as moved
+
+    assert exact_loo_posterior is moved
