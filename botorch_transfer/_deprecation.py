@@ -5,9 +5,26 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    r"""The ``stacklevel`` at which a ``warnings.warn`` called right after this
+    points at the first frame outside this package: the user's line, also when the
+    call passes through a subclass's ``super().__init__`` or another model of the
+    package."""
+    level, frame = 1, sys._getframe(1)  # the frame that calls warnings.warn
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR
+    ):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
@@ -31,7 +48,7 @@ def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
             f"`{module}.{name}` is deprecated and will be removed in the next "
             f"release: import it from `{names[name]}`.",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         return getattr(importlib.import_module(names[name]), name)
 
@@ -42,7 +59,6 @@ def renamed_keywords(
     owner: str,
     given: Mapping[str, Any],
     renames: Mapping[str, str],
-    stacklevel: int = 3,
 ) -> dict[str, Any]:
     r"""The values of renamed keyword arguments, by their new names.
 
@@ -50,8 +66,6 @@ def renamed_keywords(
         owner: The callable that takes them (for the messages).
         given: The keyword arguments not in the signature (a ``**kwargs``).
         renames: Each old name and its new name.
-        stacklevel: The warnings' ``stacklevel`` (3: the caller of the function
-            that calls this one).
 
     Returns:
         ``{new name: value}`` for each old name in ``given``, each with a
@@ -70,7 +84,7 @@ def renamed_keywords(
             f"`{old}` is deprecated and will be removed in the next release: pass "
             f"`{new}` to {owner}.",
             DeprecationWarning,
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel(),
         )
         values[new] = value
     return values
@@ -82,7 +96,6 @@ def options_argument(
     value: Any,
     options_class: type,
     given: dict[str, Any],
-    stacklevel: int = 5,
 ) -> Any:
     r"""An options argument, or the options its deprecated field keywords fill.
 
@@ -93,9 +106,7 @@ def options_argument(
         options_class: The dataclass of the options.
         given: The constructor's ``**kwargs``: the keywords named as fields of
             ``options_class`` are taken out of it, each with a
-            ``DeprecationWarning``.
-        stacklevel: The warnings' ``stacklevel`` (5: the caller of the constructor
-            that calls the helper that calls this one).
+            ``DeprecationWarning`` at the user's line.
 
     Returns:
         The options.
@@ -111,7 +122,6 @@ def options_argument(
         owner,
         old,
         {k: f"{argument}={name}({k}=...)" for k in old},
-        stacklevel=stacklevel,
     )
     if old:
         if value is not None:
@@ -147,7 +157,7 @@ def moved_module(module: str, new: str) -> Callable[[str], Any]:
             f"`{module}` is deprecated and will be removed in the next release: "
             f"import `{name}` from `{new}`.",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         return getattr(target, name)
 

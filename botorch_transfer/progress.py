@@ -32,6 +32,8 @@ from botorch.fit import fit_gpytorch_mll
 from gpytorch.mlls import MarginalLogLikelihood
 from tqdm.auto import tqdm
 
+from botorch_transfer._deprecation import user_stacklevel
+
 #: Seconds of work before a progress bar is shown.
 PROGRESS_DELAY = 2.0
 #: Seconds between updates of a bar written to a file or pipe (a log), where every
@@ -77,7 +79,7 @@ def progress_argument(owner: str, given: dict[str, Any]) -> Any:
         "release: build the model inside `with botorch_transfer.progress."
         "progress_bars(False):`.",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     return progress_bars(bool(show))
 

@@ -217,7 +217,6 @@ class PooledTransferGP(SourceConditionedGP):
                 type(self).__name__,
                 {"num_inducing": num_inducing},
                 {"num_inducing": "inference=LowRankInference(num_inducing=...)"},
-                stacklevel=4,
             )
             inference = LowRankInference(num_inducing=num_inducing)
         if inference == "low_rank":

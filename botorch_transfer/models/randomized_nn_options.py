@@ -287,7 +287,7 @@ def resolved_options(
         for old, new in OLD_OPTION_ARGUMENTS.items()
     }
     # warns (at the caller of the model's constructor), or raises on unknown names
-    renamed_keywords(owner, deprecated, hints, stacklevel=4)
+    renamed_keywords(owner, deprecated, hints)
     if isinstance(loss, LFBOLoss):
         lfbo = loss
     elif loss in LOSSES:

@@ -66,7 +66,7 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 from torch.nn import ModuleList
 
-from botorch_transfer._deprecation import options_argument
+from botorch_transfer._deprecation import options_argument, user_stacklevel
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.delta import DeltaBOModel
 from botorch_transfer.models.rank_combination import (
@@ -105,7 +105,7 @@ def fitted_source_gp(
         "call `botorch_transfer.models.source_gp.fit_source_gp` once and pass its "
         "result as `source=` every iteration.",
         DeprecationWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return fit_source_gp(source, input_transform)
 

@@ -247,7 +247,6 @@ def options_from_old_keywords(
                 for old, new in OLD_SOURCE_OPTIONS.items()
             },
         },
-        stacklevel=4,
     )
     if old_options:
         if source_options is not None:

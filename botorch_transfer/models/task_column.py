@@ -31,6 +31,7 @@ from botorch.models.transforms.input import (
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from torch import Tensor
 
+from botorch_transfer._deprecation import user_stacklevel
 from botorch_transfer.models.utils.datasets import split_multitask_dataset
 
 #: The constructor arguments :class:`TaskColumn` replaces (deprecated).
@@ -127,7 +128,7 @@ def task_column_argument(
         "next release: pass task_column=TaskColumn(index, target_value, "
         "source_only_features).",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     if task_column is not None:
         raise TypeError(f"Give `task_column` only, not also {sorted(old)}.")
