@@ -40,3 +40,13 @@ def test_an_old_import_statement_still_works():
     from botorch_transfer.models.utils.loo import exact_loo_posterior as moved
 
     assert exact_loo_posterior is moved
+
+
+@pytest.mark.parametrize(
+    "name", ["DEFAULT_SOURCE_OFFSET_SD", "RESIDUAL_COVARIANCES", "SOURCE_MAPS"]
+)
+def test_the_source_map_constants_moved_beside_the_maps(name):
+    from botorch_transfer.models import delta, source_options
+
+    with pytest.warns(DeprecationWarning, match="botorch_transfer.models.source_opt"):
+        assert getattr(delta, name) is getattr(source_options, name)

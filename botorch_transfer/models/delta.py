@@ -41,7 +41,7 @@ from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
-from botorch_transfer._deprecation import renamed_keywords
+from botorch_transfer._deprecation import moved_names, renamed_keywords
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
 from botorch_transfer.models.frozen_source import (
@@ -549,3 +549,12 @@ class DeltaBOModel(SourceConditionedGP):
 
 
 refuse_pathwise_sampling(DeltaBOModel, "they would omit the source posterior")
+
+# the maps' constants, now beside the maps
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ("DEFAULT_SOURCE_OFFSET_SD", "RESIDUAL_COVARIANCES", "SOURCE_MAPS"),
+        "botorch_transfer.models.source_options",
+    ),
+)
