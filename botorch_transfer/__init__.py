@@ -26,8 +26,10 @@ from botorch_transfer.models import (
     SourceConditionedGP,
     TaskColumn,
     TransferGuard,
+    align_source,
     fit_default_meta_task_gps,
     fit_source_gp,
+    parameter_roles,
 )
 from botorch_transfer.pretraining import (
     PretrainedPrior,
@@ -61,7 +63,9 @@ __all__ = [
     "build_cluster_prior",
     "cluster_weights_from_distances",
     "fit_default_meta_task_gps",
+    "align_source",
     "fit_source_gp",
+    "parameter_roles",
     "hyperbo_probability_of_improvement",
     "pretrain_clustered_prior",
     "pretrain_prior",

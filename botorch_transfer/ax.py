@@ -611,7 +611,7 @@ def task_data_from_dataframe(
         dtype: Dtype of the tensors.
 
     Returns:
-        A ``TaskData``.
+        A ``TaskData`` whose ``feature_names`` are ``parameter_names``.
 
     Example:
         >>> source = task_data_from_dataframe(
@@ -653,7 +653,7 @@ def task_data_from_dataframe(
     Yvar = None
     if noise_column is not None:
         Yvar = torch.tensor(df[[noise_column]].to_numpy(dtype=float), dtype=dtype)
-    return TaskData(X, Y, Yvar, name=name)
+    return TaskData(X, Y, Yvar, name=name, feature_names=parameter_names)
 
 
 def task_data_from_experiment(
@@ -677,7 +677,8 @@ def task_data_from_experiment(
         dtype: Dtype of the tensors.
 
     Returns:
-        A ``TaskData`` named after the experiment.
+        A ``TaskData`` named after the experiment, its ``feature_names`` the
+        parameters' names.
 
     Example:
         >>> source = task_data_from_experiment(old_client._experiment, "y")

@@ -25,6 +25,10 @@ class TaskData:
         Yvar: Optional ``n x 1`` tensor of known, non-negative observation noise
             variances. ``None`` means the noise is unknown (a model learns it).
         name: Optional human-readable name of the task.
+        feature_names: Optional names of the columns of ``X``, in order (one per
+            column, each once). A source whose parameters differ from the
+            target's is mapped into the target's space by name with
+            :func:`~botorch_transfer.models.align_source`.
 
     Example:
         >>> X = torch.rand(20, 2, dtype=torch.float64)
@@ -37,6 +41,7 @@ class TaskData:
     Y: Tensor
     Yvar: Tensor | None = None
     name: str | None = None
+    feature_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         label = f"TaskData{'' if self.name is None else f' {self.name!r}'}"
@@ -94,6 +99,12 @@ class TaskData:
             raise ValueError(
                 f"{label}: `Yvar` must be non-negative (it is a variance)."
             )
+        if self.feature_names is not None:
+            object.__setattr__(
+                self,
+                "feature_names",
+                checked_feature_names(self.feature_names, self.d, label),
+            )
         # copies: the caller's tensors changed in place later must not change (and
         # bypass the checks on) the task's data
         for field in ("X", "Y", "Yvar"):
@@ -119,7 +130,36 @@ class TaskData:
             Y=self.Y.to(*args, **kwargs),
             Yvar=None if self.Yvar is None else self.Yvar.to(*args, **kwargs),
             name=self.name,
+            feature_names=self.feature_names,
         )
+
+
+def checked_feature_names(names: object, d: int, label: str) -> tuple[str, ...]:
+    r"""``names`` as a tuple of ``d`` distinct strings, or a ``ValueError``/
+    ``TypeError`` naming what is wrong."""
+    if isinstance(names, str) or not hasattr(names, "__iter__"):
+        raise TypeError(
+            f"{label}: `feature_names` must be a sequence of strings (one per column "
+            f"of `X`), got {type(names).__name__}."
+        )
+    names = tuple(names)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"{label}: `feature_names` must be non-empty strings, got {name!r}."
+            )
+    if len(names) != d:
+        raise ValueError(
+            f"{label}: `feature_names` has {len(names)} names but `X` has {d} "
+            "columns; give one name per column."
+        )
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(
+            f"{label}: `feature_names` names {repeated} more than once; each column "
+            "needs its own name."
+        )
+    return names
 
 
 def validate_task_set(

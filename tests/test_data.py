@@ -82,3 +82,25 @@ def test_task_data_keeps_copies_of_its_tensors():
     X[0, 0], Y[0, 0], Yvar[0, 0] = float("nan"), float("inf"), -1.0
     for value in (task.X, task.Y, task.Yvar):
         assert torch.isfinite(value).all() and (value >= 0).all()
+
+
+def test_feature_names_name_the_columns_and_travel_with_the_task():
+    X = torch.rand(4, 2, dtype=torch.float64)
+    task = TaskData(X, X[:, :1], name="old", feature_names=["lr", "depth"])
+    assert task.feature_names == ("lr", "depth")
+    assert task.to(torch.float32).feature_names == ("lr", "depth")
+
+
+@pytest.mark.parametrize(
+    "names, error, match",
+    [
+        (["lr"], ValueError, "has 1 names but `X` has 2 columns"),
+        (["lr", "lr"], ValueError, r"names \['lr'\] more than once"),
+        ("lr", TypeError, "must be a sequence of strings"),
+        (["lr", 3], TypeError, "must be non-empty strings, got 3"),
+    ],
+)
+def test_bad_feature_names_are_named(names, error, match):
+    X = torch.rand(4, 2, dtype=torch.float64)
+    with pytest.raises(error, match=match):
+        TaskData(X, X[:, :1], feature_names=names)

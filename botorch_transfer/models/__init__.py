@@ -53,6 +53,7 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     SumSourcePosterior,
 )
+from botorch_transfer.models.source_space import align_source, parameter_roles
 from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import default_transfer_kernel
 
@@ -94,9 +95,11 @@ __all__ = [
     "TrainingOptions",
     "TrainingData",
     "TransferGuard",
+    "align_source",
     "default_transfer_kernel",
     "fit_default_meta_task_gps",
     "fit_source_gp",
+    "parameter_roles",
     "source_fitted_kernel",
     "source_posterior_from_model",
 ]

@@ -102,7 +102,10 @@ def check_source(source: Any, train_X: Tensor, name: str = "source") -> None:
         if source.d != dim:
             raise ValueError(
                 f"`{name}` has input dimension d={source.d} but `train_X` has "
-                f"d={dim}; source and target must share the input space."
+                f"d={dim}; source and target must share the input space. For a "
+                "source with other parameters, name its columns "
+                "(`TaskData.feature_names`) and map them onto the target's with "
+                "`align_source`."
             )
         if source.X.dtype != train_X.dtype:
             raise TypeError(

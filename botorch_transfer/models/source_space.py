@@ -1,0 +1,308 @@
+r"""A source whose parameters differ from the target's, mapped into the target's space.
+
+Search spaces drift between experiments: a parameter is added (the past runs used
+its default), one is retired, a range is widened. Every transfer model here takes
+sources on the target's inputs; :func:`align_source` maps a ``TaskData`` with named
+columns (``TaskData.feature_names``) onto the target's parameters by name, so the
+result can be passed as ``source=`` to any of them. Each parameter gets one role:
+
+- **shared**: both have it. The source's values are used as they are; a source run
+  on a sub-range (or a wider range) of it needs nothing more, as both are in the
+  same units.
+- **filled**: only the target has it, and the source ran at a known value
+  (``source_values``): a column of that value, as Ax's ``FillMissingParameters``
+  does. The transfer model then learns from the target data how far from that
+  value the source still applies.
+- **conditioned**: only the source has it, and the target runs at a known value
+  (``target_values``): a GP on the source's own parameters predicts at each of the
+  source's points with that value instead. The predictions are the aligned source's
+  observations and their posterior variances its known noise (``Yvar``); the
+  correlation between the predictions' errors is left out.
+- **marginalized**: only the source has it, and its value in the target does not
+  matter or is not fixed (``target_values[name] = None``): the column is dropped
+  and its effect on the outcome becomes noise of the source.
+
+Example:
+    >>> X_old = torch.rand(10, 1, dtype=torch.float64)  # last month: one parameter
+    >>> source = TaskData(X_old, X_old**2, feature_names=["lr"])
+    >>> aligned = align_source(source, ["lr", "width"], source_values={"width": 0.5})
+    >>> aligned.X.shape
+    torch.Size([10, 2])
+    >>> model = RankWeightedTransferGP(train_X, train_Y, source=aligned)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+from botorch.models.model import Model
+from botorch.models.transforms.input import Normalize
+from torch import Tensor
+
+from botorch_transfer.data import TaskData, checked_feature_names
+from botorch_transfer.models.source_gp import fit_source_gp
+
+__all__ = ["align_source", "parameter_roles"]
+
+
+def parameter_roles(
+    source: TaskData,
+    feature_names: Sequence[str],
+    source_values: Mapping[str, float] | None = None,
+    target_values: Mapping[str, float | None] | None = None,
+    bounds: Tensor | None = None,
+) -> dict[str, str]:
+    r"""What :func:`align_source` does with each parameter, checked.
+
+    Args: as for :func:`align_source`.
+
+    Returns:
+        For each parameter of the target, then each of the source only, its role:
+        ``"shared"``, ``"filled at v"``, ``"conditioned at v"`` or
+        ``"marginalized"``.
+
+    Example:
+        >>> X_old = torch.rand(10, 2, dtype=torch.float64)
+        >>> source = TaskData(X_old, X_old[:, :1], feature_names=["lr", "seed"])
+        >>> parameter_roles(source, ["lr", "width"], {"width": 64}, {"seed": None})
+        {'lr': 'shared', 'width': 'filled at 64.0', 'seed': 'marginalized'}
+    """
+    fills, conditions = _checked_plan(
+        source, feature_names, source_values, target_values, bounds
+    )
+    roles = {}
+    for name in feature_names:
+        roles[name] = f"filled at {fills[name]}" if name in fills else "shared"
+    for name in source.feature_names:
+        if name not in roles:
+            value = conditions.get(name)
+            roles[name] = "marginalized" if value is None else f"conditioned at {value}"
+    return roles
+
+
+def align_source(
+    source: TaskData,
+    feature_names: Sequence[str],
+    source_values: Mapping[str, float] | None = None,
+    target_values: Mapping[str, float | None] | None = None,
+    bounds: Tensor | None = None,
+    source_model: Model | None = None,
+) -> TaskData:
+    r"""The source's observations on the target's parameters, by name.
+
+    Args:
+        source: The source, with ``feature_names`` naming its columns.
+        feature_names: The target's parameters, in the order of its inputs (the
+            columns of ``train_X``).
+        source_values: For each target parameter the source lacks, the value the
+            source ran at (in the target's units).
+        target_values: For each parameter only the source has, the value the
+            target runs at (the source is conditioned on it), or ``None`` to
+            marginalize it.
+        bounds: Optional ``2 x d`` bounds of the target's parameters; a value of
+            ``source_values`` outside them is an error.
+        source_model: Optional single-output GP fitted on ``source`` in its own
+            columns, used to condition on ``target_values``. Default: a
+            ``SingleTaskGP`` with BoTorch's defaults fitted on the source's shared
+            and conditioned columns (see :func:`fit_source_gp`).
+
+    Returns:
+        A ``TaskData`` on the target's parameters (``feature_names`` set), named as
+        the source.
+
+    Raises:
+        ValueError: If a parameter's role is missing or contradicts the data (a
+            value for a parameter both have, a name in neither space, a name given
+            twice, a value outside ``bounds``, or no parameter shared).
+    """
+    fills, conditions = _checked_plan(
+        source, feature_names, source_values, target_values, bounds
+    )
+    fixed = {name: value for name, value in conditions.items() if value is not None}
+    column = {name: i for i, name in enumerate(source.feature_names)}
+    X, Y, Yvar = source.X, source.Y, source.Yvar
+    if fixed:
+        kept = [n for n in source.feature_names if n in feature_names or n in fixed]
+        if source_model is None:
+            source_model = _fitted_on(source, kept, fixed)
+        elif len(kept) != source.d:
+            raise ValueError(
+                "`source_model`: with marginalized parameters the source model must "
+                "be fitted on the other columns, so it cannot be passed; leave it "
+                "out to have one fitted."
+            )
+        rows = X[:, [column[n] for n in kept]]
+        for name, value in fixed.items():
+            rows[:, kept.index(name)] = value
+        rows = _distinct_rows(rows)
+        with torch.no_grad():
+            posterior = source_model.posterior(rows)
+        X, column = rows, {name: i for i, name in enumerate(kept)}
+        Y = posterior.mean.reshape(-1, 1)
+        Yvar = posterior.variance.reshape(-1, 1).clamp_min(0.0)
+    elif source_model is not None:
+        raise ValueError(
+            "`source_model` is used to condition on `target_values` only; this "
+            "alignment conditions on none."
+        )
+    columns = [
+        X[:, column[name]]
+        if name not in fills
+        else torch.full_like(X[:, 0], fills[name])
+        for name in feature_names
+    ]
+    return TaskData(
+        torch.stack(columns, dim=-1),
+        Y,
+        Yvar,
+        name=source.name,
+        feature_names=tuple(feature_names),
+    )
+
+
+def _distinct_rows(rows: Tensor) -> Tensor:
+    r"""The distinct rows of ``rows``, in the order they first appear."""
+    _, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    order = torch.arange(len(rows), device=rows.device)
+    first = torch.full_like(inverse[: int(inverse.max()) + 1], len(rows))
+    first = first.scatter_reduce(0, inverse, order, reduce="amin")
+    return rows[first.sort().values]
+
+
+def _fitted_on(source: TaskData, kept: list[str], fixed: Mapping[str, float]) -> Model:
+    r"""A GP on ``source``'s ``kept`` columns, its inputs normalized over the data
+    and the values it will be conditioned on."""
+    X = source.X[:, [source.feature_names.index(name) for name in kept]]
+    low, high = X.min(dim=0).values, X.max(dim=0).values
+    for name, value in fixed.items():
+        i = kept.index(name)
+        low[i], high[i] = min(low[i], value), max(high[i], value)
+    flat = high - low <= 0  # a constant column: any unit range
+    low, high = torch.where(flat, low - 0.5, low), torch.where(flat, high + 0.5, high)
+    subset = TaskData(X, source.Y, source.Yvar, name=source.name)
+    return fit_source_gp(subset, Normalize(len(kept), bounds=torch.stack([low, high])))
+
+
+def _checked_plan(
+    source: TaskData,
+    feature_names: Sequence[str],
+    source_values: Mapping[str, float] | None,
+    target_values: Mapping[str, float | None] | None,
+    bounds: Tensor | None,
+) -> tuple[dict[str, float], dict[str, float | None]]:
+    r"""The fill and conditioning values, each checked against both spaces."""
+    if not isinstance(source, TaskData):
+        raise TypeError(f"`source` must be a TaskData, got {type(source).__name__}.")
+    if source.feature_names is None:
+        raise ValueError(
+            "`source` has no `feature_names`: name its columns "
+            "(TaskData(..., feature_names=[...])) to map them by name."
+        )
+    if isinstance(feature_names, str) or not hasattr(feature_names, "__iter__"):
+        raise TypeError(
+            "`feature_names` must be a sequence of the target's parameter names, "
+            f"got {type(feature_names).__name__}."
+        )
+    feature_names = tuple(feature_names)
+    checked_feature_names(feature_names, len(feature_names), "target")
+    target, own = set(feature_names), set(source.feature_names)
+    fills = _checked_values(source_values, "source_values", target, own)
+    conditions = _checked_values(target_values, "target_values", target, own)
+    lacking = [name for name in feature_names if name not in own and name not in fills]
+    if lacking:
+        raise ValueError(
+            f"`source_values`: the source has no column {lacking}; give the value the "
+            "source ran each at (e.g. the parameter's default then)."
+        )
+    extra = [n for n in source.feature_names if n not in target and n not in conditions]
+    if extra:
+        raise ValueError(
+            f"`target_values`: the target has no parameter {extra}; give the value "
+            "the target runs each at, or None to marginalize it."
+        )
+    if not target & own:
+        raise ValueError(
+            "The source and the target share no parameter (`feature_names`): the "
+            "source says nothing about how the target's outcome varies."
+        )
+    if bounds is not None:
+        _check_fills_in_bounds(fills, feature_names, bounds)
+    return fills, conditions
+
+
+def _checked_values(
+    values: Mapping[str, float | None] | None,
+    argument: str,
+    target: set[str],
+    own: set[str],
+) -> dict[str, float | None]:
+    r"""``values`` checked: ``source_values`` name target-only parameters and are
+    numbers; ``target_values`` name source-only ones and are numbers or ``None``."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise TypeError(
+            f"`{argument}` must map parameter names to values, got "
+            f"{type(values).__name__}."
+        )
+    fills = argument == "source_values"
+    checked = {}
+    for name, value in values.items():
+        if name in target and name in own:
+            raise ValueError(
+                f"`{argument}[{name!r}]`: both the source and the target have "
+                f"{name!r}; its values are used as they are."
+            )
+        if name not in target and name not in own:
+            raise ValueError(
+                f"`{argument}[{name!r}]`: {name!r} is neither a target parameter "
+                "(`feature_names`) nor a source column (`source.feature_names`)."
+            )
+        if fills and name in own:
+            raise ValueError(
+                f"`source_values[{name!r}]`: only the source has {name!r}; give "
+                "the value the target runs it at in `target_values`."
+            )
+        if not fills and name in target:
+            raise ValueError(
+                f"`target_values[{name!r}]`: only the target has {name!r}; give "
+                "the value the source ran it at in `source_values`."
+            )
+        if value is None and not fills:
+            checked[name] = None
+            continue
+        if value is None:
+            raise ValueError(
+                f"`source_values[{name!r}]` is None: the value the source ran "
+                f"{name!r} at must be known to fill it in."
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(
+                f"`{argument}[{name!r}]` must be a number, got {type(value).__name__}."
+            )
+        if not math.isfinite(value):
+            raise ValueError(f"`{argument}[{name!r}]` must be finite, got {value}.")
+        checked[name] = float(value)
+    return checked
+
+
+def _check_fills_in_bounds(
+    fills: Mapping[str, float],
+    feature_names: tuple[str, ...],
+    bounds: Tensor,
+) -> None:
+    if not isinstance(bounds, Tensor) or bounds.shape != (2, len(feature_names)):
+        raise ValueError(
+            f"`bounds` must be a 2 x {len(feature_names)} tensor (one column per "
+            f"name of `feature_names`), got "
+            f"{tuple(bounds.shape) if isinstance(bounds, Tensor) else bounds!r}."
+        )
+    for name, value in fills.items():
+        low, high = bounds[:, feature_names.index(name)].tolist()
+        if not low <= value <= high:
+            raise ValueError(
+                f"`source_values[{name!r}]` = {value} is outside the target's bounds "
+                f"[{low}, {high}] for {name!r}."
+            )
