@@ -22,6 +22,13 @@ There are two routes:
   with ``model_options={"source": TaskData(...)}`` (also for fitted source models and
   for pre-trained priors, ``prior=...``).
 
+Source experiments may have other parameters than the target: a target parameter
+a source lacks is filled with its ``backfill_value`` (Ax's ``FillMissingParameters``),
+a parameter only the source has is marginalized, and each trial's
+``gen_metadata["source_parameters"]`` says which (:func:`source_parameter_roles`).
+Outside Ax, :func:`~botorch_transfer.models.align_source` does the same by name and
+can also condition a source on the target's value of its own parameter.
+
 One thing needs care on both routes: by default Ax transforms the target outcomes
 before they reach the model (``Winsorize``, ``BilogY``, ``StandardizeY``), so they
 would no longer be in the units of the source data, and the relation
@@ -64,6 +71,7 @@ from botorch_transfer.data import TaskData
 from botorch_transfer.models.guard import TransferGuard
 from botorch_transfer.models.randomized_nn import RandomizedNNEnsemble
 from botorch_transfer.models.rank_weighted import RankWeightedTransferGP
+from botorch_transfer.models.utils.parameters import describe_roles
 
 try:
     import pandas as pd
@@ -72,6 +80,7 @@ try:
         transfer_learning_generator_specs_constructor,
     )
     from ax.adapter.transforms.metadata_to_task import MetadataToTask
+    from ax.core.auxiliary import AuxiliaryExperimentPurpose
     from ax.core.experiment import Experiment
     from ax.core.generator_run import GeneratorRun
     from ax.core.trial_status import TrialStatus
@@ -161,6 +170,9 @@ class _TransferGenerationNode(GenerationNode):
         metadata["transfer_model_used"] = used == transfer.generator_key
         if used == transfer.generator_key:
             metadata.update(_source_use(transfer))
+            roles = source_parameter_roles(kwargs["experiment"])
+            if roles:
+                metadata["source_parameters"] = roles
         else:
             cause, failed = self._why_not_transfer(used)
             metadata["transfer_model_unused_reason"] = cause
@@ -226,6 +238,49 @@ def _source_use(spec: GeneratorSpec) -> dict[str, Any]:
         "target_only_weight": 1.0 - sum(weights.values()),
         "uninformative_sources": list(model.uninformative_sources),
     }
+
+
+def source_parameter_roles(experiment: Experiment) -> dict[str, dict[str, str]]:
+    r"""What the transfer models do with each parameter of each source experiment.
+
+    For every experiment attached to ``experiment`` as a
+    ``TRANSFERABLE_EXPERIMENT``, each parameter's role (as
+    :func:`~botorch_transfer.models.parameter_roles` says it): ``"shared"``;
+    ``"filled at v"`` for a target parameter the source lacks (Ax fills it with
+    the target parameter's ``backfill_value``); ``"marginalized"`` for a parameter
+    only the source has (its effect counts as the source's noise); ``"missing"``
+    for a target parameter the source lacks that has no ``backfill_value`` (the
+    transfer model cannot be built). Each trial from the transfer model records
+    it as ``gen_metadata["source_parameters"]``.
+
+    Args:
+        experiment: The target experiment.
+
+    Returns:
+        Per source experiment (by name), its parameters' roles.
+
+    Example:
+        >>> source_parameter_roles(client._experiment)
+        {'last month': {'lr': 'shared', 'width': 'filled at 64.0'}}
+    """
+    target = experiment.search_space.parameters
+    roles = {}
+    attached = experiment.auxiliary_experiments_by_purpose.get(
+        AuxiliaryExperimentPurpose.TRANSFERABLE_EXPERIMENT, []
+    )
+    for auxiliary in attached:
+        source = list(auxiliary.experiment.search_space.parameters)
+        fills = {
+            name: p.backfill_value
+            for name, p in target.items()
+            if name not in source and p.backfill_value is not None
+        }
+        described = describe_roles(source, list(target), fills, {})
+        roles[auxiliary.experiment.name] = {
+            name: "missing" if role == "shared" and name not in source else role
+            for name, role in described.items()
+        }
+    return roles
 
 
 def _describe_generator(key: str) -> str:
@@ -532,7 +587,10 @@ def transfer_learning_generation_strategy(
             from ``RankWeightedTransferGP`` also records each source
             experiment's weight (``"source_weights"``, by name), the target-only
             GP's (``"target_only_weight"``) and the sources given no weight for
-            lack of structure (``"uninformative_sources"``).
+            lack of structure (``"uninformative_sources"``); a trial from any
+            transfer model records what it did with each source experiment's
+            parameters (``"source_parameters"``, see
+            :func:`source_parameter_roles`).
 
     Returns:
         A ``GenerationStrategy``; pass it to ``Client.set_generation_strategy``.

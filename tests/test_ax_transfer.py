@@ -39,6 +39,7 @@ from botorch_transfer import (  # noqa: E402
 from botorch_transfer.ax import (  # noqa: E402
     TransferModelUnusedError,
     TransferModelUnusedWarning,
+    source_parameter_roles,
     task_data_from_dataframe,
     task_data_from_experiment,
     transfer_generation_strategy,
@@ -305,6 +306,17 @@ def test_model_selection_choosing_the_target_only_gp_is_said_not_raised():
     assert "Rank correlation" in run.gen_metadata["transfer_model_unused_reason"]
 
 
+def test_source_parameter_roles_name_a_parameter_that_cannot_be_filled():
+    client = Client(random_seed=1)
+    client.configure_experiment(name="target", parameters=parameters())
+    client.configure_optimization(objective="y")
+    client._experiment.add_auxiliary_experiment(
+        TL, AuxiliarySource(source_lacking_x1())
+    )
+    (roles,) = source_parameter_roles(client._experiment).values()
+    assert roles == {"x0": "shared", "x1": "missing"}
+
+
 def test_transfer_learning_strategy_needs_an_initial_target_trial():
     with pytest.raises(ValueError, match="initialization_trials"):
         transfer_learning_generation_strategy(DeltaBOModel, initialization_trials=0)
@@ -335,6 +347,11 @@ def test_source_experiment_missing_a_parameter():
             target.complete_trial(index, raw_data={"y": f(p)})
     model = target._generation_strategy.adapter.generator.surrogate.model
     assert type(model) is EnvGP
+    roles = {"source_x0": {"x0": "shared", "x1": "filled at 0.5"}}
+    assert source_parameter_roles(target._experiment) == roles
+    assert all(
+        run.gen_metadata["source_parameters"] == roles for run in model_trials(target)
+    )
     n = model.target_X.shape[-2]
     X, Y = target_data(target, n)
     df = client.summarize().assign(x1=0.5)
@@ -373,6 +390,10 @@ def test_source_experiment_with_an_extra_parameter(use_model_selection):
         return
     model = client._generation_strategy.adapter.generator.surrogate.model
     assert type(model) is DeltaBOModel
+    roles = {"source_z": {"x0": "shared", "x1": "shared", "z": "marginalized"}}
+    assert all(
+        run.gen_metadata["source_parameters"] == roles for run in model_trials(client)
+    )
     n = model.target_X.shape[-2]
     X, Y = target_data(client, n)
     by_hand = DeltaBOModel(

@@ -92,6 +92,7 @@ from botorch_transfer.models.utils.source_skill import (
     UninformativeSourceWarning,
     source_skill,
 )
+from botorch_transfer.models.utils.sources import OTHER_PARAMETERS_HINT
 from botorch_transfer.progress import progress_bars
 
 
@@ -426,7 +427,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
             if torch.is_tensor(train_X) and source.X.shape[-1] != train_X.shape[-1]:
                 raise ValueError(
                     f"{label} has {source.X.shape[-1]} input dimensions, `train_X` "
-                    f"has {train_X.shape[-1]}."
+                    f"has {train_X.shape[-1]}. {OTHER_PARAMETERS_HINT}"
                 )
             if torch.is_tensor(train_X) and source.X.dtype != train_X.dtype:
                 raise ValueError(

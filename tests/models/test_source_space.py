@@ -241,8 +241,9 @@ def test_other_misuse_is_named():
 def test_a_source_on_other_parameters_is_refused_with_the_way_to_map_it():
     source = _source()
     train_X = torch.rand(4, 2, **DOUBLE)
-    with pytest.raises(ValueError, match="`TaskData.feature_names`.*`align_source`"):
-        DeltaBOModel(train_X, train_X[:, :1], source=source)
+    for model_class in (DeltaBOModel, RankWeightedTransferGP):
+        with pytest.raises(ValueError, match="`TaskData.feature_names`.*`align"):
+            model_class(train_X, train_X[:, :1], source=source)
 
 
 @pytest.mark.parametrize(

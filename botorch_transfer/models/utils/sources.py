@@ -21,7 +21,14 @@ from botorch_transfer.models.source_posterior import (
 )
 from botorch_transfer.validation import UntrainedSourceWarning
 
+#: What to do with a source on other parameters than the target's.
+OTHER_PARAMETERS_HINT = (
+    "For a source with other parameters, name its columns (`TaskData.feature_names`) "
+    "and map them onto the target's with `align_source`."
+)
+
 __all__ = [
+    "OTHER_PARAMETERS_HINT",
     "as_source_list",
     "check_source",
     "looks_untrained",
@@ -102,10 +109,8 @@ def check_source(source: Any, train_X: Tensor, name: str = "source") -> None:
         if source.d != dim:
             raise ValueError(
                 f"`{name}` has input dimension d={source.d} but `train_X` has "
-                f"d={dim}; source and target must share the input space. For a "
-                "source with other parameters, name its columns "
-                "(`TaskData.feature_names`) and map them onto the target's with "
-                "`align_source`."
+                f"d={dim}; source and target must share the input space. "
+                f"{OTHER_PARAMETERS_HINT}"
             )
         if source.X.dtype != train_X.dtype:
             raise TypeError(
