@@ -53,7 +53,11 @@ from botorch_transfer.models.source_posterior import (
     SourcePosterior,
     SumSourcePosterior,
 )
-from botorch_transfer.models.source_space import align_source, parameter_roles
+from botorch_transfer.models.source_space import (
+    align_source,
+    align_source_candidates,
+    parameter_roles,
+)
 from botorch_transfer.models.task_column import TaskColumn
 from botorch_transfer.models.utils.assorted import default_transfer_kernel
 
@@ -96,6 +100,7 @@ __all__ = [
     "TrainingData",
     "TransferGuard",
     "align_source",
+    "align_source_candidates",
     "default_transfer_kernel",
     "fit_default_meta_task_gps",
     "fit_source_gp",

@@ -22,6 +22,11 @@ result can be passed as ``source=`` to any of them. Each parameter gets one role
   matter or is not fixed (``target_values[name] = None``): the column is dropped
   and its effect on the outcome becomes noise of the source.
 
+When the value a source ran a missing parameter at is not known,
+:func:`align_source_candidates` fills it at each of several candidate values, one
+aligned source each; ``RankWeightedTransferGP`` given all of them weighs the
+candidates by the target's evidence.
+
 Example:
     >>> X_old = torch.rand(10, 1, dtype=torch.float64)  # last month: one parameter
     >>> source = TaskData(X_old, X_old**2, feature_names=["lr"])
@@ -33,6 +38,8 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -47,7 +54,7 @@ from botorch_transfer.models.utils.parameters import (
     describe_roles,
 )
 
-__all__ = ["align_source", "parameter_roles"]
+__all__ = ["align_source", "align_source_candidates", "parameter_roles"]
 
 
 def parameter_roles(
@@ -156,6 +163,121 @@ def align_source(
         name=source.name,
         feature_names=tuple(feature_names),
     )
+
+
+def align_source_candidates(
+    source: TaskData,
+    feature_names: Sequence[str],
+    candidates: Mapping[str, Sequence[float]],
+    source_values: Mapping[str, float] | None = None,
+    target_values: Mapping[str, float | None] | None = None,
+    bounds: Tensor | None = None,
+    source_model: Model | None = None,
+) -> list[TaskData]:
+    r"""The source aligned at each candidate value of a parameter it ran at an
+    unknown value.
+
+    When the source lacks a target parameter and the value it ran at is not
+    known (a default that changed, a setting nobody recorded), each candidate
+    value gives one aligned source, as :func:`align_source` fills it. Pass them
+    together as ``source=[...]`` to ``RankWeightedTransferGP`` (or ``RGPE``): the
+    ranking weighs each by how well it ranks the target's observations, so the
+    target's data choose among the values (``model.source_weights``, by name).
+    Neighbouring candidates share their weight; what the evidence does quickly is
+    to take it from values far from the one the source ran at.
+
+    Args:
+        source: The source, with ``feature_names`` naming its columns.
+        feature_names: The target's parameters, in the order of its inputs.
+        candidates: For each target parameter the source ran at an unknown value,
+            the values it may have run at (e.g. a grid over the target's range).
+            Several parameters give one source per combination.
+        source_values: The known values of the other parameters the source lacks.
+        target_values: As for :func:`align_source`.
+        bounds: As for :func:`align_source`; candidates outside are an error.
+        source_model: As for :func:`align_source` (conditioning is done once and
+            shared by every candidate).
+
+    Returns:
+        One ``TaskData`` per combination of candidate values, each named as the
+        source with its values, e.g. ``"last month (warmup=0.5)"``.
+
+    Example:
+        >>> X_old = torch.rand(10, 1, dtype=torch.float64)
+        >>> source = TaskData(X_old, X_old**2, name="old", feature_names=["lr"])
+        >>> aligned = align_source_candidates(source, ["lr", "w"], {"w": [0.0, 1.0]})
+        >>> [s.name for s in aligned]
+        ['old (w=0)', 'old (w=1)']
+    """
+    known = dict(source_values or {})
+    candidates = _checked_candidates(candidates, known)
+    first = {name: values[0] for name, values in candidates.items()}
+    base = align_source(
+        source, feature_names, {**known, **first}, target_values, bounds, source_model
+    )
+    label = "source" if source.name is None else source.name
+    aligned = []
+    for combination in itertools.product(*candidates.values()):
+        values = dict(zip(candidates, combination))
+        if bounds is not None:  # each candidate within the target's bounds
+            checked_parameter_plan(
+                source.feature_names,
+                feature_names,
+                {**known, **values},
+                target_values,
+                bounds,
+            )
+        X = base.X.clone()
+        for name, value in values.items():
+            X[:, base.feature_names.index(name)] = value
+        described = ", ".join(f"{name}={value:g}" for name, value in values.items())
+        aligned.append(
+            TaskData(
+                X,
+                base.Y,
+                base.Yvar,
+                name=f"{label} ({described})",
+                feature_names=base.feature_names,
+            )
+        )
+    return aligned
+
+
+def _checked_candidates(
+    candidates: Mapping[str, Sequence[float]], known: Mapping[str, float]
+) -> dict[str, list[float]]:
+    if not isinstance(candidates, Mapping) or not candidates:
+        raise TypeError(
+            "`candidates` must map each parameter the source ran at an unknown value "
+            "to its candidate values, e.g. {'warmup': [0.1, 0.5, 0.9]}."
+        )
+    checked = {}
+    for name, values in candidates.items():
+        if name in known:
+            raise ValueError(
+                f"`candidates[{name!r}]`: {name!r} has a known value in "
+                "`source_values`; give it in one of them."
+            )
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            raise TypeError(
+                f"`candidates[{name!r}]` must be a sequence of values, got "
+                f"{type(values).__name__}."
+            )
+        if len(values) == 0:
+            raise ValueError(
+                f"`candidates[{name!r}]` is empty; give at least one value."
+            )
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(
+                    f"`candidates[{name!r}]` must hold numbers, got {value!r}."
+                )
+            if not math.isfinite(value):
+                raise ValueError(f"`candidates[{name!r}]` must be finite, got {value}.")
+        if len(set(values)) != len(values):
+            raise ValueError(f"`candidates[{name!r}]` names a value twice: {values}.")
+        checked[name] = [float(value) for value in values]
+    return checked
 
 
 def _distinct_rows(rows: Tensor) -> Tensor:

@@ -17,6 +17,7 @@ from botorch_transfer.models import (
     EnvGP,
     RankWeightedTransferGP,
     align_source,
+    align_source_candidates,
     parameter_roles,
 )
 from tests.models.reference import gp_posterior, rbf
@@ -288,3 +289,111 @@ def test_a_bo_loop_with_a_source_that_lacked_a_parameter():
         train_X = torch.cat([train_X, candidates])
         train_Y = torch.cat([train_Y, f(candidates)])
     assert train_X.shape == (8, 3)
+
+
+def test_candidates_are_the_source_filled_at_each_value():
+    source = _source()
+    kwargs = dict(target_values={"momentum": None})
+    aligned = align_source_candidates(
+        source,
+        ["lr", "depth", "width", "seed"],
+        {"depth": [2, 4], "seed": [0.5]},
+        **kwargs,
+    )
+    assert [s.name for s in aligned] == [
+        "last month (depth=2, seed=0.5)",
+        "last month (depth=4, seed=0.5)",
+    ]
+    for candidate, depth in zip(aligned, (2.0, 4.0)):
+        expected = align_source(
+            source,
+            ["lr", "depth", "width", "seed"],
+            {"depth": depth, "seed": 0.5},
+            **kwargs,
+        )
+        torch.testing.assert_close(candidate.X, expected.X, rtol=0, atol=0)
+        torch.testing.assert_close(candidate.Y, expected.Y, rtol=0, atol=0)
+        assert candidate.feature_names == expected.feature_names
+
+
+def test_candidates_share_one_conditioning():
+    source = _source()
+    aligned = align_source_candidates(
+        source,
+        ["lr", "width", "depth"],
+        {"depth": [1.0, 3.0]},
+        target_values={"momentum": 0.5},
+    )
+    expected = align_source(
+        source, ["lr", "width", "depth"], {"depth": 3.0}, {"momentum": 0.5}
+    )
+    torch.testing.assert_close(aligned[1].X, expected.X, rtol=0, atol=0)
+    torch.testing.assert_close(aligned[1].Y, expected.Y)
+    torch.testing.assert_close(aligned[1].Yvar, expected.Yvar)
+    torch.testing.assert_close(aligned[0].Y, aligned[1].Y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "candidates, kwargs, error, match",
+    [
+        ({}, {}, TypeError, "`candidates` must map each parameter"),
+        ({"depth": 2.0}, {}, TypeError, r"`candidates\['depth'\]` must be a sequence"),
+        ({"depth": []}, {}, ValueError, r"`candidates\['depth'\]` is empty"),
+        ({"depth": [1, 1]}, {}, ValueError, "names a value twice"),
+        ({"depth": [1, "2"]}, {}, TypeError, "must hold numbers"),
+        ({"depth": [math.nan]}, {}, ValueError, "must be finite"),
+        (
+            {"depth": [1.0]},
+            {"source_values": {"depth": 1.0}},
+            ValueError,
+            r"`candidates\['depth'\]`: 'depth' has a known value",
+        ),
+        ({"lr": [1.0]}, {}, ValueError, "both the source and the target have 'lr'"),
+        (
+            {"depth": [1.0, 9.0]},
+            {"bounds": torch.tensor([[0.0, 1.0, 0.0], [1.0, 8.0, 1.0]], **DOUBLE)},
+            ValueError,
+            "= 9.0 is outside the target's bounds",
+        ),
+    ],
+)
+def test_bad_candidates_are_named(candidates, kwargs, error, match):
+    kwargs = {"target_values": {"momentum": None}, **kwargs}
+    with pytest.raises(error, match=match):
+        align_source_candidates(
+            _source(), ["lr", "depth", "width"], candidates, **kwargs
+        )
+
+
+def test_an_unknown_fill_value_points_to_the_candidates():
+    with pytest.raises(ValueError, match="`align_source_candidates`"):
+        align_source(
+            _source(), ["lr", "depth", "width"], {"depth": None}, {"momentum": None}
+        )
+
+
+def test_the_targets_data_take_the_weight_from_a_candidate_far_from_the_truth():
+    # the source ran c at 0.8 (not recorded); candidates 0, 0.4 and 0.8
+    def f(X):
+        return torch.exp(
+            -4
+            * (X - torch.tensor([0.3, 0.6, 0.8], **DOUBLE)).pow(2).sum(-1, keepdim=True)
+        )
+
+    generator = torch.Generator().manual_seed(0)
+    X_old = torch.rand(80, 2, generator=generator, **DOUBLE)
+    Y_old = f(torch.cat([X_old, torch.full_like(X_old[:, :1], 0.8)], -1))
+    source = TaskData(X_old, Y_old, name="old", feature_names=["a", "b"])
+    candidates = align_source_candidates(
+        source, ["a", "b", "c"], {"c": [0.0, 0.4, 0.8]}
+    )
+    train_X = torch.rand(15, 3, generator=generator, **DOUBLE)
+    train_Y = f(train_X) + 0.01 * torch.randn(15, 1, generator=generator, **DOUBLE)
+    bounds = torch.stack([torch.zeros(3, **DOUBLE), torch.ones(3, **DOUBLE)])
+    model = RankWeightedTransferGP(
+        train_X, train_Y, source=candidates, input_transform=Normalize(3, bounds=bounds)
+    )
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    weights = model.source_weights
+    assert min(weights, key=weights.get) == "old (c=0)"
+    assert weights["old (c=0.8)"] > weights["old (c=0)"] + 0.2

@@ -143,7 +143,8 @@ def _checked_values(
         if value is None:
             raise ValueError(
                 f"`source_values[{name!r}]` is None: the value the source ran "
-                f"{name!r} at must be known to fill it in."
+                f"{name!r} at must be known to fill it in; if it is not, give "
+                "candidate values to `align_source_candidates`."
             )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(
