@@ -83,6 +83,7 @@ try:
     from ax.core.auxiliary import AuxiliaryExperimentPurpose
     from ax.core.experiment import Experiment
     from ax.core.generator_run import GeneratorRun
+    from ax.core.parameter import ChoiceParameter, RangeParameter
     from ax.core.trial_status import TrialStatus
     from ax.generation_strategy.generation_node import GenerationNode
     from ax.generation_strategy.generation_strategy import GenerationStrategy
@@ -250,7 +251,9 @@ def source_parameter_roles(experiment: Experiment) -> dict[str, dict[str, str]]:
     the target parameter's ``backfill_value``); ``"marginalized"`` for a parameter
     only the source has (its effect counts as the source's noise); ``"missing"``
     for a target parameter the source lacks that has no ``backfill_value`` (the
-    transfer model cannot be built). Each trial from the transfer model records
+    transfer model cannot be built). A shared parameter on another range or with
+    other levels says so (e.g. ``"shared (source range [0.0, 0.5])"``): the source's
+    points are used where they are. Each trial from the transfer model records
     it as ``gen_metadata["source_parameters"]``.
 
     Args:
@@ -276,11 +279,29 @@ def source_parameter_roles(experiment: Experiment) -> dict[str, dict[str, str]]:
             if name not in source and p.backfill_value is not None
         }
         described = describe_roles(source, list(target), fills, {})
+        own = auxiliary.experiment.search_space.parameters
         roles[auxiliary.experiment.name] = {
-            name: "missing" if role == "shared" and name not in source else role
+            name: _described_role(role, target.get(name), own.get(name))
             for name, role in described.items()
         }
     return roles
+
+
+def _described_role(role: str, target: Any, source: Any) -> str:
+    r"""``role``, with what differs between the target's and the source's versions
+    of a shared parameter (its range, its levels); ``"missing"`` for a target
+    parameter the source lacks and nothing fills."""
+    if source is None:
+        return "missing" if role == "shared" else role
+    if target is None or role != "shared":
+        return role
+    if isinstance(target, RangeParameter) and isinstance(source, RangeParameter):
+        if (source.lower, source.upper) != (target.lower, target.upper):
+            return f"shared (source range [{source.lower}, {source.upper}])"
+    if isinstance(target, ChoiceParameter) and isinstance(source, ChoiceParameter):
+        if list(source.values) != list(target.values):
+            return f"shared (source levels {list(source.values)})"
+    return role
 
 
 def _describe_generator(key: str) -> str:

@@ -13,7 +13,7 @@ pytest.importorskip("ax")
 
 from ax.adapter.transfer_learning.adapter import TransferLearningAdapter  # noqa: E402
 from ax.api.client import Client  # noqa: E402
-from ax.api.configs import RangeParameterConfig  # noqa: E402
+from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig  # noqa: E402
 from ax.core.auxiliary import AuxiliaryExperimentPurpose  # noqa: E402
 from ax.core.auxiliary_source import AuxiliarySource  # noqa: E402
 from ax.generation_strategy.best_model_selector import (  # noqa: E402
@@ -315,6 +315,52 @@ def test_source_parameter_roles_name_a_parameter_that_cannot_be_filled():
     )
     (roles,) = source_parameter_roles(client._experiment).values()
     assert roles == {"x0": "shared", "x1": "missing"}
+
+
+def test_a_source_on_a_sub_range_and_with_fewer_levels_is_used_as_it_is():
+    # last month: x0 on [0, 0.5] only and the choice `opt` without the level "c"
+    def configured(name, x0_upper, levels):
+        client = Client(random_seed=1)
+        client.configure_experiment(
+            name=name,
+            parameters=[
+                RangeParameterConfig(
+                    name="x0", parameter_type="float", bounds=(0.0, x0_upper)
+                ),
+                ChoiceParameterConfig(
+                    name="opt", parameter_type="str", values=levels, is_ordered=False
+                ),
+            ],
+        )
+        client.configure_optimization(objective="y")
+        return client
+
+    def g(p):
+        return math.sin(6 * p["x0"]) + (0.3 if p["opt"] == "b" else 0.0)
+
+    source = configured("narrow", 0.5, ["a", "b"])
+    for index, p in source.get_next_trials(max_trials=8).items():
+        source.complete_trial(index, raw_data={"y": g(p)})
+    target = configured("target", 1.0, ["a", "b", "c"])
+    target._experiment.add_auxiliary_experiment(TL, AuxiliarySource(source._experiment))
+    roles = {
+        "narrow": {
+            "x0": "shared (source range [0.0, 0.5])",
+            "opt": "shared (source levels ['a', 'b'])",
+        }
+    }
+    assert source_parameter_roles(target._experiment) == roles
+    target.set_generation_strategy(
+        transfer_learning_generation_strategy(
+            initialization_trials=2, use_model_selection=False, seed=0
+        )
+    )
+    for _ in range(3):
+        for index, p in target.get_next_trials(max_trials=1).items():
+            target.complete_trial(index, raw_data={"y": g(p)})
+    (run,) = model_trials(target)
+    assert run.gen_metadata["transfer_model_used"] is True
+    assert run.gen_metadata["source_parameters"] == roles
 
 
 def test_transfer_learning_strategy_needs_an_initial_target_trial():
