@@ -272,14 +272,13 @@ def source_parameter_roles(experiment: Experiment) -> dict[str, dict[str, str]]:
         AuxiliaryExperimentPurpose.TRANSFERABLE_EXPERIMENT, []
     )
     for auxiliary in attached:
-        source = list(auxiliary.experiment.search_space.parameters)
+        own = auxiliary.experiment.search_space.parameters
         fills = {
             name: p.backfill_value
             for name, p in target.items()
-            if name not in source and p.backfill_value is not None
+            if name not in own and p.backfill_value is not None
         }
-        described = describe_roles(source, list(target), fills, {})
-        own = auxiliary.experiment.search_space.parameters
+        described = describe_roles(list(own), list(target), fills, {})
         roles[auxiliary.experiment.name] = {
             name: _described_role(role, target.get(name), own.get(name))
             for name, role in described.items()
@@ -289,11 +288,8 @@ def source_parameter_roles(experiment: Experiment) -> dict[str, dict[str, str]]:
 
 def _described_role(role: str, target: Any, source: Any) -> str:
     r"""``role``, with what differs between the target's and the source's versions
-    of a shared parameter (its range, its levels); ``"missing"`` for a target
-    parameter the source lacks and nothing fills."""
-    if source is None:
-        return "missing" if role == "shared" else role
-    if target is None or role != "shared":
+    of a shared parameter (its range, its levels)."""
+    if role != "shared":
         return role
     if isinstance(target, RangeParameter) and isinstance(source, RangeParameter):
         if (source.lower, source.upper) != (target.lower, target.upper):

@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -50,7 +49,9 @@ from torch import Tensor
 from botorch_transfer.data import TaskData
 from botorch_transfer.models.source_gp import fit_source_gp
 from botorch_transfer.models.utils.parameters import (
+    check_fills_in_bounds,
     checked_parameter_plan,
+    checked_value,
     describe_roles,
 )
 
@@ -211,6 +212,12 @@ def align_source_candidates(
     """
     known = dict(source_values or {})
     candidates = _checked_candidates(candidates, known)
+    if bounds is not None:  # each candidate within the target's bounds, once
+        for name, values in candidates.items():
+            for value in values:
+                check_fills_in_bounds(
+                    {name: value}, feature_names, bounds, "candidates"
+                )
     first = {name: values[0] for name, values in candidates.items()}
     base = align_source(
         source, feature_names, {**known, **first}, target_values, bounds, source_model
@@ -219,14 +226,6 @@ def align_source_candidates(
     aligned = []
     for combination in itertools.product(*candidates.values()):
         values = dict(zip(candidates, combination))
-        if bounds is not None:  # each candidate within the target's bounds
-            checked_parameter_plan(
-                source.feature_names,
-                feature_names,
-                {**known, **values},
-                target_values,
-                bounds,
-            )
         X = base.X.clone()
         for name, value in values.items():
             X[:, base.feature_names.index(name)] = value
@@ -267,16 +266,10 @@ def _checked_candidates(
             raise ValueError(
                 f"`candidates[{name!r}]` is empty; give at least one value."
             )
-        for value in values:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(
-                    f"`candidates[{name!r}]` must hold numbers, got {value!r}."
-                )
-            if not math.isfinite(value):
-                raise ValueError(f"`candidates[{name!r}]` must be finite, got {value}.")
+        values = [checked_value(f"candidates[{name!r}]", value) for value in values]
         if len(set(values)) != len(values):
             raise ValueError(f"`candidates[{name!r}]` names a value twice: {values}.")
-        checked[name] = [float(value) for value in values]
+        checked[name] = values
     return checked
 
 

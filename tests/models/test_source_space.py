@@ -340,7 +340,12 @@ def test_candidates_share_one_conditioning():
         ({"depth": 2.0}, {}, TypeError, r"`candidates\['depth'\]` must be a sequence"),
         ({"depth": []}, {}, ValueError, r"`candidates\['depth'\]` is empty"),
         ({"depth": [1, 1]}, {}, ValueError, "names a value twice"),
-        ({"depth": [1, "2"]}, {}, TypeError, "must hold numbers"),
+        (
+            {"depth": [1, "2"]},
+            {},
+            TypeError,
+            r"`candidates\['depth'\]` must be a number",
+        ),
         ({"depth": [math.nan]}, {}, ValueError, "must be finite"),
         (
             {"depth": [1.0]},
@@ -353,7 +358,7 @@ def test_candidates_share_one_conditioning():
             {"depth": [1.0, 9.0]},
             {"bounds": torch.tensor([[0.0, 1.0, 0.0], [1.0, 8.0, 1.0]], **DOUBLE)},
             ValueError,
-            "= 9.0 is outside the target's bounds",
+            r"`candidates\['depth'\]` = 9.0 is outside the target's bounds",
         ),
     ],
 )

@@ -16,7 +16,12 @@ from torch import Tensor
 
 from botorch_transfer.data import checked_feature_names
 
-__all__ = ["checked_parameter_plan", "describe_roles"]
+__all__ = [
+    "check_fills_in_bounds",
+    "checked_parameter_plan",
+    "checked_value",
+    "describe_roles",
+]
 
 
 def checked_parameter_plan(
@@ -76,7 +81,7 @@ def checked_parameter_plan(
             "source says nothing about how the target's outcome varies."
         )
     if bounds is not None:
-        _check_fills_in_bounds(fills, feature_names, bounds)
+        check_fills_in_bounds(fills, feature_names, bounds)
     return fills, conditions
 
 
@@ -88,10 +93,14 @@ def describe_roles(
 ) -> dict[str, str]:
     r"""Each parameter's role in words: the target's parameters first, then the
     source's own (``"shared"``, ``"filled at v"``, ``"conditioned at v"``,
-    ``"marginalized"``)."""
+    ``"marginalized"``; ``"missing"`` for a target parameter the source lacks that
+    nothing fills, which :func:`checked_parameter_plan` refuses)."""
     roles = {}
     for name in feature_names:
-        roles[name] = f"filled at {fills[name]}" if name in fills else "shared"
+        if name in fills:
+            roles[name] = f"filled at {fills[name]}"
+        else:
+            roles[name] = "shared" if name in source_names else "missing"
     for name in source_names:
         if name not in roles:
             value = conditions.get(name)
@@ -146,21 +155,29 @@ def _checked_values(
                 f"{name!r} at must be known to fill it in; if it is not, give "
                 "candidate values to `align_source_candidates`."
             )
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(
-                f"`{argument}[{name!r}]` must be a number, got {type(value).__name__}."
-            )
-        if not math.isfinite(value):
-            raise ValueError(f"`{argument}[{name!r}]` must be finite, got {value}.")
-        checked[name] = float(value)
+        checked[name] = checked_value(f"{argument}[{name!r}]", value)
     return checked
 
 
-def _check_fills_in_bounds(
+def checked_value(label: str, value: object) -> float:
+    r"""``value`` as a float if it is a finite real number; a ``TypeError`` or
+    ``ValueError`` naming ``label`` (e.g. ``"source_values['lr']"``) otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{label}` must be a number, got {type(value).__name__}.")
+    if not math.isfinite(value):
+        raise ValueError(f"`{label}` must be finite, got {value}.")
+    return float(value)
+
+
+def check_fills_in_bounds(
     fills: Mapping[str, float],
-    feature_names: tuple[str, ...],
+    feature_names: Sequence[str],
     bounds: Tensor,
+    argument: str = "source_values",
 ) -> None:
+    r"""Raise a ``ValueError`` naming ``argument`` if a fill value lies outside
+    the target's ``bounds`` (or ``bounds`` is not ``2 x len(feature_names)``)."""
+    feature_names = tuple(feature_names)
     if not isinstance(bounds, Tensor) or bounds.shape != (2, len(feature_names)):
         raise ValueError(
             f"`bounds` must be a 2 x {len(feature_names)} tensor (one column per "
@@ -171,6 +188,6 @@ def _check_fills_in_bounds(
         low, high = bounds[:, feature_names.index(name)].tolist()
         if not low <= value <= high:
             raise ValueError(
-                f"`source_values[{name!r}]` = {value} is outside the target's bounds "
+                f"`{argument}[{name!r}]` = {value} is outside the target's bounds "
                 f"[{low}, {high}] for {name!r}."
             )
