@@ -1,5 +1,6 @@
-r"""Tables of the real track: the recommended model against its peers, through a
-user's loop, on each half, and the cost per iteration."""
+r"""Tables of the real tracks (one source, several sources, a source on other
+parameters): the recommended model against its peers, through a user's loop, on
+each half, and the cost per iteration."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ from benchmarks.transfer_tables import (
     RECOMMENDED,
     final_cumulative_regret,
     seed_range,
+)
+from botorch_transfer.test_functions.real_heterogeneous import (
+    HETERO_CONTROLS,
+    HETERO_PAIRS,
+    hetero_rank_correlation,
 )
 from botorch_transfer.test_functions.real_multi import (
     MULTI_SOURCE_CONTROLS,
@@ -368,4 +374,58 @@ def multi_track_tables(records: list[dict], problems: list[str]) -> str:
             p: max(multi_source_rank_correlations(p).values()) for p in present
         },
     )
+    return f"{methods}\n\n```\n{versus_peers}\n```" if methods else ""
+
+
+#: The peers of the heterogeneous track: the models that take a source on other
+#: parameters (or filled onto the target's).
+HETERO_PEERS = ("hetero-mtgp", "mtgp-filled", "mtgp-imputed")
+#: The recommended model on the source mapped with what the user knows.
+HETERO_RECOMMENDED = "rank-weighted-aligned"
+#: The heterogeneous track's methods compared in :func:`hetero_track_tables`.
+HETERO_TRACK_METHODS = (
+    HETERO_RECOMMENDED,
+    "rank-weighted-ignored",
+    *HETERO_PEERS,
+    "random",
+)
+
+
+def hetero_track_tables(records: list[dict], problems: list[str]) -> str:
+    r"""The heterogeneous track's half ``problems``: every method against the
+    no-transfer GP (:func:`real_track_methods_table`), then the recommended model
+    on the aligned source against the better peer (:func:`real_track_table`; rho:
+    the rank correlation on the points both tasks ran), and its ratio to the
+    no-transfer GP where the source's fixed values are known (the ``lacks``
+    pairs)."""
+    present = [p for p in problems if any(r["problem"] == p for r in records)]
+    methods = real_track_methods_table(
+        records,
+        present,
+        HETERO_TRACK_METHODS,
+        controls=HETERO_CONTROLS,
+        unit="problems",
+    )
+    versus_peers = real_track_table(
+        records,
+        present,
+        HETERO_RECOMMENDED,
+        peers=HETERO_PEERS,
+        controls=HETERO_CONTROLS,
+        rank_correlations={p: hetero_rank_correlation(p) for p in present},
+    )
+    finals = final_cumulative_regret(records)
+    known = [
+        finals[(p, HETERO_RECOMMENDED)].mean() / finals[(p, NO_TRANSFER)].mean()
+        for p in present
+        if HETERO_PAIRS[p].kind == "lacks"
+        and p not in HETERO_CONTROLS
+        and (p, HETERO_RECOMMENDED) in finals
+        and (p, NO_TRANSFER) in finals
+    ]
+    if known:
+        versus_peers += (
+            f"\nwhere the source's fixed values are known ({len(known)} problems): "
+            f"geometric-mean ratio to {NO_TRANSFER} {geometric_mean(known):.2f}"
+        )
     return f"{methods}\n\n```\n{versus_peers}\n```" if methods else ""

@@ -8,6 +8,7 @@ from pathlib import Path
 from benchmarks.meta_tables import meta_track_table
 from benchmarks.real_track_tables import (
     cost_table,
+    hetero_track_tables,
     multi_track_tables,
     real_track_methods_table,
     real_track_protocols_table,
@@ -20,6 +21,7 @@ from benchmarks.transfer_tables import (
     transfer_track_table,
     transfer_track_targets,
 )
+from botorch_transfer.test_functions.real_heterogeneous import HETERO_CONFIRMATION
 from botorch_transfer.test_functions.real_multi import MULTI_CONFIRMATION
 from botorch_transfer.test_functions.real_pairs import (
     CONFIRMATION,
@@ -51,7 +53,8 @@ def results_page_table(name: str) -> str:
             ``"transfer-targets"`` (:func:`transfer_track_targets`, seeds 0-19),
             ``"ax"`` (:func:`ax_track_table` of ``ax_transfer_20seeds.csv``),
             ``"meta"`` (:func:`meta_track_table`), ``"multi"``
-            (:func:`multi_track_tables`, confirmation half) or ``"cost"``
+            (:func:`multi_track_tables`, confirmation half), ``"hetero"``
+            (:func:`hetero_track_tables`, confirmation half) or ``"cost"``
             (:func:`cost_table` of the real track).
     """
     if name not in RESULTS_PAGE_TABLES:
@@ -69,6 +72,10 @@ def results_page_table(name: str) -> str:
         return meta_track_table(committed_records("meta"))
     if name == "multi":
         return multi_track_tables(committed_records("multi"), list(MULTI_CONFIRMATION))
+    if name == "hetero":
+        return hetero_track_tables(
+            committed_records("hetero"), list(HETERO_CONFIRMATION)
+        )
     if name == "ax":
         return ax_track_table(RECORDS_DIR / "ax_transfer_20seeds.csv")
     records = [

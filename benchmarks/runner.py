@@ -117,7 +117,11 @@ def run_experiment(
                 return problem.observe_target(x, generator)
             return observe(f_x, problem.target_noise, generator)
 
-        X_s = problem.sample(problem.n_source, gen)
+        space = problem.source_space  # a source on other parameters: its own columns
+        if space is None:
+            X_s = problem.sample(problem.n_source, gen)
+        else:
+            X_s = space.sample(problem.n_source, gen)
         if problem.observe_source is not None:
             Y_s = problem.observe_source(X_s, gen)
         else:
@@ -125,7 +129,11 @@ def run_experiment(
         X = problem.sample(problem.n_init, gen)
         Y = observe_target(X, problem.target(X), gen)
         source = TaskData(
-            X_s, Y_s, torch.full_like(Y_s, problem.source_noise), problem.source_name
+            X_s,
+            Y_s,
+            torch.full_like(Y_s, problem.source_noise),
+            problem.source_name,
+            feature_names=None if space is None else space.feature_names,
         )
         extra_sources = []
         for extra in problem.extra_sources:  # after the target's: one-source runs stay

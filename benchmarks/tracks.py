@@ -11,6 +11,11 @@ r"""Named sets of methods and problems for ``run --track``.
 - ``"zero-development"`` and ``"zero-confirmation"``: the first five queries with
   no target point (:mod:`~botorch_transfer.test_functions.zero_start`), the recommended
   model from the sources alone against a Sobol design, 20 seeds.
+- ``"hetero-development"`` and ``"hetero-confirmation"``: a source that ran on other
+  parameters (:mod:`~botorch_transfer.test_functions.real_heterogeneous`): the
+  recommended model on the source mapped by name against ``HeterogeneousMTGP``,
+  ``MultiTaskGP`` filled Ax's way or with learned imputation, the same model with
+  what differs ignored, the no-transfer GP and random search, 20 seeds.
 - ``"quick-papers"``: the papers' models with their hand-set kernels beside the
   peers on two synthetic problems (the main job's earlier form).
 - ``"papers"``: the papers' track: fixed kernels and noise levels as the papers
@@ -38,6 +43,10 @@ from dataclasses import dataclass, field
 from botorch_transfer.test_functions.controls import CONTROLS
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
 from botorch_transfer.test_functions.problems import CONTROLLED, SHILTON_SHIFTS
+from botorch_transfer.test_functions.real_heterogeneous import (
+    HETERO_CONFIRMATION,
+    HETERO_DEVELOPMENT,
+)
 from botorch_transfer.test_functions.real_multi import (
     MULTI_CONFIRMATION,
     MULTI_DEVELOPMENT,
@@ -100,6 +109,19 @@ MULTI_SOURCE_METHODS = (
     "mtgp",
     "rgpe",
     "meta-task-mixture",
+    "gp-ucb-fitted",
+    "random",
+)
+
+#: The methods of the heterogeneous track: the recommended model on the source
+#: mapped with what the user knows and with what differs ignored, the peers that
+#: take a source on other parameters, the no-transfer GP and random search.
+HETERO_METHODS = (
+    "rank-weighted-aligned",
+    "rank-weighted-ignored",
+    "hetero-mtgp",
+    "mtgp-filled",
+    "mtgp-imputed",
     "gp-ucb-fitted",
     "random",
 )
@@ -178,6 +200,13 @@ TRACKS: dict[str, Track] = {
         MULTI_DEVELOPMENT,
         MULTI_CONFIRMATION,
         "the multi-source track's",
+    ),
+    **_halves(
+        "hetero",
+        HETERO_METHODS,
+        HETERO_DEVELOPMENT,
+        HETERO_CONFIRMATION,
+        "the heterogeneous track's",
     ),
     **_halves(
         "zero",

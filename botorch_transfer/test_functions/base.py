@@ -1,5 +1,6 @@
 r"""The source/target problem type shared by the problem modules (``problems``,
-``hpo``) and the kernels with fixed hyperparameters the papers state."""
+``hpo``), the description of a source on other parameters, and the kernels with
+fixed hyperparameters the papers state."""
 
 from __future__ import annotations
 
@@ -51,6 +52,35 @@ class ExtraSource:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class SourceSpace:
+    r"""The parameters of a source that ran on other parameters than the target.
+
+    What a user knows about the source is here (its parameters' names, the values
+    it ran the target's other parameters at, the values the target runs its
+    retired parameters at); what a method makes of it is the method's.
+
+    Attributes:
+        feature_names: The source's parameters, in the order of its inputs.
+        target_feature_names: The target's parameters, in the order of its inputs.
+        sample: ``sample(n, generator) -> n x len(feature_names)``: source inputs,
+            in the source's columns (on a sub-range where the source ran on one).
+        source_values: For each target parameter the source lacks and whose value
+            it ran at is known, that value (in the target's units).
+        target_values: For each parameter only the source has, the value the
+            target runs at.
+        candidates: For each target parameter the source lacks at an unknown
+            value, the values a user would try.
+    """
+
+    feature_names: tuple[str, ...]
+    target_feature_names: tuple[str, ...]
+    sample: Callable[[int, torch.Generator], Tensor]
+    source_values: dict[str, float] = field(default_factory=dict)
+    target_values: dict[str, float] = field(default_factory=dict)
+    candidates: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+
 @dataclass
 class TransferProblem:
     r"""A source/target pair to maximize.
@@ -81,6 +111,10 @@ class TransferProblem:
         source_name: The first source's name (``None``: unnamed).
         extra_sources: Further sources (multi-source problems), each with
             ``n_source`` observations drawn after the target's initial points.
+        source_space: How the source's parameters differ from the target's
+            (``None``: the source ran on the target's parameters). When set, the
+            source's inputs come from ``source_space.sample`` in the source's own
+            columns, and ``source`` and ``observe_source`` take them.
     """
 
     name: str
@@ -102,6 +136,7 @@ class TransferProblem:
     description: str = ""
     source_name: str | None = None
     extra_sources: tuple[ExtraSource, ...] = ()
+    source_space: SourceSpace | None = None
     _grid: Tensor | None = field(default=None, repr=False)
 
     @property

@@ -21,6 +21,10 @@ from botorch_transfer.test_functions.base import TransferProblem, fixed_kernel
 from botorch_transfer.test_functions.controls import CONTROLS
 from botorch_transfer.test_functions.hpo import breast_cancer
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS, hpo_pair
+from botorch_transfer.test_functions.real_heterogeneous import (
+    HETERO_PAIRS,
+    hetero_pair,
+)
 from botorch_transfer.test_functions.real_multi import (
     MULTI_SOURCE_PROBLEMS,
     multi_source_problem,
@@ -247,6 +251,8 @@ PROBLEMS: dict[str, Callable[..., TransferProblem]] = {
     **{name: partial(real_pair, name) for name in REAL_PAIRS},
     # several sources of mixed relatedness per target (same tables)
     **{name: partial(multi_source_problem, name) for name in MULTI_SOURCE_PROBLEMS},
+    # a source on other parameters than the target's (same tables)
+    **{name: partial(hetero_pair, name) for name in HETERO_PAIRS},
     # the related ones without an initial target point (5 queries)
     **{name: partial(zero_start_problem, name) for name in ZERO_START_BASES},
 }

@@ -48,12 +48,15 @@ class Family:
         levels: One tuple of hyperparameter values per grid axis.
         tasks: Task names.
         description: What is tuned, on what, and what is measured.
+        parameters: The hyperparameters' names, one per grid axis (the grid's
+            unit-cube columns, in order).
     """
 
     name: str
     levels: tuple[tuple, ...]
     tasks: tuple[str, ...]
     description: str
+    parameters: tuple[str, ...]
 
     @property
     def grid_size(self) -> int:
@@ -78,6 +81,7 @@ FAMILIES = {
         tuple(f"digit{k}" for k in range(10)),
         "RBF SVM on the digits (one digit against the rest), log10 C x log10 gamma, "
         "balanced accuracy per cross-validation fold",
+        ("log10_C", "log10_gamma"),
     ),
     "forest": Family(
         "forest",
@@ -89,6 +93,7 @@ FAMILIES = {
         ("breast_cancer", "wine", "iris", "digits_low", "digits_high"),
         "random forest, max_depth x min_samples_leaf x max_features, accuracy per "
         "cross-validation fold",
+        ("max_depth", "min_samples_leaf", "max_features"),
     ),
     "mlp": Family(
         "mlp",
@@ -100,6 +105,7 @@ FAMILIES = {
         ("breast_cancer", "wine", "digits_low", "digits_high"),
         "one-hidden-layer network (Adam, 50 epochs), log10 learning rate x log10 "
         "weight decay x hidden units, validation accuracy per training seed",
+        ("log10_lr", "log10_weight_decay", "hidden"),
     ),
 }
 
