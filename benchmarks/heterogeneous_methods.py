@@ -224,6 +224,15 @@ def _aligned(model, knowledge: str, **options: Any) -> AlignedSource:
     return AlignedSource(AcquisitionMethod(model, fit=True, **options), knowledge)
 
 
+#: The methods registered here: they need a problem with a ``source_space``.
+SOURCE_SPACE_METHODS = (
+    "rank-weighted-aligned",
+    "rank-weighted-ignored",
+    "mtgp-filled",
+    "mtgp-imputed",
+    "hetero-mtgp",
+)
+
 register_method(
     "rank-weighted-aligned",
     _aligned(rank_weighted_model, "known", source_model=fitted_source_model),

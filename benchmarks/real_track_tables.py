@@ -395,9 +395,9 @@ def hetero_track_tables(records: list[dict], problems: list[str]) -> str:
     r"""The heterogeneous track's half ``problems``: every method against the
     no-transfer GP (:func:`real_track_methods_table`), then the recommended model
     on the aligned source against the better peer (:func:`real_track_table`; rho:
-    the rank correlation on the points both tasks ran), and its ratio to the
+    the rank correlation on the points both tasks ran), its ratio to the
     no-transfer GP where the source's fixed values are known (the ``lacks``
-    pairs)."""
+    pairs), and the cost per iteration (:func:`cost_table`)."""
     present = [p for p in problems if any(r["problem"] == p for r in records)]
     methods = real_track_methods_table(
         records,
@@ -428,4 +428,7 @@ def hetero_track_tables(records: list[dict], problems: list[str]) -> str:
             f"\nwhere the source's fixed values are known ({len(known)} problems): "
             f"geometric-mean ratio to {NO_TRANSFER} {geometric_mean(known):.2f}"
         )
-    return f"{methods}\n\n```\n{versus_peers}\n```" if methods else ""
+    if not methods:
+        return ""
+    cost = cost_table([r for r in records if r["problem"] in present])
+    return f"{methods}\n\n```\n{versus_peers}\n```\n\n{cost}"

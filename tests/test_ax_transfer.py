@@ -168,7 +168,11 @@ def test_one_source_experiment_through_the_transfer_learning_adapter(model_class
     check_against_model_by_hand(client, model_class)
 
 
-@pytest.mark.parametrize("model_class", [DeltaBOModel, EnvGP, DiffGP, RGPE])
+@pytest.mark.parametrize(
+    "model_class",
+    # Env-GP's exact GP on both sources' points is the slowest: with -m slow
+    [DeltaBOModel, pytest.param(EnvGP, marks=pytest.mark.slow), DiffGP, RGPE],
+)
 def test_two_source_experiments(model_class):
     sources = [
         source_experiment("source_a", shift=0.5),

@@ -376,6 +376,7 @@ def test_cmbo_stage1_cache_is_keyed_on_the_data_not_on_object_ids():
     assert b["fit_s"] == a["fit_s"]
 
 
+@pytest.mark.slow  # every target of the timing script, end to end (minutes)
 def test_timing_targets_measure_every_target_in_one_run(monkeypatch, capsys):
     monkeypatch.setattr(timing, "in_process", lambda function, *args: function(*args))
     rows = timing.main(

@@ -170,7 +170,11 @@ def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
     assert "rbv2_xgboost" in problem.description
 
 
-@pytest.mark.parametrize("method", ["mtgp", "rgpe", "gp-ucb-fitted"])
+@pytest.mark.parametrize(
+    # MultiTaskGP on the YAHPO pairs takes a minute and more: with -m slow
+    "method",
+    [pytest.param("mtgp", marks=pytest.mark.slow), "rgpe", "gp-ucb-fitted"],
+)
 @pytest.mark.parametrize("pair", ["lcbench-pair-weak", "xgboost-pair-strong"])
 def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(pair, method):
     from benchmarks.runner import run_experiment

@@ -5,12 +5,14 @@ import pytest
 import torch
 
 from benchmarks.__main__ import main
+from benchmarks.heterogeneous_methods import SOURCE_SPACE_METHODS
 from benchmarks.methods import TRANSFER, available_methods
 from benchmarks.results_io import load_results
 from benchmarks.runner import run_experiment, safe_run_experiment, warning_causes
 from benchmarks.summary import summary_table
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
 from botorch_transfer.test_functions.problems import PROBLEMS
+from botorch_transfer.test_functions.real_heterogeneous import HETERO_PAIRS
 from botorch_transfer.test_functions.real_multi import MULTI_SOURCE_PROBLEMS
 from botorch_transfer.test_functions.real_pairs import REAL_PAIRS
 from botorch_transfer.test_functions.zero_start import ZERO_START_BASES
@@ -34,16 +36,32 @@ SMOKE_PROBLEMS = sorted(
     # the zero-start problems are for methods that start from no target point
     # (test_zero_start runs them)
     and p not in ZERO_START_BASES
+    # a source on other parameters is for the methods that map it
+    # (test_heterogeneous_methods runs them)
+    and p not in HETERO_PAIRS
 )
+
+#: The problems every method runs on by default: a continuous one and a grid one
+#: with several sources.
+COVERING_PROBLEMS = ("gaussian-bumps", "multi-svm-digit9")
+#: The method every smoke problem runs with by default (the recommended model).
+COVERING_METHOD = "rank-weighted"
 
 
 def smoke_cases():
-    r"""Every method on every smoke problem; a guarded method (its fitted model inside
-    TransferGuard, tested in tests/models/test_guard.py) runs one problem by default
-    and the rest with ``-m slow`` (to keep CI under its time budget)."""
+    r"""Every method on every smoke problem. By default every method runs on
+    ``COVERING_PROBLEMS`` and every problem with ``COVERING_METHOD``; a guarded method
+    (its fitted model inside TransferGuard, tested in tests/models/test_guard.py)
+    runs one problem. The rest of the matrix runs with ``-m slow`` (to keep CI under
+    its time budget)."""
     for method in available_methods(TRANSFER):
+        if method in SOURCE_SPACE_METHODS:
+            continue
         for problem in SMOKE_PROBLEMS:
-            slow = method.endswith("-guarded") and problem != "gaussian-bumps"
+            if method.endswith("-guarded"):
+                slow = problem != "gaussian-bumps"
+            else:
+                slow = problem not in COVERING_PROBLEMS and method != COVERING_METHOD
             yield pytest.param(
                 problem,
                 method,

@@ -108,13 +108,17 @@ def run_loop(kind, source_data, source_model, name, n_init, iterations=10):
 
 def acquisition_cases():
     r"""Every model with every acquisition; Env-GP (an exact GP on N + T points refit
-    every step, the slowest) runs qUCB and qLogNEI by default, the rest with
-    ``-m slow`` (to keep CI under its time budget)."""
+    every step, the slowest) runs qUCB by default (its qLogNEI loop is the user
+    loop of tests/models/test_user_loops.py), its low-rank form qKG, the other
+    low-rank model qLogNEI and qKG, and the rest with ``-m slow`` (to keep CI under
+    its time budget)."""
+    default = {"envgp": ("qucb",), "envgp-low-rank": ("qkg",)}
     for name in ["logei", "pi", "qlognei", "qucb", "qkg", "qmes"]:
         for kind in MODELS + LOW_RANK:
-            slow = (kind == "envgp" and name not in ("qucb", "qlognei")) or (
-                kind in LOW_RANK and name not in ("qlognei", "qkg")
-            )
+            if kind in default:
+                slow = name not in default[kind]
+            else:
+                slow = kind in LOW_RANK and name not in ("qlognei", "qkg")
             yield pytest.param(
                 kind, name, id=f"{name}-{kind}", marks=pytest.mark.slow if slow else ()
             )
@@ -125,7 +129,14 @@ def test_bo_loop_with_acquisition(kind, source_data, source_model, name):
     run_loop(kind, source_data, source_model, name, n_init=3)
 
 
-@pytest.mark.parametrize("kind", MODELS + LOW_RANK)
+@pytest.mark.parametrize(
+    "kind",
+    # the low-rank Env-GP is the slowest here; the exact one runs by default
+    [
+        k if k != "envgp-low-rank" else pytest.param(k, marks=pytest.mark.slow)
+        for k in MODELS + LOW_RANK
+    ],
+)
 def test_ucb_loop_from_zero_target_points_finds_optimum(
     kind, source_data, source_model
 ):
