@@ -425,7 +425,8 @@ def hetero_track_tables(records: list[dict], problems: list[str]) -> str:
     ]
     if known:
         versus_peers += (
-            f"\nwhere the source's fixed values are known ({len(known)} problems): "
+            f"\nwhere the source's fixed values are known ({len(known)} "
+            f"problem{'s' if len(known) > 1 else ''}): "
             f"geometric-mean ratio to {NO_TRANSFER} {geometric_mean(known):.2f}"
         )
     if not methods:

@@ -95,6 +95,7 @@ RESULTS_PAGE_TABLES = (
     "ax",
     "meta",
     "multi",
+    "hetero",
     "cost",
 )
 
