@@ -54,6 +54,11 @@ from botorch_transfer.test_functions.base import SourceSpace, TransferProblem
 KNOWLEDGE = ("known", "filled", "ignored")
 
 
+def _check_knowledge(knowledge: str) -> None:
+    if knowledge not in KNOWLEDGE:
+        raise ValueError(f"`knowledge` must be one of {KNOWLEDGE}, got {knowledge!r}.")
+
+
 def _space(problem: TransferProblem) -> SourceSpace:
     if problem.source_space is None:
         raise ValueError(
@@ -77,8 +82,7 @@ def aligned_sources(
         One aligned source, or one per candidate value (``"known"`` with a value
         the user does not know).
     """
-    if knowledge not in KNOWLEDGE:
-        raise ValueError(f"`knowledge` must be one of {KNOWLEDGE}, got {knowledge!r}.")
+    _check_knowledge(knowledge)
     space = _space(problem)
     names = space.target_feature_names
     lo, hi = problem.bounds
@@ -111,10 +115,7 @@ class AlignedSource(Method):
     """
 
     def __init__(self, method: Method, knowledge: str) -> None:
-        if knowledge not in KNOWLEDGE:
-            raise ValueError(
-                f"`knowledge` must be one of {KNOWLEDGE}, got {knowledge!r}."
-            )
+        _check_knowledge(knowledge)
         self.method = method
         self.knowledge = knowledge
 

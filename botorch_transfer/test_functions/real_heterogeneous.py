@@ -40,10 +40,9 @@ from torch import Tensor
 from botorch_transfer.test_functions.base import (
     SourceSpace,
     TransferProblem,
-    fixed_kernel,
 )
 from botorch_transfer.test_functions.hpo_pairs import rank_correlation
-from botorch_transfer.test_functions.real_pairs import table_means, table_replicates
+from botorch_transfer.test_functions.real_pairs import table_problem
 from botorch_transfer.test_functions.real_tables import FAMILIES, load_table
 
 #: The values a user tries for a parameter whose source value is unknown: the two
@@ -240,28 +239,13 @@ def hetero_pair(name: str, seed: int = 0) -> TransferProblem:
         hi=levels[pair.levels[-1]],
     )
     kind = "control (source permuted over its grid)" if pair.permuted else "pair"
-    dim = len(space.target_feature_names)
-    kernels = {
-        key: (lambda d: fixed_kernel("matern52", 0.3, 25.0, d))
-        for key in ("source", "target", "delta")
-    }
-    return TransferProblem(
-        name=name,
-        bounds=torch.stack([torch.zeros(dim), torch.ones(dim)]).double(),
-        target=table_means(target_table, g),
-        source=table_means(source_table, g),
-        n_source=100,
-        source_noise=float(source_table.var(1, ddof=1).mean()),
-        target_noise=float(target_table.var(1, ddof=1).mean()),
-        kernels=kernels,
-        grid_size=g,
-        n_init=3,
-        iterations=30,
-        beta=2.0,
-        noisy_observations=True,
-        observe_source=table_replicates(source_table, g),
-        observe_target=table_replicates(target_table, g),
-        description=f"real heterogeneous {kind}: {family.description}; source "
+    return table_problem(
+        name,
+        source_table,
+        target_table,
+        g,
+        len(space.target_feature_names),
+        f"real heterogeneous {kind}: {family.description}; source "
         f"{pair.family}/{pair.source}, target {pair.family}/{pair.target}; {what}; "
         f"rank correlation {hetero_rank_correlation(name, seed):.2f}",
         source_name=pair.source,

@@ -29,10 +29,9 @@ import torch
 from botorch_transfer.test_functions.base import (
     ExtraSource,
     TransferProblem,
-    fixed_kernel,
 )
 from botorch_transfer.test_functions.hpo_pairs import rank_correlation
-from botorch_transfer.test_functions.real_pairs import table_means, table_replicates
+from botorch_transfer.test_functions.real_pairs import table_problem, table_replicates
 from botorch_transfer.test_functions.real_tables import FAMILIES, load_table
 
 #: ``name: (family, target task, source tasks, scrambled source tasks)``.
@@ -206,29 +205,15 @@ def multi_source_problem(name: str, seed: int = 0) -> TransferProblem:
         )
         for task, table, scrambled in rest
     )
-    kernels = {
-        key: (lambda d: fixed_kernel("matern52", 0.3, 25.0, d))
-        for key in ("source", "target", "delta")
-    }
     control = name in MULTI_SOURCE_CONTROLS
     sources = ", ".join(label(t, s) for t, _, s in tables)
-    return TransferProblem(
-        name=name,
-        bounds=torch.stack([torch.zeros(family.dim), torch.ones(family.dim)]).double(),
-        target=table_means(target_table, g),
-        source=table_means(first_table, g),
-        n_source=100,
-        source_noise=float(first_table.var(1, ddof=1).mean()),
-        target_noise=float(target_table.var(1, ddof=1).mean()),
-        kernels=kernels,
-        grid_size=g,
-        n_init=3,
-        iterations=30,
-        beta=2.0,
-        noisy_observations=True,
-        observe_source=table_replicates(first_table, g),
-        observe_target=table_replicates(target_table, g),
-        description=f"real multi-source {'control' if control else 'problem'}: "
+    return table_problem(
+        name,
+        first_table,
+        target_table,
+        g,
+        family.dim,
+        f"real multi-source {'control' if control else 'problem'}: "
         f"{family.description}; target {family_name}/{target_task}; sources "
         f"{sources}",
         source_name=first,

@@ -122,6 +122,54 @@ def table_replicates(table: np.ndarray, grid_size: int):
     return draw
 
 
+def table_problem(
+    name: str,
+    source_table: np.ndarray,
+    target_table: np.ndarray,
+    grid_size: int,
+    dim: int,
+    description: str,
+    **settings,
+) -> TransferProblem:
+    r"""The real-table protocol's problem: 100 source observations, 3 initial target
+    points, T = 30, UCB's ``beta`` = 2, one replicate per query, the known noise
+    variances the tables' mean replicate variances.
+
+    Args:
+        name: The problem's name.
+        source_table: The (first) source's ``n_configs x n_replicates`` table.
+        target_table: The target's table.
+        grid_size: Points per dimension of both grids.
+        dim: The target's input dimension.
+        description: The problem's one-line summary.
+        **settings: Further ``TransferProblem`` fields (``source_name``,
+            ``extra_sources``, ``source_space``).
+    """
+    kernels = {
+        key: (lambda d: fixed_kernel("matern52", 0.3, 25.0, d))
+        for key in ("source", "target", "delta")
+    }
+    return TransferProblem(
+        name=name,
+        bounds=torch.stack([torch.zeros(dim), torch.ones(dim)]).double(),
+        target=table_means(target_table, grid_size),
+        source=table_means(source_table, grid_size),
+        n_source=100,
+        source_noise=float(source_table.var(1, ddof=1).mean()),
+        target_noise=float(target_table.var(1, ddof=1).mean()),
+        kernels=kernels,
+        grid_size=grid_size,
+        n_init=3,
+        iterations=30,
+        beta=2.0,
+        noisy_observations=True,
+        observe_source=table_replicates(source_table, grid_size),
+        observe_target=table_replicates(target_table, grid_size),
+        description=description,
+        **settings,
+    )
+
+
 @lru_cache
 def _tables(name: str) -> tuple[np.ndarray, np.ndarray]:
     source_family, source_task, family, target_task, _ = REAL_PAIRS[name]
@@ -166,28 +214,14 @@ def real_pair(name: str, seed: int = 0) -> TransferProblem:
         source_table = _permuted(source_table, seed)
 
     rho = pair_rank_correlation(name, seed)
-    kernels = {
-        key: (lambda d: fixed_kernel("matern52", 0.3, 25.0, d))
-        for key in ("source", "target", "delta")
-    }
     kind = {None: "pair", "permuted": "control (source permuted over the grid)"}
-    return TransferProblem(
-        name=name,
-        bounds=torch.stack([torch.zeros(fam.dim), torch.ones(fam.dim)]).double(),
-        target=table_means(target_table, g),
-        source=table_means(source_table, g),
-        n_source=100,
-        source_noise=float(source_table.var(1, ddof=1).mean()),
-        target_noise=float(target_table.var(1, ddof=1).mean()),
-        kernels=kernels,
-        grid_size=g,
-        n_init=3,
-        iterations=30,
-        beta=2.0,
-        noisy_observations=True,
-        observe_source=table_replicates(source_table, g),
-        observe_target=table_replicates(target_table, g),
-        description=f"real {kind[control]}: {fam.description}; source "
+    return table_problem(
+        name,
+        source_table,
+        target_table,
+        g,
+        fam.dim,
+        f"real {kind[control]}: {fam.description}; source "
         f"{source_family}/{source_task}, target {family}/{target_task}, rank "
         f"correlation {rho:.2f}",
     )
