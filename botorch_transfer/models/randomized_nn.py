@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -76,6 +75,7 @@ from botorch_transfer.models.randomized_nn_options import (
     resolved_options,
 )
 from botorch_transfer.models.utils.assorted import SingleOutputTargetMixin
+from botorch_transfer.models.utils.whitened_mlp import WhitenedMLP
 from botorch_transfer.validation import (
     check_integer,
     check_query_inputs,
@@ -106,11 +106,9 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
     members are independent approximate posterior draws; ``posterior`` returns an
     ``EnsemblePosterior`` over them (qUCB, qLogEI, ... through ``IndexSampler``).
 
-    Layer ``l`` of a member computes
-    ``a((s_l / sqrt(fan_in)) W_l h + bias_scale * b_l)`` with ``s_1 = input_scale``
-    and ``s_l = weight_scale`` afterwards (no activation on the linear output layer).
-    ``hidden=()`` gives a model that is linear in its parameters, on the inputs or on
-    the fixed features of ``feature_map``.
+    The members are one :class:`~botorch_transfer.models.utils.whitened_mlp.WhitenedMLP`
+    (``mlp``); ``hidden=()`` makes them linear in their parameters, on the inputs or
+    on the fixed features of ``feature_map``.
 
     The model is trained at construction. Training data must be ``n x d`` (a batch
     of training sets arises only from fantasies); ``posterior`` accepts
@@ -334,14 +332,18 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         in_dim = self._features(
             torch.zeros(1, d, dtype=train_X.dtype, device=train_X.device)
         ).shape[-1]
-        widths = (in_dim, *network.hidden, 1)
-        self._layout = [(widths[i + 1], widths[i]) for i in range(len(widths) - 1)]
-        num_params = sum(o * i + o for o, i in self._layout)
+        self.mlp = WhitenedMLP.of_widths(
+            (in_dim, *network.hidden, 1),
+            network.input_scale,
+            network.weight_scale,
+            network.bias_scale,
+            ACTIVATIONS[network.activation],
+        )
         # theta_0 ~ Pi_0 = N(0, I), drawn on the CPU in float64 so a seed means the same
         # members everywhere; the member's training is then deterministic.
         gen = torch.Generator().manual_seed(seed)
         theta0 = torch.randn(
-            num_members, num_params, generator=gen, dtype=torch.float64
+            num_members, self.mlp.num_parameters, generator=gen, dtype=torch.float64
         )
         self.register_buffer("initial_parameters", theta0.to(train_X))
 
@@ -404,40 +406,9 @@ class RandomizedNNEnsemble(SingleOutputTargetMixin, EnsembleModel):
         return X if self.feature_map is None else self.feature_map(X)
 
     def _net(self, theta: Tensor, X: Tensor) -> Tensor:
-        r"""The raw output (regression value or logit) of every member.
-
-        Args:
-            theta: ``batch x s x P`` whitened parameters (``batch`` may be empty).
-            X: ``batch' x N x d`` inputs in the model's input space, ``batch'``
-                broadcastable with ``batch``.
-
-        Returns:
-            ``broadcast(batch, batch') x s x N`` outputs.
-        """
-        act = ACTIVATIONS[self.activation]
-        s = theta.shape[-2]
-        batch = torch.broadcast_shapes(theta.shape[:-2], X.shape[:-2])
-        # (batch * s) x N x F and (batch * s) x P: batched matrix products below
-        h = self._features(X).unsqueeze(-3)
-        h = h.expand(*batch, s, *h.shape[-2:]).reshape(-1, *h.shape[-2:])
-        theta = theta.expand(*batch, *theta.shape[-2:]).reshape(-1, theta.shape[-1])
-        offset, last = 0, len(self._layout) - 1
-        for layer, (fan_out, fan_in) in enumerate(self._layout):
-            W = theta[:, offset : offset + fan_out * fan_in].reshape(
-                -1, fan_out, fan_in
-            )
-            offset += fan_out * fan_in
-            b = theta[:, offset : offset + fan_out]
-            offset += fan_out
-            scale = (self.input_scale if layer == 0 else self.weight_scale) / math.sqrt(
-                fan_in
-            )
-            h = torch.baddbmm(
-                (self.bias_scale * b).unsqueeze(-2), h, W.transpose(-1, -2), alpha=scale
-            )
-            if layer < last:
-                h = act(h)
-        return h.reshape(*batch, s, -1)
+        r"""The raw output (regression value or logit) of every member at inputs
+        ``X`` in the model's input space (shapes as in ``WhitenedMLP``)."""
+        return self.mlp(theta, self._features(X))
 
     def _set_training_data(self, X_model: Tensor, Y_model: Tensor, Y: Tensor) -> None:
         r"""Store the data of eq. 10 and train the members on it.
