@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from botorch_transfer.data import TaskData
+from botorch_transfer.pretraining.lbfgs import minimize_keeping_best
 from botorch_transfer.pretraining.objectives import (
     MatchingInputGroup,
     matching_input_groups,
@@ -151,35 +151,12 @@ def fit_empirical_prior(
     params = [constant, prior.raw_noise, *kernel.parameters()]
     for p in params:
         p.requires_grad_(True)
-    optimizer = torch.optim.LBFGS(
-        params, lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe"
-    )
 
     def base_nll() -> Tensor:
         K_noisy = kernel(V).to_dense() + (prior.noise_relative + Yvar) * eye
         return -gaussian_log_likelihood(Y, constant, K_noisy).sum() / (N * M)
 
-    best: dict[str, Any] = {"loss": math.inf, "values": None}
-
-    def closure() -> Tensor:
-        optimizer.zero_grad()
-        loss = base_nll()
-        loss.backward()
-        if loss.item() < best["loss"]:  # NaN compares False: never kept
-            best["loss"] = loss.item()
-            best["values"] = [p.detach().clone() for p in params]
-        return loss
-
-    with torch.enable_grad():
-        try:
-            optimizer.step(closure)
-        except torch.linalg.LinAlgError:
-            # a line-search trial point left the positive-definite region (seen on
-            # rbv2_rpart meta-data): keep the best point evaluated before it
-            if best["values"] is not None:
-                with torch.no_grad():
-                    for p, value in zip(params, best["values"]):
-                        p.copy_(value)
+    minimize_keeping_best(base_nll, params, max_iter)
     for p in params:
         p.requires_grad_(False)
     prior.raw_noise.requires_grad_(True)  # the prior's parameters stay trainable

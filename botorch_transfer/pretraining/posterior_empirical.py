@@ -44,6 +44,7 @@ from botorch_transfer.pretraining.empirical import (
     SHRINKAGE_GRID,
     floor_prior_variance,
 )
+from botorch_transfer.pretraining.lbfgs import minimize_keeping_best
 from botorch_transfer.pretraining.prior import PretrainedPrior
 
 #: Most index points ``V`` of the prior (fewer when there are fewer distinct inputs).
@@ -239,29 +240,7 @@ def fit_posterior_empirical_prior(
         cov = fit.noisy_covariance(K, prior.noise_relative + jitter)
         return _padded_nll(fit.y, constant, cov, fit.mask).sum() / total
 
-    optimizer = torch.optim.LBFGS(
-        params, lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe"
-    )
-    best: dict[str, Any] = {"loss": math.inf, "values": None}
-
-    def closure() -> Tensor:
-        optimizer.zero_grad()
-        loss = base_nll()
-        loss.backward()
-        if loss.item() < best["loss"]:  # NaN compares False: never kept
-            best["loss"] = loss.item()
-            best["values"] = [p.detach().clone() for p in params]
-        return loss
-
-    with torch.enable_grad():
-        try:
-            optimizer.step(closure)
-        except torch.linalg.LinAlgError:
-            pass  # a line-search point left the positive-definite region
-    if best["values"] is not None:  # the best point evaluated, not the last
-        with torch.no_grad():
-            for p, value in zip(params, best["values"]):
-                p.copy_(value)
+    minimize_keeping_best(base_nll, params, max_iter)
     for p in params:
         p.requires_grad_(False)
     prior.raw_noise.requires_grad_(True)  # the prior's parameters stay trainable
