@@ -773,3 +773,26 @@ def test_real_track_table_ratios_targets_and_transfer_weights():
     assert "goal" not in table and "MISSED" not in table
     # nothing to report: no runs of the method and the reference
     assert real_track_table(records, ["b"], "ours", reference="gp") == ""
+
+
+def test_regret_against_best_found_by_hand():
+    records = [
+        {
+            "problem": "hpo",
+            "method": "a",
+            "seed": 0,
+            "values": [0.9, 0.95],
+            "optimum": None,
+        },
+        {
+            "problem": "hpo",
+            "method": "b",
+            "seed": 0,
+            "values": [0.97, 0.96],
+            "optimum": None,
+        },
+    ]
+    filled = {r["method"]: r for r in with_regret(records)}
+    assert filled["a"]["regret"] == pytest.approx([0.07, 0.02])
+    assert filled["a"]["cumulative_regret"] == pytest.approx([0.07, 0.09])
+    assert filled["b"]["cumulative_regret"] == pytest.approx([0.0, 0.01])

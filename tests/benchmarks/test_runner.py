@@ -11,11 +11,12 @@ from benchmarks.results_io import load_results
 from benchmarks.runner import run_experiment, safe_run_experiment, warning_causes
 from benchmarks.summary import summary_table
 from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
-from botorch_transfer.test_functions.problems import PROBLEMS
+from botorch_transfer.test_functions.problems import PROBLEMS, make_problem
 from botorch_transfer.test_functions.real_heterogeneous import HETERO_PAIRS
 from botorch_transfer.test_functions.real_multi import MULTI_SOURCE_PROBLEMS
 from botorch_transfer.test_functions.real_pairs import REAL_PAIRS
 from botorch_transfer.test_functions.zero_start import ZERO_START_BASES
+from tests.test_functions.yahpo_data import yahpo_available
 
 # the shilton-bumps-s* problems differ only in the shift, and the controls only in
 # their source: one of each kind stands for all
@@ -427,3 +428,17 @@ def test_a_sweep_renews_a_pool_that_broke_between_runs(monkeypatch):
     runs = [("p", "m", 0), ("p", "m", 1)]
     records = list(runner.sweep(pool, runs, (None, (), "cpu"), window=1))
     assert sorted(r["seed"] for r in records) == [0, 1] and pool.renewed == 1
+
+
+@pytest.mark.parametrize(
+    # MultiTaskGP on the YAHPO pairs takes a minute and more: with -m slow
+    "method",
+    [pytest.param("mtgp", marks=pytest.mark.slow), "rgpe", "gp-ucb-fitted"],
+)
+@pytest.mark.parametrize("pair", ["lcbench-pair-weak", "xgboost-pair-strong"])
+def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(pair, method):
+    yahpo_available(HPO_PAIRS[pair])
+    record = run_experiment(pair, method, 0, 2)
+    assert "error" not in record and len(record["queries"]) == 2
+    dim = make_problem(pair).dim
+    assert all(len(x) == dim for x in record["queries"])

@@ -19,7 +19,7 @@ def test_a_failed_factorization_ends_at_the_best_point_evaluated():
 
     def loss_fn():
         calls.append(x.detach().clone())
-        if len(calls) > 1:  # the line search's first trial point is not positive definite
+        if len(calls) > 1:  # the line search's first trial point is not PD
             torch.linalg.cholesky(-torch.eye(2, dtype=torch.float64))
         return (x - 1.0).pow(2).sum()
 

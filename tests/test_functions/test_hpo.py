@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 
-from benchmarks.regret_tables import with_regret
 from botorch_transfer.test_functions.hpo import (
     breast_cancer,
     gboost_params,
@@ -54,26 +53,3 @@ def test_objective_is_validation_accuracy_and_deterministic():
     assert problem.optimum() is None and problem.dim == 11 and problem.beta == 0.2
     with pytest.raises(ValueError, match="`kind` must be"):
         breast_cancer("svm")
-
-
-def test_regret_against_best_found_by_hand():
-    records = [
-        {
-            "problem": "hpo",
-            "method": "a",
-            "seed": 0,
-            "values": [0.9, 0.95],
-            "optimum": None,
-        },
-        {
-            "problem": "hpo",
-            "method": "b",
-            "seed": 0,
-            "values": [0.97, 0.96],
-            "optimum": None,
-        },
-    ]
-    filled = {r["method"]: r for r in with_regret(records)}
-    assert filled["a"]["regret"] == pytest.approx([0.07, 0.02])
-    assert filled["a"]["cumulative_regret"] == pytest.approx([0.07, 0.09])
-    assert filled["b"]["cumulative_regret"] == pytest.approx([0.0, 0.01])

@@ -9,6 +9,7 @@ from botorch_transfer.test_functions.problems import (
     SHILTON_SHIFTS,
     make_problem,
 )
+from tests.test_functions.yahpo_data import yahpo_available
 
 
 def test_bohachevsky_pair_matches_paper():
@@ -122,14 +123,6 @@ def test_identical_references_have_the_target_as_their_source(base):
         assert "REFERENCE" in problem.description
 
 
-def _yahpo_available(scenario: str = "lcbench"):
-    pytest.importorskip("onnxruntime")
-    from botorch_transfer.test_functions.yahpo import default_data_dir
-
-    if not (default_data_dir() / scenario / "model.onnx").exists():
-        pytest.skip(f"the YAHPO {scenario} data folder is not here")
-
-
 def _pair_correlations(pairs, dim):
     from botorch_transfer.test_functions.hpo_pairs import rank_correlation
 
@@ -146,7 +139,7 @@ def _pair_correlations(pairs, dim):
 
 
 def test_lcbench_pairs_span_the_range_of_agreement():
-    _yahpo_available()
+    yahpo_available()
     from botorch_transfer.test_functions.hpo_pairs import LCBENCH_PAIRS
 
     rhos = _pair_correlations(LCBENCH_PAIRS, dim=7)
@@ -155,7 +148,7 @@ def test_lcbench_pairs_span_the_range_of_agreement():
 
 
 def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
-    _yahpo_available("rbv2_xgboost")
+    yahpo_available("rbv2_xgboost")
     from botorch_transfer.test_functions.hpo_pairs import XGBOOST_PAIRS
     from botorch_transfer.test_functions.yahpo import YahpoSurrogate
 
@@ -168,23 +161,6 @@ def test_xgboost_pairs_are_strongly_and_weakly_related_in_percent():
     raw = YahpoSurrogate("rbv2_xgboost", "acc")("40981", U)
     assert torch.allclose(problem.target(U), 100 * raw, rtol=0, atol=1e-12)
     assert "rbv2_xgboost" in problem.description
-
-
-@pytest.mark.parametrize(
-    # MultiTaskGP on the YAHPO pairs takes a minute and more: with -m slow
-    "method",
-    [pytest.param("mtgp", marks=pytest.mark.slow), "rgpe", "gp-ucb-fitted"],
-)
-@pytest.mark.parametrize("pair", ["lcbench-pair-weak", "xgboost-pair-strong"])
-def test_the_peers_and_the_no_transfer_gp_run_a_real_pair(pair, method):
-    from benchmarks.runner import run_experiment
-    from botorch_transfer.test_functions.hpo_pairs import HPO_PAIRS
-
-    _yahpo_available(HPO_PAIRS[pair])
-    record = run_experiment(pair, method, 0, 2)
-    assert "error" not in record and len(record["queries"]) == 2
-    dim = make_problem(pair).dim
-    assert all(len(x) == dim for x in record["queries"])
 
 
 @pytest.mark.parametrize("name", ["bohachevsky", "gaussian-bumps"])  # grid, box
