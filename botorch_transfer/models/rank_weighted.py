@@ -6,7 +6,10 @@ fitted with ``fit_gpytorch_mll``. Inside are two GPs on the same target data:
 - the transfer model: ``f = a g + c + delta`` (a :class:`DeltaBOModel` with the exact
   Gaussian conditional and a fitted source scale ``a`` and offset ``c``), where ``g``
   is a GP fitted once on the source and frozen, and ``delta`` shares ``g``'s kernel
-  (its shape: lengthscales fitted on the source) with its own fitted amplitude. With
+  (its shape: lengthscales fitted on the source) with its own fitted amplitude, and
+  a lengthscale of its own, fitted on the target, along each input the source never
+  varied (a parameter it ran at one value:
+  :func:`~botorch_transfer.models.utils.difference_kernel.difference_kernel`). With
   ``a`` and the amplitude fitted on the target this is an intrinsic coregionalization
   model (``MultiTaskGP``'s) whose kernel was learned from the many source points, at
   the cost of a target-only GP;
@@ -61,8 +64,6 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from botorch.utils.types import DEFAULT
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import ScaleKernel
-from gpytorch.priors import GammaPrior
 from torch import Tensor
 from torch.nn import ModuleList
 
@@ -87,6 +88,7 @@ from botorch_transfer.models.task_column import (
     construct_transfer_inputs,
     task_column_argument,
 )
+from botorch_transfer.models.utils.difference_kernel import difference_kernel
 from botorch_transfer.models.utils.source_skill import (
     MIN_DISTINCT_INPUTS,
     UninformativeSourceWarning,
@@ -313,10 +315,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
                     else copy.deepcopy(outcome_transform),
                     input_transform=copy.deepcopy(input_transform),
                     source=source_gp,
-                    covar_module=ScaleKernel(
-                        self._frozen_shape(source_gp),
-                        outputscale_prior=GammaPrior(2.0, 4.0),
-                    ).to(train_X),
+                    covar_module=difference_kernel(source_gp, train_X.shape[-1]),
                     source_map=source_map,
                     source_options=SourceOptions(tolerance=source_tolerance),
                     task_column=task_column,
@@ -371,13 +370,6 @@ class RankWeightedTransferGP(RankWeightedCombination):
                 "its own `name` (the weights are read by name)."
             )
         return names
-
-    @staticmethod
-    def _frozen_shape(source_gp: SingleTaskGP) -> Any:
-        shape = copy.deepcopy(source_gp.covar_module)
-        for p in shape.parameters():
-            p.requires_grad_(False)
-        return shape
 
     def _warn_about_sources(self) -> None:
         r"""One warning per source that cannot be checked or carries no structure,
