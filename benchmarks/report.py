@@ -21,7 +21,10 @@ from benchmarks.transfer_tables import (
     transfer_track_table,
     transfer_track_targets,
 )
-from botorch_transfer.test_functions.real_heterogeneous import HETERO_CONFIRMATION
+from botorch_transfer.test_functions.real_heterogeneous import (
+    HETERO_CONFIRMATION,
+    HETERO_DEVELOPMENT,
+)
 from botorch_transfer.test_functions.real_multi import MULTI_CONFIRMATION
 from botorch_transfer.test_functions.real_pairs import (
     CONFIRMATION,
@@ -31,11 +34,13 @@ from botorch_transfer.test_functions.real_pairs import (
 RECORDS_DIR = Path(__file__).parent
 
 
-def committed_records(track: str) -> list[dict]:
+def committed_records(track: str, development: bool = False) -> list[dict]:
     r"""The committed records of a track (``"real"``, ``"default"``, ``"meta"``:
-    ``<track>_track_records.jsonl.gz`` next to this module), with regret filled in
-    (:func:`with_regret`)."""
-    records, skipped = read_results(RECORDS_DIR / f"{track}_track_records.jsonl.gz")
+    ``<track>_track_records.jsonl.gz`` next to this module; with ``development``,
+    its development half's, ``<track>_development_records.jsonl.gz``), with regret
+    filled in (:func:`with_regret`)."""
+    kind = "development" if development else "track"
+    records, skipped = read_results(RECORDS_DIR / f"{track}_{kind}_records.jsonl.gz")
     if skipped:
         raise ValueError(f"unreadable lines in the {track} track's records: {skipped}")
     return with_regret(records)
@@ -54,7 +59,8 @@ def results_page_table(name: str) -> str:
             ``"ax"`` (:func:`ax_track_table` of ``ax_transfer_20seeds.csv``),
             ``"meta"`` (:func:`meta_track_table`), ``"multi"``
             (:func:`multi_track_tables`, confirmation half), ``"hetero"``
-            (:func:`hetero_track_tables`, confirmation half) or ``"cost"``
+            (:func:`hetero_track_tables`, confirmation half),
+            ``"hetero-development"`` (the same, development half) or ``"cost"``
             (:func:`cost_table` of the real track).
     """
     if name not in RESULTS_PAGE_TABLES:
@@ -76,6 +82,10 @@ def results_page_table(name: str) -> str:
         return hetero_track_tables(
             committed_records("hetero"), list(HETERO_CONFIRMATION)
         )
+    if name == "hetero-development":
+        return hetero_track_tables(
+            committed_records("hetero", development=True), list(HETERO_DEVELOPMENT)
+        )
     if name == "ax":
         return ax_track_table(RECORDS_DIR / "ax_transfer_20seeds.csv")
     records = [
@@ -96,6 +106,7 @@ RESULTS_PAGE_TABLES = (
     "meta",
     "multi",
     "hetero",
+    "hetero-development",
     "cost",
 )
 

@@ -9,18 +9,25 @@ import pytest
 
 from benchmarks.runner import run_experiment
 
-RECORDS = Path(__file__).parents[2] / "benchmarks" / "multi_track_records.jsonl.gz"
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 
 
 @pytest.mark.parametrize(
-    "problem, method, seed",
+    "records, problem, method, seed",
     [
-        ("multi-mlp-wine", "rank-weighted", 0),
-        ("multi-svm-digit8-scrambled", "gp-ucb-fitted", 3),
+        ("multi_track", "multi-mlp-wine", "rank-weighted", 0),
+        ("multi_track", "multi-svm-digit8-scrambled", "gp-ucb-fitted", 3),
+        # a source that lacks a parameter: its difference's own lengthscale
+        (
+            "hetero_track",
+            "hetero-forest-iris-to-breast_cancer-lacks-max_depth",
+            "rank-weighted-aligned",
+            2,
+        ),
     ],
 )
-def test_a_multi_source_record_reproduces(problem, method, seed):
-    with gzip.open(RECORDS, "rt") as lines:
+def test_a_committed_record_reproduces(records, problem, method, seed):
+    with gzip.open(BENCHMARKS / f"{records}_records.jsonl.gz", "rt") as lines:
         (recorded,) = [
             record
             for record in map(json.loads, lines)
