@@ -41,7 +41,6 @@ from botorch_transfer import (
     pretrain_clustered_prior,
     pretrain_prior,
 )
-from botorch_transfer.clustering import MetaTaskPosteriors, meta_task_posteriors
 from botorch_transfer.models.frozen_source import source_posterior_from_model
 from botorch_transfer.models.meta_task_mixture import (
     MetaTaskMixtureGP,
@@ -49,6 +48,7 @@ from botorch_transfer.models.meta_task_mixture import (
 )
 from botorch_transfer.models.rgpe import RGPE
 from botorch_transfer.models.source_posterior import SourcePosterior
+from botorch_transfer.priors import MetaTaskPosteriors, meta_task_posteriors
 
 if TYPE_CHECKING:
     from benchmarks.meta import MetaProblem

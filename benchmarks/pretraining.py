@@ -19,8 +19,8 @@ from torch import Tensor
 
 from benchmarks.meta import gp_tasks, lcbench
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining.pretrain import pretrain_prior
-from botorch_transfer.pretraining.prior import PretrainedPrior
+from botorch_transfer.priors.hyperbo.pretrain import pretrain_prior
+from botorch_transfer.priors.hyperbo.prior import PretrainedPrior
 
 #: ``Phi^{-1}(0.95)``: the half-width of a central 90% interval in sds.
 Z90 = 1.6448536269514722

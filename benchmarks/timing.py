@@ -26,7 +26,7 @@ and it runs ``--large-n-iterations`` iterations; unless its kernel is frozen (th
 ``*-source-kernel-*`` methods: the fit moves the transfer parameters only).
 
 With ``--stage1`` it times cm-BO's Stage 1 instead (the meta-task GPs of
-:func:`~botorch_transfer.clustering.fit_meta_task_gps`): ``--stage1-tasks`` meta-tasks
+:func:`~botorch_transfer.priors.fit_meta_task_gps`): ``--stage1-tasks`` meta-tasks
 of ``--stage1-points`` points on shared inputs, the batched fit against the per-task
 loop (``batched=False``, optionally on the first ``--stage1-loop-tasks`` tasks only and
 scaled up linearly), each in its own single-threaded process; with ``--stage2``

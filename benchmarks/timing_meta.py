@@ -14,13 +14,13 @@ from benchmarks.context import (
 )
 from benchmarks.timing_runs import in_process
 from botorch_transfer import build_cluster_prior, pretrain_prior
-from botorch_transfer.clustering import (
+from botorch_transfer.data import TaskData
+from botorch_transfer.priors import (
     fit_meta_task_gps,
     meta_task_posteriors,
     pairwise_divergence,
 )
-from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining.objectives import nll_objective
+from botorch_transfer.priors.hyperbo.objectives import nll_objective
 
 
 def print_header(header: str) -> None:

@@ -5,11 +5,6 @@ from botorch_transfer.acquisition import (
     hyperbo_probability_of_improvement,
     randomized_nn_thompson_candidate,
 )
-from botorch_transfer.clustering import (
-    ClusterMetaPrior,
-    build_cluster_prior,
-    cluster_weights_from_distances,
-)
 from botorch_transfer.data import TaskData
 from botorch_transfer.models import (
     RGPE,
@@ -32,7 +27,12 @@ from botorch_transfer.models import (
     fit_source_gp,
     parameter_roles,
 )
-from botorch_transfer.pretraining import (
+from botorch_transfer.priors import (
+    ClusterMetaPrior,
+    build_cluster_prior,
+    cluster_weights_from_distances,
+)
+from botorch_transfer.priors.hyperbo import (
     PretrainedPrior,
     PretrainedPriorMixture,
     pretrain_clustered_prior,

@@ -2,8 +2,8 @@ r"""Progress bars for the package's long computations.
 
 Work that can run for minutes shows a `tqdm <https://tqdm.github.io>`_ progress bar
 (on stderr; a widget in notebooks): Stage 1 of
-:func:`~botorch_transfer.clustering.build_cluster_prior` (one GP fit per meta-task),
-:func:`~botorch_transfer.pretraining.pretrain_prior`, and building a large source
+:func:`~botorch_transfer.priors.cmbo.build_cluster_prior` (one GP fit per meta-task),
+:func:`~botorch_transfer.priors.hyperbo.pretrain_prior`, and building a large source
 posterior (fitting the source GP, the pivoted Cholesky factor), e.g. inside
 ``DeltaBOModel`` or ``RGPE``. ``with progress_bars(False):`` turns the bars off
 within a block (:func:`progress_bars`); a function's ``progress=False`` turns its own

@@ -22,7 +22,7 @@ from botorch_transfer import (
     pretrain_prior,
 )  # noqa: E402
 from botorch_transfer.ax import transfer_generation_strategy  # noqa: E402
-from tests.pretraining.test_objectives import make_prior  # noqa: E402
+from tests.priors.hyperbo.test_objectives import make_prior  # noqa: E402
 
 F64 = torch.float64
 BOUNDS = torch.tensor([[0.0, -1.0], [1.0, 2.0]], dtype=F64)
@@ -199,7 +199,7 @@ def test_strategy_checks_its_model_and_options_when_built():
 def test_a_prior_of_another_dimension_is_a_clear_error_under_normalize():
     # Ax's Normalize input transform skips the d check ("size of tensor a (2) must
     # match")
-    prior = make_prior()  # d = 2 (tests.pretraining.test_objectives)
+    prior = make_prior()  # d = 2 (tests.priors.hyperbo.test_objectives)
     X = torch.rand(4, 3, dtype=F64)
     with pytest.raises(ValueError, match="pre-trained on d=2"):
         PretrainedPriorGP(

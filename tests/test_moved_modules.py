@@ -14,6 +14,30 @@ MOVED = {
         "botorch_transfer.models.utils.source_skill"
     ),
     "botorch_transfer.models.sources": "botorch_transfer.models.utils.sources",
+    "botorch_transfer.priors_io": "botorch_transfer.priors.io",
+    "botorch_transfer.clustering.stage1": "botorch_transfer.priors.meta_task_gps",
+    **{
+        f"botorch_transfer.clustering.{name}": f"botorch_transfer.priors.{name}"
+        for name in ("kernels", "divergences", "kmeans")
+    },
+    **{
+        f"botorch_transfer.clustering.{name}": f"botorch_transfer.priors.cmbo.{name}"
+        for name in ("barycenter", "build", "prior", "weights")
+    },
+    **{
+        f"botorch_transfer.pretraining.{name}": (
+            f"botorch_transfer.priors.hyperbo.{name}"
+        )
+        for name in (
+            "empirical",
+            "lbfgs",
+            "mixture",
+            "objectives",
+            "posterior_empirical",
+            "pretrain",
+            "prior",
+        )
+    },
 }
 
 
@@ -50,3 +74,21 @@ def test_the_source_map_constants_moved_beside_the_maps(name):
 
     with pytest.warns(DeprecationWarning, match="botorch_transfer.models.source_opt"):
         assert getattr(delta, name) is getattr(source_options, name)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("botorch_transfer.clustering", "botorch_transfer.priors"),
+        ("botorch_transfer.pretraining", "botorch_transfer.priors.hyperbo"),
+    ],
+)
+def test_an_old_package_gives_every_name_of_its_new_home_with_a_warning(old, new):
+    old_package, new_package = (
+        importlib.import_module(old),
+        importlib.import_module(new),
+    )
+    assert new_package.__all__
+    for name in new_package.__all__:
+        with pytest.warns(DeprecationWarning, match=f"import `{name}` from `{new}`"):
+            assert getattr(old_package, name) is getattr(new_package, name)

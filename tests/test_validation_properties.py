@@ -26,7 +26,7 @@ from botorch_transfer import (  # noqa: E402
     TaskData,
     build_cluster_prior,
 )
-from tests.pretraining.test_objectives import make_prior  # noqa: E402
+from tests.priors.hyperbo.test_objectives import make_prior  # noqa: E402
 
 #: Few examples per property, no deadline: the machine is shared and slow.
 PROPERTY = settings(

@@ -9,8 +9,8 @@ target posterior and every prototype on the index points ``V``:
 ``w_i = exp(1 - d_i / d_max) / sum_j exp(1 - d_j / d_max)`` (lines 19-21).
 
 The prior itself (Stages 1-2: meta-task GPs, clustering, prototypes, weights, the
-mean/kernel modules, save/load) lives in :mod:`botorch_transfer.clustering`; build it
-with :func:`~botorch_transfer.clustering.build_cluster_prior`.
+mean/kernel modules, save/load) lives in :mod:`botorch_transfer.priors`; build it
+with :func:`~botorch_transfer.priors.cmbo.build_cluster_prior`.
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ from gpytorch.means import Mean
 from torch import Tensor
 from torch.nn import Module
 
-from botorch_transfer.clustering import (
+from botorch_transfer.data import TaskData
+from botorch_transfer.models.base import SourceConditionedGP, TrainingData
+from botorch_transfer.models.likelihoods import scaled_noise_likelihood
+from botorch_transfer.models.utils.assorted import refuse_pathwise_sampling
+from botorch_transfer.priors import (
     ClusterMetaPrior,
     ClusterPriorKernel,
     ClusterPriorMean,
     cluster_weights_from_distances,
 )
-from botorch_transfer.data import TaskData
-from botorch_transfer.models.base import SourceConditionedGP, TrainingData
-from botorch_transfer.models.likelihoods import scaled_noise_likelihood
-from botorch_transfer.models.utils.assorted import refuse_pathwise_sampling
 
 
 class ClusterMetaPriorGP(SourceConditionedGP):

@@ -4,7 +4,7 @@ residual, weighted by how well each explains the target's points.
 :class:`MetaTaskMixtureGP` holds no pre-trained prior: one GP per meta-task (a
 ``SingleTaskGP`` with BoTorch's defaults, fitted once by
 :func:`fit_default_meta_task_gps`; cm-BO's Stage 1 GPs,
-:class:`~botorch_transfer.clustering.MetaTaskPosteriors`, work too) and, on the
+:class:`~botorch_transfer.priors.MetaTaskPosteriors`, work too) and, on the
 target's outcomes standardized by their own mean and standard deviation, one mixture
 component per (meta-task ``j``, scale ``a``, residual variance ``rho^2``)::
 
@@ -69,9 +69,9 @@ from torch import Tensor
 from torch.nn import Module
 
 from botorch_transfer._deprecation import options_argument, renamed_keywords
-from botorch_transfer.clustering import MetaTaskPosteriors
-from botorch_transfer.clustering.stage1 import padded_meta_task_fields, task_groups
 from botorch_transfer.data import TaskData, validate_task_set
+from botorch_transfer.priors import MetaTaskPosteriors
+from botorch_transfer.priors.meta_task_gps import padded_meta_task_fields, task_groups
 from botorch_transfer.validation import (
     check_bounds,
     check_query_inputs,
@@ -151,7 +151,7 @@ class ComponentGrid:
 class DefaultMetaTaskPosteriors(MetaTaskPosteriors):
     r"""Frozen posteriors of ``K`` meta-task GPs with BoTorch's default kernel.
 
-    As :class:`~botorch_transfer.clustering.MetaTaskPosteriors` (cm-BO's Stage 1
+    As :class:`~botorch_transfer.priors.MetaTaskPosteriors` (cm-BO's Stage 1
     bank: padded tasks, posterior means, features and prior kernels of every task in
     one call), with the kernel of a default ``SingleTaskGP``: an ARD RBF kernel with
     unit variance on inputs normalized by ``bounds``, ``k_j(x, x') = exp(-|x - x'|^2_j

@@ -22,12 +22,12 @@ from torch.nn import Module
 
 from botorch_transfer._deprecation import moved_names
 from botorch_transfer.models.base import SourceConditionedGP, TrainingData
-from botorch_transfer.pretraining.mixture import (
+from botorch_transfer.priors.hyperbo.mixture import (
     MixturePriorKernel,
     MixturePriorMean,
     PretrainedPriorMixture,
 )
-from botorch_transfer.pretraining.prior import MIN_NOISE, PretrainedPrior
+from botorch_transfer.priors.hyperbo.prior import MIN_NOISE, PretrainedPrior
 
 #: Standard deviation of the log of a fine-tuned empirical prior's lengthscales,
 #: outputscale and noise around their pre-trained values (``LogNormalPrior``s): a
@@ -74,8 +74,8 @@ class PretrainedPriorGP(SourceConditionedGP):
             unless ``fine_tune``), or the known ``train_Yvar``.
         outcome_transform: Must be ``None`` (see above).
         input_transform: Optional input transform.
-        prior: A :class:`~botorch_transfer.pretraining.PretrainedPrior` (keyword),
-            or a :class:`~botorch_transfer.pretraining.PretrainedPriorMixture` of
+        prior: A :class:`~botorch_transfer.priors.hyperbo.PretrainedPrior` (keyword),
+            or a :class:`~botorch_transfer.priors.hyperbo.PretrainedPriorMixture` of
             cluster priors (``pretrain_clustered_prior``): the GP's prior is then
             their moment-matched mixture, weighted by the clusters' posterior
             probabilities given this model's training data (``cluster_weights``;
@@ -86,7 +86,7 @@ class PretrainedPriorGP(SourceConditionedGP):
             (``pretrain_prior``'s default on shared inputs) these are its base
             kernel's lengthscales and outputscale: its mean and covariance are
             re-derived from the meta-tasks' statistics with the current kernel
-            (:class:`~botorch_transfer.pretraining.prior.EmpiricalStructure`), so
+            (:class:`~botorch_transfer.priors.hyperbo.prior.EmpiricalStructure`), so
             the target's data decide how far the prior interpolates between and
             beyond the meta-tasks' inputs. Log-normal priors centred on the
             pre-trained kernel and noise (``FINE_TUNE_LOG_SD``) keep a fit on a few

@@ -41,8 +41,8 @@ from torch import Tensor
 from botorch_transfer.models.pretrained import PretrainedPriorGP
 from botorch_transfer.models.rank_combination import RankWeightedCombination
 from botorch_transfer.models.utils.loo import exact_loo_posterior
-from botorch_transfer.pretraining.mixture import PretrainedPriorMixture
-from botorch_transfer.pretraining.prior import PretrainedPrior
+from botorch_transfer.priors.hyperbo.mixture import PretrainedPriorMixture
+from botorch_transfer.priors.hyperbo.prior import PretrainedPrior
 
 #: The prior gets weight 0 when its leave-one-out predictions of the target's
 #: observations miss by more than this many of its predictive standard deviations

@@ -1,28 +1,5 @@
-r"""Pre-training GP priors over many related tasks (HyperBO)."""
+r"""Deprecated: moved to :mod:`botorch_transfer.priors.hyperbo`."""
 
-from botorch_transfer.pretraining.mixture import (
-    PretrainedPriorMixture,
-    pretrain_clustered_prior,
-)
-from botorch_transfer.pretraining.objectives import (
-    EKLGroup,
-    MatchingInputGroup,
-    ekl_objective,
-    matching_input_groups,
-    nll_objective,
-)
-from botorch_transfer.pretraining.pretrain import ThinMetaDataWarning, pretrain_prior
-from botorch_transfer.pretraining.prior import PretrainedPrior
+from botorch_transfer._deprecation import moved_module
 
-__all__ = [
-    "EKLGroup",
-    "MatchingInputGroup",
-    "PretrainedPrior",
-    "PretrainedPriorMixture",
-    "ThinMetaDataWarning",
-    "ekl_objective",
-    "matching_input_groups",
-    "nll_objective",
-    "pretrain_clustered_prior",
-    "pretrain_prior",
-]
+__getattr__ = moved_module(__name__, "botorch_transfer.priors.hyperbo")

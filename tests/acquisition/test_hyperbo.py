@@ -6,7 +6,7 @@ from botorch_transfer import DeltaBOModel, PretrainedPriorGP
 from botorch_transfer.acquisition import hyperbo_probability_of_improvement
 from tests.models.test_delta import make_source, make_target
 from tests.models.test_pretrained import data
-from tests.pretraining.test_objectives import make_prior
+from tests.priors.hyperbo.test_objectives import make_prior
 
 
 def test_hyperbo_pi_takes_the_incumbent_from_the_target_data():

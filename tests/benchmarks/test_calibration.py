@@ -54,7 +54,7 @@ def test_the_cli_prints_a_row_per_problem_and_prior(capsys, device, prior):
 
 def test_the_clustered_prior_predicts_with_the_mixtures_moments(monkeypatch):
     from botorch_transfer import PretrainedPriorMixture, pretrain_prior
-    from tests.pretraining.test_mixture import two_groups
+    from tests.priors.hyperbo.test_mixture import two_groups
 
     a, b = two_groups()
     first, second = pretrain_prior(a, progress=False), pretrain_prior(b, progress=False)

@@ -330,7 +330,7 @@ def query_model(kind):
     if kind == "toy":  # written on the hooks only: the checks are the base class's
         return WeightedOffsetGP(X, Y, covar_module=kernel(), transfer=source)
     if kind == "hyperbo":
-        from tests.pretraining.test_objectives import make_prior
+        from tests.priors.hyperbo.test_objectives import make_prior
 
         return PretrainedPriorGP(X, Y, prior=make_prior())
     return {"deltabo": DeltaBOModel, "envgp": EnvGP}[kind](X, Y, source=source)

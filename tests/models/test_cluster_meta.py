@@ -1,6 +1,6 @@
 r"""cm-BO: ClusterMetaPriorGP (stage 3) against a float64 reference written from
-Algorithm 1 line 15, Theorem 3.1 and eqs. 1-2 (``tests/clustering/reference.py``).
-The prior itself (stages 1-2) is tested in ``tests/clustering``."""
+Algorithm 1 line 15, Theorem 3.1 and eqs. 1-2 (``tests/priors/reference.py``).
+The prior itself (stages 1-2) is tested in ``tests/priors``."""
 
 import pickle
 import warnings
@@ -23,12 +23,12 @@ from botorch.utils.datasets import SupervisedDataset
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import ClusterMetaPriorGP, build_cluster_prior
-from botorch_transfer.clustering import (
+from botorch_transfer.priors import (
     cluster_weights_from_distances,
     wasserstein_distance,
 )
 from botorch_transfer.validation import OutcomeScaleWarning
-from tests.clustering.reference import (
+from tests.priors.reference import (
     F64,
     NOISE,
     D,
@@ -192,7 +192,7 @@ def test_updated_weights_equal_algorithm_1(prior, distance):
             ]
         )
     else:
-        from botorch_transfer.clustering import gaussian_kl
+        from botorch_transfer.priors import gaussian_kl
 
         d = torch.stack(
             [
@@ -242,7 +242,7 @@ def test_weights_move_toward_the_right_cluster(prior, meta, c):
 def _synthetic_weight_runs(method, seeds=(0, 1), points=5):
     r"""Weights of the right cluster after 1..points target points drawn from one
     cluster's function (plus a fresh member perturbation), for each cluster."""
-    from tests.clustering.synthetic import (
+    from tests.priors.synthetic import (
         clustered_tasks,
         fixed_posteriors,
         random_function,
@@ -295,7 +295,7 @@ def test_weights_pick_the_right_cluster_within_five_points():
 
 
 def test_likelihood_weights_equal_reference(prior):
-    from tests.clustering.reference import task_posterior
+    from tests.priors.reference import task_posterior
 
     X, Y = target_data()
     Yvar = torch.full_like(Y, 1e-3)
@@ -324,7 +324,7 @@ def test_likelihood_weights_equal_reference(prior):
 
 @pytest.mark.parametrize("prototype", ["center", "barycenter"])
 def test_mixture_prior_covariance_equals_reference(meta, prior, prototype):
-    from tests.clustering.reference import task_posterior
+    from tests.priors.reference import task_posterior
 
     mixture = build_cluster_prior(
         meta[0],
@@ -394,8 +394,8 @@ def test_mixture_prior_is_calibrated_leave_one_task_out():
     (5.5% on the C = 3 draw), 96% with the mixture form. Here on one draw with
     fixed Stage-1 hyperparameters (fast).
     """
-    from botorch_transfer.clustering import MetaTaskPosteriors
-    from tests.clustering.synthetic import clustered_tasks, fixed_posteriors
+    from botorch_transfer.priors import MetaTaskPosteriors
+    from tests.priors.synthetic import clustered_tasks, fixed_posteriors
 
     tasks, _, _, _ = clustered_tasks(3, 0)
     state = fixed_posteriors(tasks).state()

@@ -26,7 +26,7 @@ from botorch_transfer import (
 from botorch_transfer.models import IdentityMap, LowRankInference
 from botorch_transfer.models.source_posterior import SourcePosterior
 from tests.models.test_delta import F64, TARGET_NOISE, f, make_source, make_target
-from tests.pretraining.test_objectives import make_prior
+from tests.priors.hyperbo.test_objectives import make_prior
 
 KINDS = [
     "deltabo",

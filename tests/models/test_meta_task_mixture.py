@@ -17,7 +17,6 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_transfer import MetaTaskMixtureGP, TaskData
-from botorch_transfer.clustering import meta_task_posteriors
 from botorch_transfer.models.meta_task_mixture import (
     DEFAULT_AVERAGE_TASK_PRIOR,
     DEFAULT_NEGATIVE_SCALE_PRIOR,
@@ -29,7 +28,8 @@ from botorch_transfer.models.meta_task_mixture import (
     ComponentGrid,
     fit_default_meta_task_gps,
 )
-from tests.clustering.reference import matern32x12, task_posterior
+from botorch_transfer.priors import meta_task_posteriors
+from tests.priors.reference import matern32x12, task_posterior
 
 F64 = torch.float64
 UNIT = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=F64)

@@ -19,11 +19,11 @@ from botorch_transfer import (
     hyperbo_probability_of_improvement,
 )
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining import pretrain_prior
+from botorch_transfer.priors.hyperbo import pretrain_prior
 from botorch_transfer.validation import OutcomeScaleWarning
-from tests.pretraining import reference as ref
-from tests.pretraining.test_empirical import rbv2_rpart_split
-from tests.pretraining.test_objectives import make_prior
+from tests.priors.hyperbo import reference as ref
+from tests.priors.hyperbo.test_empirical import rbv2_rpart_split
+from tests.priors.hyperbo.test_objectives import make_prior
 
 F64 = torch.float64
 
@@ -222,8 +222,8 @@ def test_fine_tuning_on_rbv2_rpart_keeps_the_kernel_near_the_pretrained_one():
 def test_fine_tune_refuses_an_empirical_prior_saved_without_its_statistics():
     import io
 
-    from botorch_transfer.pretraining import PretrainedPrior
-    from botorch_transfer.priors_io import save_prior
+    from botorch_transfer.priors.hyperbo import PretrainedPrior
+    from botorch_transfer.priors.io import save_prior
 
     prior = pretrain_prior(readme_meta_tasks(), progress=False)
     statistics = ("index_mean", "index_covariance", "index_noise", "shrinkage")

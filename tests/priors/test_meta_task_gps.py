@@ -14,7 +14,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import LogNormalPrior
 
 from botorch_transfer import TaskData
-from botorch_transfer.clustering import (
+from botorch_transfer.priors import (
     ProductMaternKernel,
     fit_meta_task_gps,
     meta_task_kernel,
@@ -22,12 +22,12 @@ from botorch_transfer.clustering import (
     meta_task_posteriors,
     product_matern,
 )
-from botorch_transfer.clustering.stage1 import (
+from botorch_transfer.priors.meta_task_gps import (
     MEMO_SIZE,
     _neg_mll_per_task,
     _squared_differences,
 )
-from tests.clustering.reference import F64, D, matern32x12, task_posterior
+from tests.priors.reference import F64, D, matern32x12, task_posterior
 
 UNIT = torch.tensor([[0.0] * D, [1.0] * D], dtype=F64)
 #: Largest shortfall, in nats per data point, of a task's MLL at the batched fit's
@@ -288,7 +288,7 @@ def test_batched_objective_isolates_invalid_tasks():
 def test_batched_optimizer_needs_the_meta_task_kernel():
     from botorch.models import SingleTaskGP
 
-    from botorch_transfer.clustering import fit_meta_task_mll_batched
+    from botorch_transfer.priors import fit_meta_task_mll_batched
 
     X = torch.rand(2, 5, D, dtype=F64)
     model = SingleTaskGP(X, torch.randn(2, 5, 1, dtype=F64))

@@ -3,12 +3,12 @@ r"""The default cluster count on synthetic meta-data with a known count ."""
 import pytest
 import torch
 
-from botorch_transfer.clustering import (
+from botorch_transfer.priors import (
     build_cluster_prior,
     select_n_clusters,
     silhouette_score,
 )
-from tests.clustering.synthetic import clustered_tasks, fixed_posteriors
+from tests.priors.synthetic import clustered_tasks, fixed_posteriors
 
 
 def _accuracy(C, draws, criterion, fit=False):

@@ -1,8 +1,8 @@
 r"""The shared prior file format: header, payload, and one clear error per bad file.
 
 ``bad_prior_files`` builds every kind of bad file from a good one; the prior
-classes' tests (``tests/pretraining/test_prior.py``, ``tests/clustering/test_prior.py``)
-run their ``load`` over all of them.
+classes' tests (``tests/priors/hyperbo/test_prior.py``,
+``tests/priors/cmbo/test_prior.py``) run their ``load`` over all of them.
 """
 
 import re
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from botorch_transfer.priors_io import (
+from botorch_transfer.priors.io import (
     FORMAT,
     FORMAT_VERSION,
     PriorFileError,
@@ -160,7 +160,7 @@ def test_every_bad_file_raises_a_clear_error(tmp_path):
         with pytest.raises(PriorFileError, match=pattern) as info:
             payload = load_prior(path, "Dummy", required=("config", "state"))
             if case == "missing_state_key":  # the class checks its own nested keys
-                from botorch_transfer.priors_io import check_keys
+                from botorch_transfer.priors.io import check_keys
 
                 check_keys(payload["state"], ("x",), path, "Dummy", "state")
         assert str(path) in str(info.value), case

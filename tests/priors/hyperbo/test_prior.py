@@ -4,9 +4,9 @@ previous format, and one clear error per bad file."""
 import pytest
 import torch
 
-from botorch_transfer.pretraining import PretrainedPrior
-from botorch_transfer.priors_io import FORMAT, FORMAT_VERSION, PriorFileError
-from tests.test_priors_io import bad_prior_files, write_blob
+from botorch_transfer.priors.hyperbo import PretrainedPrior
+from botorch_transfer.priors.io import FORMAT, FORMAT_VERSION, PriorFileError
+from tests.priors.test_io import bad_prior_files, write_blob
 
 F64 = torch.float64
 

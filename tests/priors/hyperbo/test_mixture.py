@@ -24,9 +24,9 @@ from botorch_transfer import (
     pretrain_prior,
 )
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining.mixture import posterior_mean
-from tests.pretraining import reference as ref
-from tests.pretraining.test_empirical import family
+from botorch_transfer.priors.hyperbo.mixture import posterior_mean
+from tests.priors.hyperbo import reference as ref
+from tests.priors.hyperbo.test_empirical import family
 
 F64 = torch.float64
 
@@ -397,7 +397,7 @@ def test_save_and_load(mixture, tmp_path):
 
 def test_bad_saved_mixtures_raise_clear_errors(mixture, tmp_path):
     from botorch_transfer import PretrainedPrior
-    from botorch_transfer.priors_io import PriorFileError, save_prior
+    from botorch_transfer.priors.io import PriorFileError, save_prior
 
     good = tmp_path / "good.pt"
     mixture.save(good)
@@ -448,7 +448,7 @@ def test_the_default_finds_the_number_of_clusters(n_clusters):
     clusters are merged into one prior by design). Measured over 10 draws per count
     (RESULTS.md): the count is right in 40 of 40, and the right cluster carries the
     largest weight after 2 target points in 100 of 100 targets."""
-    from tests.clustering.synthetic import clustered_tasks, random_function
+    from tests.priors.synthetic import clustered_tasks, random_function
 
     for seed in range(2):
         tasks, truth, functions, d = clustered_tasks(

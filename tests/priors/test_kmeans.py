@@ -3,7 +3,7 @@ r"""k-means over Gaussians, eq. 7 centers and the eqs. 10-11 criteria."""
 import pytest
 import torch
 
-from botorch_transfer.clustering import (
+from botorch_transfer.priors import (
     gaussian_kmeans,
     inter_cluster_separation,
     intra_cluster_entropy,
@@ -159,7 +159,7 @@ def test_bad_inputs():
 def test_each_cluster_divergences_computed_once(monkeypatch):
     # a center depends on its members alone: restarts and candidate counts that meet
     # a cluster again reuse its divergences instead of computing them again
-    from botorch_transfer.clustering import kmeans
+    from botorch_transfer.priors import kmeans
 
     computed = []
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from botorch_transfer import TaskData, build_cluster_prior
-from tests.clustering.reference import F64, same_partition
+from tests.priors.reference import F64, same_partition
 
 
 @pytest.mark.parametrize("distance", ["wasserstein", "jeffreys"])

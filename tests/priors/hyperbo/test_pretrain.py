@@ -11,7 +11,11 @@ from botorch.models.utils.gpytorch_modules import (
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining import PretrainedPrior, nll_objective, pretrain_prior
+from botorch_transfer.priors.hyperbo import (
+    PretrainedPrior,
+    nll_objective,
+    pretrain_prior,
+)
 
 F64 = torch.float64
 TRUE_MEAN, TRUE_LENGTHSCALE, TRUE_VAR, TRUE_NOISE = 1.5, (0.25, 0.5), 1.0, 0.01

@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 import torch
 
-from botorch_transfer.clustering import (
+from botorch_transfer.priors import (
     BarycenterConvergenceWarning,
     gaussian_kl,
     jeffreys_divergence,

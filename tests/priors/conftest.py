@@ -15,7 +15,7 @@ def _one_thread():
 @pytest.fixture(scope="package")
 def meta():
     r"""Meta-tasks of three families (interleaved) and each task's family."""
-    from tests.clustering.reference import make_tasks
+    from tests.priors.reference import make_tasks
 
     return make_tasks()
 
@@ -24,7 +24,7 @@ def meta():
 def prior(meta):
     r"""A cm-BO prior with center prototypes on 24 index points (the paper's prior
     covariance, Theorem 3.1, which the references implement)."""
-    from botorch_transfer.clustering import build_cluster_prior
+    from botorch_transfer.priors import build_cluster_prior
 
     return build_cluster_prior(
         meta[0], n_clusters=3, n_index_points=24, n_init=3, prior_covariance="paper"
@@ -34,7 +34,7 @@ def prior(meta):
 @pytest.fixture(scope="package")
 def bary_prior(meta, prior):
     r"""The same clustering with barycenter prototypes (Stage 1 reused)."""
-    from botorch_transfer.clustering import build_cluster_prior
+    from botorch_transfer.priors import build_cluster_prior
 
     return build_cluster_prior(
         meta[0],

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from botorch_transfer import ClusterMetaPrior, ClusterMetaPriorGP
-from botorch_transfer.priors_io import FORMAT, FORMAT_VERSION, PriorFileError
-from tests.clustering.reference import F64, family
-from tests.test_priors_io import bad_prior_files, write_blob
+from botorch_transfer.priors.io import FORMAT, FORMAT_VERSION, PriorFileError
+from tests.priors.reference import F64, family
+from tests.priors.test_io import bad_prior_files, write_blob
 
 
 def test_center_prototype_on_domain_matches_discretization(prior):
@@ -41,7 +41,7 @@ def test_center_prototype_on_domain_matches_discretization(prior):
 
 
 def test_barycenter_prototypes(meta, bary_prior):
-    from botorch_transfer.clustering import wasserstein_barycenter
+    from botorch_transfer.priors import wasserstein_barycenter
 
     assert bary_prior.prototype == "barycenter"
     for proto in bary_prior.prototypes:

@@ -2,7 +2,7 @@ r"""L-BFGS that keeps the best point it evaluated."""
 
 import torch
 
-from botorch_transfer.pretraining.lbfgs import minimize_keeping_best
+from botorch_transfer.priors.hyperbo.lbfgs import minimize_keeping_best
 
 
 def test_minimizes_a_quadratic_to_its_minimum():

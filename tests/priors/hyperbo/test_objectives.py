@@ -5,14 +5,14 @@ import pytest
 import torch
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining import (
+from botorch_transfer.priors.hyperbo import (
     EKLGroup,
     PretrainedPrior,
     ekl_objective,
     matching_input_groups,
     nll_objective,
 )
-from tests.pretraining import reference as ref
+from tests.priors.hyperbo import reference as ref
 
 F64 = torch.float64
 

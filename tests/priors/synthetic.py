@@ -93,7 +93,7 @@ def fixed_posteriors(tasks, lengthscale=0.3, noise=1e-3):
     Standardized outcomes, unit outputscale, Matern-3/2 lengthscale ``lengthscale``
     and a long Matern-1/2 lengthscale, the same for every task.
     """
-    from botorch_transfer.clustering import MetaTaskPosteriors
+    from botorch_transfer.priors import MetaTaskPosteriors
 
     K, d = len(tasks), tasks[0].d
     n_max = max(t.n for t in tasks)

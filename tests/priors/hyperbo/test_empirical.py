@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
-from botorch_transfer.pretraining.empirical import SHRINKAGE_GRID
-from tests.pretraining import reference as ref
+from botorch_transfer.priors.hyperbo import PretrainedPrior, pretrain_prior
+from botorch_transfer.priors.hyperbo.empirical import SHRINKAGE_GRID
+from tests.priors.hyperbo import reference as ref
 
 F64 = torch.float64
 
@@ -157,7 +157,7 @@ def test_a_line_search_step_outside_the_positive_definite_region_keeps_the_best_
 ):
     # the base-kernel fit's L-BFGS line search tried a point whose covariance has no
     # Cholesky factor on rbv2_rpart meta-data (seeds 3 and 4) and the prior failed
-    import botorch_transfer.pretraining.empirical as empirical
+    import botorch_transfer.priors.hyperbo.empirical as empirical
 
     likelihood, calls = empirical.gaussian_log_likelihood, []
 
@@ -284,7 +284,7 @@ def test_save_and_load_round_trip():
 def test_a_prior_saved_before_the_whitened_form_loads_as_it_was():
     # priors saved before `index_cholesky` hold alpha and B of the plain formula
     # (module docstring); with L = I they evaluate it unchanged
-    from botorch_transfer.priors_io import save_prior
+    from botorch_transfer.priors.io import save_prior
 
     prior = pretrain_prior(family(), objective="empirical", progress=False)
     parts = ref.empirical_parts(prior)  # alpha and B un-whitened

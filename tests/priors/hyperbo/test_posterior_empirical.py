@@ -14,9 +14,9 @@ from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from benchmarks.pretraining import held_out_scores
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining import PretrainedPrior, pretrain_prior
-from botorch_transfer.pretraining.empirical import SHRINKAGE_GRID
-from botorch_transfer.pretraining.posterior_empirical import (
+from botorch_transfer.priors.hyperbo import PretrainedPrior, pretrain_prior
+from botorch_transfer.priors.hyperbo.empirical import SHRINKAGE_GRID
+from botorch_transfer.priors.hyperbo.posterior_empirical import (
     MAX_FIT_POINTS,
     _GaussianNLL,
     fit_posterior_empirical_prior,

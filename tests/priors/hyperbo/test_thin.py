@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from botorch_transfer.data import TaskData
-from botorch_transfer.pretraining import ThinMetaDataWarning, pretrain_prior
+from botorch_transfer.priors.hyperbo import ThinMetaDataWarning, pretrain_prior
 
 F64 = torch.float64
 
