@@ -74,7 +74,16 @@ from botorch_transfer.models.utils.assorted import (
     default_transfer_kernel,
     refuse_pathwise_sampling,
 )
-from botorch_transfer.progress import fit_mll_with_progress, progress_argument
+from botorch_transfer.models.utils.stacking import (
+    StackedSourcePosterior,
+    load_stacked_parameters,
+    stacked_module,
+)
+from botorch_transfer.progress import (
+    fit_mll_with_progress,
+    progress_argument,
+    progress_bars,
+)
 
 
 class DeltaBOModel(SourceConditionedGP):
@@ -549,6 +558,65 @@ class DeltaBOModel(SourceConditionedGP):
 
 
 refuse_pathwise_sampling(DeltaBOModel, "they would omit the source posterior")
+
+
+def stacked_delta_models(models: Sequence[DeltaBOModel]) -> DeltaBOModel | None:
+    r"""``K`` DeltaBO models on the same target data as one model of batch shape
+    ``K``: entry ``k`` has model ``k``'s source posterior, kernel and
+    hyperparameters (see :mod:`~botorch_transfer.models.utils.stacking`), so its
+    marginal likelihood and posterior are model ``k``'s.
+
+    The batched model works in the models' units (no outcome transform: its data
+    are their target data in model units), with their input transform and query
+    inputs without Ax's task column.
+
+    Args:
+        models: Non-batched ``DeltaBOModel``\ s on the same target data and outcome
+            map, with the full residual covariance, one source map and kernels of
+            one structure (e.g. each a source GP's difference kernel).
+
+    Returns:
+        The batched model, or ``None`` where the models cannot be stacked.
+    """
+    first = models[0]
+    if len(models) < 2 or first.num_train == 0:
+        return None
+    same = all(
+        len(m.batch_shape) == 0
+        and m.residual_covariance == "full"
+        and m.source_map == first.source_map
+        and m.learns_target_noise == first.learns_target_noise
+        and torch.equal(m.output_scale, first.output_scale)
+        and torch.equal(m.output_offset, first.output_offset)
+        and torch.equal(m._target_X, first._target_X)
+        and torch.equal(m._target_Y, first._target_Y)
+        and torch.equal(m._target_Yvar.nan_to_num(), first._target_Yvar.nan_to_num())
+        for m in models
+    )
+    if not same:
+        return None
+    covar_module = stacked_module([m.delta_covar_module for m in models])
+    mean_module = stacked_module([m.mean_module for m in models])
+    if covar_module is None or mean_module is None:
+        return None
+    K, X = len(models), first._target_X
+    Y, Yvar = first._target_Y.unsqueeze(-1), first._target_Yvar.unsqueeze(-1)
+    input_transform = getattr(first, "input_transform", None)
+    with progress_bars(False):
+        stacked = DeltaBOModel(
+            X.expand(K, *X.shape),
+            Y.expand(K, *Y.shape),
+            None if first.learns_target_noise else Yvar.expand(K, *Yvar.shape),
+            covar_module=covar_module,
+            mean_module=mean_module,
+            input_transform=copy.deepcopy(input_transform),
+            source=StackedSourcePosterior([m.source_posterior for m in models]),
+            source_map=first.source_map,
+            source_options=first.source_options,
+        )
+    load_stacked_parameters(stacked, models)
+    return stacked
+
 
 # the maps' constants, now beside the maps
 __getattr__ = moved_names(

@@ -181,6 +181,19 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         GP's own, in the user's units)."""
         return model.posterior(X, observation_noise=observation_noise)
 
+    def _part_posteriors(
+        self, models: list[Model], X: Tensor, observation_noise: bool | Tensor
+    ) -> list[GPyTorchPosterior]:
+        r"""The posteriors at ``X`` of the GPs ``models`` (those with weight), in
+        order (default: :meth:`_part_posterior` of each)."""
+        return [self._part_posterior(model, X, observation_noise) for model in models]
+
+    def _fit_part(self, model: Model, **kwargs: Any) -> None:
+        r"""Fit one GP of :meth:`_models_to_fit` (default: ``fit_gpytorch_mll`` on
+        its exact marginal likelihood, with ``fit_gpytorch_mll``'s keyword
+        arguments)."""
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), **kwargs)
+
     # ----------------------------------------------------------------- fitting
     @property
     def likelihood(self):
@@ -196,9 +209,7 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         then recomputes the weights."""
         kwargs.pop("closure", None)  # a closure of the outer mll fits neither GP
         for model in self._models_to_fit():
-            fit_gpytorch_mll(
-                ExactMarginalLogLikelihood(model.likelihood, model), **kwargs
-            )
+            self._fit_part(model, **kwargs)
         self.update_weights()
         return mll.eval()
 
@@ -324,7 +335,7 @@ class RankWeightedCombination(Model, GP, FantasizeMixin):
         ]
         tensor_noise = isinstance(observation_noise, Tensor)
         part_noise = observation_noise if tensor_noise else False
-        parts = [self._part_posterior(model, X, part_noise) for _, model in weighted]
+        parts = self._part_posteriors([model for _, model in weighted], X, part_noise)
         posterior = weighted_combination(parts, [weight for weight, _ in weighted])
         if observation_noise is True:
             mvn = posterior.distribution

@@ -64,12 +64,13 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from botorch.utils.types import DEFAULT
 from gpytorch.distributions import MultivariateNormal
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.nn import ModuleList
 
 from botorch_transfer._deprecation import options_argument, user_stacklevel
 from botorch_transfer.data import TaskData
-from botorch_transfer.models.delta import DeltaBOModel
+from botorch_transfer.models.delta import DeltaBOModel, stacked_delta_models
 from botorch_transfer.models.rank_combination import (
     RankingOptions,
     RankWeightedCombination,
@@ -95,6 +96,10 @@ from botorch_transfer.models.utils.source_skill import (
     source_skill,
 )
 from botorch_transfer.models.utils.sources import OTHER_PARAMETERS_HINT
+from botorch_transfer.models.utils.stacking import (
+    fit_batch_entries,
+    unstack_parameters,
+)
 from botorch_transfer.progress import progress_bars
 
 
@@ -329,6 +334,9 @@ class RankWeightedTransferGP(RankWeightedCombination):
             outcome_transform=None if empty else copy.deepcopy(outcome_transform),
             input_transform=copy.deepcopy(input_transform),
         )
+        # the transfer models as one batched GP (see _stacked_transfer_model): the
+        # models it stacks, their hyperparameters then, and the batched GP
+        self._stacked: tuple[tuple[DeltaBOModel, ...], Tensor, Any] | None = None
 
     @staticmethod
     def _ranking_argument(
@@ -492,12 +500,69 @@ class RankWeightedTransferGP(RankWeightedCombination):
         if self._no_target_points:  # no target data to fit anything to
             return ()
         # a transfer model without weight whatever the ranking is not fitted
-        kept = [
+        kept = self._kept_transfer_models()
+        # several sources: their transfer models' hyperparameters are fitted as one
+        # batched GP (one fit instead of one per source), then copied back
+        stacked = self._stacked_transfer_model()
+        if stacked is not None:
+            return (stacked, self.target_model)
+        return (*kept, self.target_model)
+
+    def _fit_part(self, model: Model, **kwargs: Any) -> None:
+        held = self._stacked
+        if held is None or model is not held[2]:
+            return super()._fit_part(model, **kwargs)
+        # each source's hyperparameters by their own L-BFGS-B run, all sources
+        # evaluated together; then each transfer model takes its entry's
+        models, _, stacked = held
+        fit_batch_entries(ExactMarginalLogLikelihood(stacked.likelihood, stacked))
+        unstack_parameters(stacked, models)
+        for part in models:
+            part.prediction_strategy = None  # caches of the old hyperparameters
+        self._stacked = (models, self._snapshot(models), stacked)
+
+    def _kept_transfer_models(self) -> tuple[DeltaBOModel, ...]:
+        return tuple(
             model
             for model, out in zip(self.transfer_models, self._excluded(), strict=True)
             if not out
-        ]
-        return (*kept, self.target_model)
+        )
+
+    @staticmethod
+    def _snapshot(models: Sequence[DeltaBOModel]) -> Tensor:
+        return torch.cat([model._hyperparameters() for model in models])
+
+    def _same_models(self, models: Sequence[DeltaBOModel]) -> bool:
+        kept = self._kept_transfer_models()
+        return len(kept) == len(models) and all(
+            a is b for a, b in zip(kept, models, strict=True)
+        )
+
+    def _stacked_transfer_model(self) -> DeltaBOModel | None:
+        r"""The transfer models that are fitted (not excluded) as one batched
+        :class:`DeltaBOModel`
+        (:func:`~botorch_transfer.models.delta.stacked_delta_models`: entry ``k`` is
+        the ``k``-th of them, with its hyperparameters), built when
+        first needed and kept while they and their hyperparameters stay the same;
+        ``None`` with fewer than two of them or where they cannot be stacked (then
+        each is fitted and evaluated on its own)."""
+        models = self._kept_transfer_models()
+        if len(models) < 2:
+            return None
+        snapshot = self._snapshot(models)
+        held = self._stacked
+        if (
+            held is not None
+            and self._same_models(held[0])
+            and held[1].shape == snapshot.shape
+            and held[1].dtype == snapshot.dtype
+            and held[1].device == snapshot.device
+            and torch.equal(held[1], snapshot)
+        ):
+            return held[2]
+        stacked = stacked_delta_models(models)
+        self._stacked = (models, snapshot, stacked)
+        return stacked
 
     def _excluded(self) -> list[bool]:
         return [name in self.uninformative_sources for name in self.source_names]
@@ -531,6 +596,35 @@ class RankWeightedTransferGP(RankWeightedCombination):
                 (mvn.mean - offset) / scale, mvn.lazy_covariance_matrix / scale**2
             )
         )
+
+    def _part_posteriors(
+        self, models: list[Model], X: Tensor, observation_noise: bool | Tensor
+    ) -> list[GPyTorchPosterior]:
+        transfer = [m for m in models if m is not self.target_model]
+        stacked = None
+        if len(transfer) > 1 and observation_noise is False:
+            stacked = self._stacked_transfer_model()
+        if stacked is None:
+            return super()._part_posteriors(models, X, observation_noise)
+        # every transfer model with weight in one call of the batched GP (model
+        # units), each entry mapped to the user's units as its model maps it
+        entry = {id(m): k for k, m in enumerate(self._stacked[0])}
+        batched = stacked.posterior(X.unsqueeze(-3)).distribution
+        scale, offset = transfer[0].output_scale, transfer[0].output_offset
+        parts = []
+        for model in models:
+            if model is self.target_model:
+                parts.append(self._part_posterior(model, X, observation_noise))
+                continue
+            k = entry[id(model)]
+            mean = batched.mean[..., k, :]
+            covariance = batched.lazy_covariance_matrix[..., k, :, :]
+            parts.append(
+                GPyTorchPosterior(
+                    MultivariateNormal(scale * mean + offset, covariance * scale**2)
+                )
+            )
+        return parts
 
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any

@@ -580,6 +580,43 @@ def test_each_source_part_is_the_single_source_models_transfer_part():
         )
 
 
+def test_several_sources_are_fitted_each_as_its_transfer_model_alone():
+    # one batched fit of the kept transfer models: each source's hyperparameters are
+    # those its own fit gives
+    sources, X, Y = several_sources()
+    with pytest.warns(UninformativeSourceWarning):
+        model = fitted(RankWeightedTransferGP(X, Y, source=sources))
+        alone = RankWeightedTransferGP(X, Y, source=sources)
+    for part, own in zip(model.transfer_models[:2], alone.transfer_models[:2]):
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(own.likelihood, own))
+        for name, value in own.named_parameters():
+            torch.testing.assert_close(
+                dict(part.named_parameters())[name], value, rtol=1e-9, atol=1e-12
+            )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_several_sources_posterior_follows_the_parts_hyperparameters(dtype):
+    sources, X, Y = several_sources()
+    sources = [TaskData(s.X.to(dtype), s.Y.to(dtype), name=s.name) for s in sources]
+    with pytest.warns(UninformativeSourceWarning):
+        model = fitted(RankWeightedTransferGP(X.to(dtype), Y.to(dtype), source=sources))
+    Xt = torch.rand(3, 2, 2, generator=torch.Generator().manual_seed(8)).to(dtype)
+    model.posterior(Xt)
+    with torch.no_grad():  # a part's hyperparameters changed after the fit
+        part = model.transfer_models[1]
+        part.delta_covar_module.outputscale = 3 * part.delta_covar_module.outputscale
+        part.source_scale.mul_(0.5)
+    part.prediction_strategy = None
+    parts = [m.posterior(Xt) for m in (*model.transfer_models[:2], model.target_model)]
+    w = model.weights[[0, 1, 3]]
+    mean = sum(wk * p.mean for wk, p in zip(w, parts))
+    cov = sum(wk**2 * p.distribution.covariance_matrix for wk, p in zip(w, parts))
+    post = model.posterior(Xt)
+    torch.testing.assert_close(post.mean, mean)
+    torch.testing.assert_close(post.distribution.covariance_matrix, cov)
+
+
 def test_one_source_in_a_list_is_the_one_source_model():
     source, X, Y = make_data()
     one = fitted(RankWeightedTransferGP(X, Y, source=source))
