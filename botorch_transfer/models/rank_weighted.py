@@ -41,9 +41,11 @@ nothing.
 With several sources (``source=[a, b, ...]``) each has its own transfer model and the
 weights are RGPE's over all of them and the target-only GP (:attr:`source_weights`,
 by name); a source without structure is named in a warning, gets weight 0 and is not
-fitted. Before the first target point the informative sources' GPs, each
-standardized by its own outcomes, are averaged: the first queries come from the
-sources.
+fitted. The transfer models of several sources are fitted and evaluated together,
+as one batched GP (:mod:`~botorch_transfer.models.utils.stacking`): each source's
+hyperparameters are those its own fit gives, at about the cost of one source.
+Before the first target point the informative sources' GPs, each standardized by
+its own outcomes, are averaged: the first queries come from the sources.
 """
 
 from __future__ import annotations
@@ -499,14 +501,13 @@ class RankWeightedTransferGP(RankWeightedCombination):
     def _models_to_fit(self) -> tuple[Model, ...]:
         if self._no_target_points:  # no target data to fit anything to
             return ()
-        # a transfer model without weight whatever the ranking is not fitted
-        kept = self._kept_transfer_models()
         # several sources: their transfer models' hyperparameters are fitted as one
         # batched GP (one fit instead of one per source), then copied back
         stacked = self._stacked_transfer_model()
         if stacked is not None:
             return (stacked, self.target_model)
-        return (*kept, self.target_model)
+        # a transfer model without weight whatever the ranking is not fitted
+        return (*self._kept_transfer_models(), self.target_model)
 
     def _fit_part(self, model: Model, **kwargs: Any) -> None:
         held = self._stacked
