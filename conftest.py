@@ -144,7 +144,7 @@ def _example_namespace(request, doctest_namespace):
         noise = torch.full((len(X_src),), 0.01, dtype=F64)
         kernel = ScaleKernel(RBFKernel())
         namespace["source"] = GPSourcePosterior(X_src, Y_src, noise, kernel)
-    if ".pretraining.mixture." in name:
+    if ".priors.hyperbo.mixture." in name:
         prior_a = botorch_transfer.pretrain_prior(related_tasks[:4])
         prior_b = botorch_transfer.pretrain_prior(related_tasks[2:])
         namespace.update(prior_a=prior_a, prior_b=prior_b)

@@ -54,7 +54,7 @@ import copy
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from botorch.exceptions.errors import UnsupportedError
@@ -118,6 +118,16 @@ def fitted_source_gp(
         stacklevel=user_stacklevel(),
     )
     return fit_source_gp(source, input_transform)
+
+
+class _StackedParts(NamedTuple):
+    r"""The transfer models held as one batched GP: the models, their parameters
+    and those parameters' values when it was built or fitted, and the GP."""
+
+    models: tuple[DeltaBOModel, ...]
+    parameters: tuple[Tensor, ...]
+    values: Tensor
+    stacked: DeltaBOModel | None
 
 
 def _checked_min_skill(value: Any) -> float | None:
@@ -336,9 +346,8 @@ class RankWeightedTransferGP(RankWeightedCombination):
             outcome_transform=None if empty else copy.deepcopy(outcome_transform),
             input_transform=copy.deepcopy(input_transform),
         )
-        # the transfer models as one batched GP (see _stacked_transfer_model): the
-        # models it stacks, their hyperparameters then, and the batched GP
-        self._stacked: tuple[tuple[DeltaBOModel, ...], Tensor, Any] | None = None
+        # the transfer models as one batched GP (see _stacked_transfer_model)
+        self._stacked: _StackedParts | None = None
 
     @staticmethod
     def _ranking_argument(
@@ -511,16 +520,16 @@ class RankWeightedTransferGP(RankWeightedCombination):
 
     def _fit_part(self, model: Model, **kwargs: Any) -> None:
         held = self._stacked
-        if held is None or model is not held[2]:
+        if held is None or model is not held.stacked:
             return super()._fit_part(model, **kwargs)
         # each source's hyperparameters by their own L-BFGS-B run, all sources
         # evaluated together; then each transfer model takes its entry's
-        models, _, stacked = held
+        stacked = held.stacked
         fit_batch_entries(ExactMarginalLogLikelihood(stacked.likelihood, stacked))
-        unstack_parameters(stacked, models)
-        for part in models:
+        unstack_parameters(stacked, held.models)
+        for part in held.models:
             part.prediction_strategy = None  # caches of the old hyperparameters
-        self._stacked = (models, self._snapshot(models), stacked)
+        self._stacked = held._replace(values=self._snapshot(held.parameters))
 
     def _kept_transfer_models(self) -> tuple[DeltaBOModel, ...]:
         return tuple(
@@ -530,8 +539,8 @@ class RankWeightedTransferGP(RankWeightedCombination):
         )
 
     @staticmethod
-    def _snapshot(models: Sequence[DeltaBOModel]) -> Tensor:
-        return torch.cat([model._hyperparameters() for model in models])
+    def _snapshot(parameters: Sequence[Tensor]) -> Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in parameters])
 
     def _same_models(self, models: Sequence[DeltaBOModel]) -> bool:
         kept = self._kept_transfer_models()
@@ -543,26 +552,30 @@ class RankWeightedTransferGP(RankWeightedCombination):
         r"""The transfer models that are fitted (not excluded) as one batched
         :class:`DeltaBOModel`
         (:func:`~botorch_transfer.models.delta.stacked_delta_models`: entry ``k`` is
-        the ``k``-th of them, with its hyperparameters), built when
-        first needed and kept while they and their hyperparameters stay the same;
-        ``None`` with fewer than two of them or where they cannot be stacked (then
-        each is fitted and evaluated on its own)."""
+        the ``k``-th of them, with its hyperparameters), built when first needed and
+        kept while they and their hyperparameters stay the same; ``None`` with fewer
+        than two of them or where they cannot be stacked (then each is fitted and
+        evaluated on its own)."""
         models = self._kept_transfer_models()
         if len(models) < 2:
             return None
-        snapshot = self._snapshot(models)
         held = self._stacked
-        if (
-            held is not None
-            and self._same_models(held[0])
-            and held[1].shape == snapshot.shape
-            and held[1].dtype == snapshot.dtype
-            and held[1].device == snapshot.device
-            and torch.equal(held[1], snapshot)
-        ):
-            return held[2]
+        if held is not None and self._same_models(held.models):
+            # the parameters' values now against then (the parameters are kept as
+            # a list: walking the modules at every posterior call costs more)
+            values = self._snapshot(held.parameters)
+            if (
+                held.values.shape == values.shape
+                and held.values.dtype == values.dtype
+                and held.values.device == values.device
+                and torch.equal(held.values, values)
+            ):
+                return held.stacked
+        parameters = tuple(p for model in models for p in model.parameters())
         stacked = stacked_delta_models(models)
-        self._stacked = (models, snapshot, stacked)
+        self._stacked = _StackedParts(
+            models, parameters, self._snapshot(parameters), stacked
+        )
         return stacked
 
     def _excluded(self) -> list[bool]:
@@ -609,7 +622,7 @@ class RankWeightedTransferGP(RankWeightedCombination):
             return super()._part_posteriors(models, X, observation_noise)
         # every transfer model with weight in one call of the batched GP (model
         # units), each entry mapped to the user's units as its model maps it
-        entry = {id(m): k for k, m in enumerate(self._stacked[0])}
+        entry = {id(m): k for k, m in enumerate(self._stacked.models)}
         batched = stacked.posterior(X.unsqueeze(-3)).distribution
         scale, offset = transfer[0].output_scale, transfer[0].output_offset
         parts = []
