@@ -469,31 +469,79 @@ class DeltaBOModel(SourceConditionedGP):
         return None if isinstance(self.mean_module, ZeroMean) else self.mean_module
 
     def forward(self, x: Tensor) -> MultivariateNormal:
-        # the fit evaluates the prior at the training inputs only
+        # the fit evaluates the prior at the training inputs only (a prediction asks
+        # for the query blocks alone: _get_test_prior_mean_and_covariances)
         at_training_inputs = self.training and self._is_training_input(x)
         if self.training:
             x = self.transform_inputs(x)
         mean = self.mean_module(x)
         covar = self.delta_covar_module(x)
         if self.residual_covariance == "full":
-            n = self._training_block_size(x)
-            source_covar = self._joint_source_covariance(x, n)
+            source_covar = self.source_posterior.covariance(self._raw_inputs(x))
             if isinstance(self.source_map, AffineMap):
                 # residuals y - mu_g,N of f = a g + c + delta: mean (a - 1) mu_g,N + c,
                 # covariance a^2 Sigma_g,N + k_delta
                 scale = self.source_scale.unsqueeze(-1)
-                source_mean = self._joint_source_mean(x, n, at_training_inputs)
+                source_mean = self._source_mean(x, at_training_inputs)
                 mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
                 source_covar = scale.unsqueeze(-1) ** 2 * source_covar
             elif isinstance(self.source_map, MarginalAffineMap):
-                source_mean = self._joint_source_mean(x, n, at_training_inputs)
+                source_mean = self._source_mean(x, at_training_inputs)
                 source_covar = marginal_affine_covariance(
                     source_covar, source_mean, source_mean, *self._marginal_map
                 )
             # the source block is dense, so the sum is too: one dense matrix for
-            # GPyTorch to factor and slice (cheaper than a sum with a lazy kernel)
+            # GPyTorch to factor (cheaper than a sum with a lazy kernel)
             covar = DenseLinearOperator(covar.to_dense() + source_covar)
         return MultivariateNormal(mean, covar)
+
+    def _get_test_prior_mean_and_covariances(
+        self, train_inputs: Sequence[Tensor], test_inputs: Sequence[Tensor], **kwargs
+    ) -> tuple[Tensor, Tensor, Tensor, torch.Size, torch.Size, type]:
+        r"""The prior at the query points and between them and the training points
+        (GPyTorch's hook for its prediction). Under the full residual covariance only
+        these blocks are built: the joint prior over ``[train; query]`` repeats the
+        training block for every query batch entry, and the prediction never reads
+        it."""
+        if self.residual_covariance != "full":
+            return super()._get_test_prior_mean_and_covariances(
+                train_inputs, test_inputs, **kwargs
+            )
+        (train_x,), (x,) = train_inputs, test_inputs
+        batch = torch.broadcast_shapes(train_x.shape[:-2], x.shape[:-2])
+        x = x.expand(*batch, *x.shape[-2:])
+        mean = self.mean_module(x).expand(*batch, x.shape[-2])
+        own = self.delta_covar_module(x).to_dense()
+        cross = self.delta_covar_module(x, train_x.expand(*batch, *train_x.shape[-2:]))
+        raw = self._raw_inputs(x)
+        source_cross, source_own = self.source_posterior.query_covariances(
+            self._raw_inputs(train_x), raw
+        )
+        source_mean = self.source_posterior.mean(raw)
+        if isinstance(self.source_map, AffineMap):
+            # mean (a - 1) mu_g,N + c, covariance a^2 Sigma_g,N + k_delta (see forward)
+            scale = self.source_scale.unsqueeze(-1)
+            mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
+            source_cross = scale.unsqueeze(-1) ** 2 * source_cross
+            source_own = scale.unsqueeze(-1) ** 2 * source_own
+        elif isinstance(self.source_map, MarginalAffineMap):
+            train_mean = self._training_source_mean
+            source_cross = marginal_affine_covariance(
+                source_cross, source_mean, train_mean, *self._marginal_map
+            )
+            source_own = marginal_affine_covariance(
+                source_own, source_mean, source_mean, *self._marginal_map
+            )
+        test_test = DenseLinearOperator(own + source_own)
+        test_train = DenseLinearOperator(cross.to_dense() + source_cross)
+        return (
+            mean,
+            test_test,
+            test_train,
+            test_test.shape[:-2],
+            torch.Size([x.shape[-2]]),
+            MultivariateNormal,
+        )
 
     @staticmethod
     def _source_scale_of(model: DeltaBOModel) -> Tensor:
@@ -510,51 +558,18 @@ class DeltaBOModel(SourceConditionedGP):
         train_x = self.train_inputs[0]
         return x.shape == train_x.shape and torch.equal(x, train_x)
 
-    def _training_block_size(self, x: Tensor) -> int:
-        r"""``n`` when ``x`` is ``[train; test]`` (eval mode: GPyTorch calls
-        ``forward`` so for every batch of test points), else 0."""
-        train_x = self.train_inputs[0]
-        n = train_x.shape[-2]
-        batch = x.shape[:-2]
-        if (
-            self.training
-            or n == 0
-            or x.shape[-2] <= n
-            or train_x.shape[:-2] != batch[len(batch) - train_x.dim() + 2 :]
-            or not torch.equal(x[..., :n, :], train_x.expand(*batch, n, x.shape[-1]))
-        ):
-            return 0
-        return n
-
     @property
     def _training_source_mean(self) -> Tensor:
         r"""``mu_g,N`` at the target inputs (model units, ``batch x n``): ``y - r``,
         since the residuals ``r`` were built from it."""
         return self._target_Y - self.train_targets
 
-    def _joint_source_mean(self, x: Tensor, n: int, at_training_inputs: bool) -> Tensor:
-        r"""``mu_g,N`` at the (transformed) inputs ``x`` whose first ``n`` rows are the
-        training inputs (see :meth:`_training_block_size`). The training rows come
-        from :attr:`_training_source_mean`, so the fit and every posterior call
-        evaluate the source only at the test points."""
-        train_mean = self._training_source_mean
+    def _source_mean(self, x: Tensor, at_training_inputs: bool) -> Tensor:
+        r"""``mu_g,N`` at the (transformed) inputs ``x``; at the training inputs from
+        :attr:`_training_source_mean`, so that the fit does not evaluate the source."""
         if at_training_inputs:
-            return train_mean
-        if n == 0:
-            return self.source_posterior.mean(self._raw_inputs(x))
-        test_mean = self.source_posterior.mean(self._raw_inputs(x[..., n:, :]))
-        return torch.cat([train_mean.expand(*x.shape[:-2], n), test_mean], dim=-1)
-
-    def _joint_source_covariance(self, x: Tensor, n: int) -> Tensor:
-        r"""``Sigma_g,N`` at the (transformed) inputs ``x`` whose first ``n`` rows are
-        the training inputs, in blocks when ``n > 0``: the source's training block is
-        the same for every batch of test points (see
-        :meth:`SourcePosterior.joint_covariance`)."""
-        if n == 0:
-            return self.source_posterior.covariance(self._raw_inputs(x))
-        raw_train = self._raw_inputs(self.train_inputs[0])
-        raw_test = self._raw_inputs(x[..., n:, :])
-        return self.source_posterior.joint_covariance(raw_train, raw_test)
+            return self._training_source_mean
+        return self.source_posterior.mean(self._raw_inputs(x))
 
 
 refuse_pathwise_sampling(DeltaBOModel, "they would omit the source posterior")

@@ -287,10 +287,23 @@ class SourcePosterior(Module):
         """
         batch, n = X.shape[:-2], X_fixed.shape[-2]
         fixed = self.covariance(X_fixed).expand(*batch, n, n)
-        cross, own = self._cross_and_own(X_fixed, X)
-        cross, own = self.output_scale**2 * cross, self.output_scale**2 * own
+        cross, own = self.query_covariances(X_fixed, X)
         top = torch.cat([fixed, cross.transpose(-1, -2)], dim=-1)
         return torch.cat([top, torch.cat([cross, own], dim=-1)], dim=-2)
+
+    def query_covariances(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""The query blocks of :meth:`joint_covariance`: the covariance of ``X``
+        with the fixed set and with itself (what a GP's prediction at ``X`` needs).
+
+        Args:
+            X_fixed: ``n x d`` raw inputs shared by all batch entries.
+            X: ``batch x m x d`` raw inputs.
+
+        Returns:
+            ``(batch x m x n, batch x m x m)``.
+        """
+        cross, own = self._cross_and_own(X_fixed, X)
+        return self.output_scale**2 * cross, self.output_scale**2 * own
 
     def _cross_and_own(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""``(_covariance(X, X_fixed), _covariance(X, X))``."""

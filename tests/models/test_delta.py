@@ -11,6 +11,7 @@ from botorch.sampling.pathwise import draw_matheron_paths
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.models import ExactGP
 from gpytorch.priors import NormalPrior
 
 from botorch_transfer import DeltaBOModel, TaskData
@@ -191,9 +192,10 @@ def test_posterior_matches_paper_equations(mode):
 def test_full_residual_blocked_source_covariance_equals_joint(
     setup, source_map, monkeypatch
 ):
-    # The eval-mode forward evaluates Sigma_g,N (and, under the affine map, mu_g,N) in
-    # train/cross/test blocks (the train block once for all test batches, its mean
-    # from the residuals); it must equal both on the joint inputs.
+    # The prediction evaluates Sigma_g,N (and, under the affine map, mu_g,N) in the
+    # query blocks only (the training block once, when the caches are built; its mean
+    # from the residuals); it must equal GPyTorch's prediction from the prior over
+    # the joint inputs.
     source = make_source()
     X, Y = make_target(batch=(2,) if setup == "batched" else ())
     kwargs = (
@@ -253,7 +255,12 @@ def test_full_residual_blocked_source_covariance_equals_joint(
     # the training block is never evaluated jointly with the test points
     assert source_rows and n + 3 not in source_rows
 
-    monkeypatch.setattr(DeltaBOModel, "_training_block_size", lambda self, x: 0)
+    # the reference: GPyTorch's own prediction, slicing the prior over the joint set
+    monkeypatch.setattr(
+        DeltaBOModel,
+        "_get_test_prior_mean_and_covariances",
+        ExactGP._get_test_prior_mean_and_covariances,
+    )
     model.prediction_strategy = None
     source_rows.clear()
     joint = model.posterior(X_test)

@@ -121,6 +121,17 @@ class StackedSourcePosterior(SourcePosterior):
         ]
         return self.output_scale**2 * torch.stack(parts, dim=-3)
 
+    def query_covariances(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+        parts = [
+            c.query_covariances(fixed, x)
+            for c, fixed, x in zip(
+                self._components, self._entries(X_fixed), self._entries(X)
+            )
+        ]
+        cross = torch.stack([cross for cross, _ in parts], dim=-3)
+        own = torch.stack([own for _, own in parts], dim=-3)
+        return self.output_scale**2 * cross, self.output_scale**2 * own
+
     def variance(self, X: Tensor) -> Tensor:
         parts = [c.variance(x) for c, x in zip(self._components, self._entries(X))]
         return self.output_scale**2 * torch.stack(parts, dim=-2)
