@@ -478,18 +478,13 @@ class DeltaBOModel(SourceConditionedGP):
         covar = self.delta_covar_module(x)
         if self.residual_covariance == "full":
             source_covar = self.source_posterior.covariance(self._raw_inputs(x))
-            if isinstance(self.source_map, AffineMap):
-                # residuals y - mu_g,N of f = a g + c + delta: mean (a - 1) mu_g,N + c,
-                # covariance a^2 Sigma_g,N + k_delta
-                scale = self.source_scale.unsqueeze(-1)
+            source_mean = None
+            if self._map_uses_source_mean:
                 source_mean = self._source_mean(x, at_training_inputs)
-                mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
-                source_covar = scale.unsqueeze(-1) ** 2 * source_covar
-            elif isinstance(self.source_map, MarginalAffineMap):
-                source_mean = self._source_mean(x, at_training_inputs)
-                source_covar = marginal_affine_covariance(
-                    source_covar, source_mean, source_mean, *self._marginal_map
-                )
+            mean = self._mapped_mean(mean, source_mean)
+            source_covar = self._mapped_covariance(
+                source_covar, source_mean, source_mean
+            )
             # the source block is dense, so the sum is too: one dense matrix for
             # GPyTorch to factor (cheaper than a sum with a lazy kernel)
             covar = DenseLinearOperator(covar.to_dense() + source_covar)
@@ -517,21 +512,14 @@ class DeltaBOModel(SourceConditionedGP):
         source_cross, source_own = self.source_posterior.query_covariances(
             self._raw_inputs(train_x), raw
         )
-        source_mean = self.source_posterior.mean(raw)
-        if isinstance(self.source_map, AffineMap):
-            # mean (a - 1) mu_g,N + c, covariance a^2 Sigma_g,N + k_delta (see forward)
-            scale = self.source_scale.unsqueeze(-1)
-            mean = mean + (scale - 1) * source_mean + self.source_offset[..., None]
-            source_cross = scale.unsqueeze(-1) ** 2 * source_cross
-            source_own = scale.unsqueeze(-1) ** 2 * source_own
-        elif isinstance(self.source_map, MarginalAffineMap):
-            train_mean = self._training_source_mean
-            source_cross = marginal_affine_covariance(
-                source_cross, source_mean, train_mean, *self._marginal_map
-            )
-            source_own = marginal_affine_covariance(
-                source_own, source_mean, source_mean, *self._marginal_map
-            )
+        source_mean = None
+        if self._map_uses_source_mean:
+            source_mean = self.source_posterior.mean(raw)
+        mean = self._mapped_mean(mean, source_mean)
+        source_cross = self._mapped_covariance(
+            source_cross, source_mean, self._training_source_mean
+        )
+        source_own = self._mapped_covariance(source_own, source_mean, source_mean)
         test_test = DenseLinearOperator(own + source_own)
         test_train = DenseLinearOperator(cross.to_dense() + source_cross)
         return (
@@ -542,6 +530,33 @@ class DeltaBOModel(SourceConditionedGP):
             torch.Size([x.shape[-2]]),
             MultivariateNormal,
         )
+
+    @property
+    def _map_uses_source_mean(self) -> bool:
+        return isinstance(self.source_map, (AffineMap, MarginalAffineMap))
+
+    def _mapped_mean(self, mean: Tensor, source_mean: Tensor | None) -> Tensor:
+        r"""The residuals' prior mean under the source map: ``mean`` plus
+        ``(a - 1) mu_g,N + c`` for ``f = a g + c + delta`` (the residuals are
+        ``y - mu_g,N``); as it is otherwise."""
+        if not isinstance(self.source_map, AffineMap):
+            return mean
+        scale = self.source_scale.unsqueeze(-1)
+        return mean + (scale - 1) * source_mean + self.source_offset[..., None]
+
+    def _mapped_covariance(
+        self, covariance: Tensor, mean1: Tensor | None, mean2: Tensor | None
+    ) -> Tensor:
+        r"""A block of ``Sigma_g,N`` (between sets where ``mu_g,N`` is ``mean1`` and
+        ``mean2``) under the source map: ``a^2 Sigma_g,N`` (affine), the covariance
+        with ``a`` and ``c`` integrated out (marginal affine), as it is (identity)."""
+        if isinstance(self.source_map, AffineMap):
+            return self.source_scale.unsqueeze(-1).unsqueeze(-1) ** 2 * covariance
+        if isinstance(self.source_map, MarginalAffineMap):
+            return marginal_affine_covariance(
+                covariance, mean1, mean2, *self._marginal_map
+            )
+        return covariance
 
     @staticmethod
     def _source_scale_of(model: DeltaBOModel) -> Tensor:

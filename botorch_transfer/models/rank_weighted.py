@@ -542,12 +542,6 @@ class RankWeightedTransferGP(RankWeightedCombination):
     def _snapshot(parameters: Sequence[Tensor]) -> Tensor:
         return torch.cat([p.detach().reshape(-1) for p in parameters])
 
-    def _same_models(self, models: Sequence[DeltaBOModel]) -> bool:
-        kept = self._kept_transfer_models()
-        return len(kept) == len(models) and all(
-            a is b for a, b in zip(kept, models, strict=True)
-        )
-
     def _stacked_transfer_model(self) -> DeltaBOModel | None:
         r"""The transfer models that are fitted (not excluded) as one batched
         :class:`DeltaBOModel`
@@ -560,7 +554,8 @@ class RankWeightedTransferGP(RankWeightedCombination):
         if len(models) < 2:
             return None
         held = self._stacked
-        if held is not None and self._same_models(held.models):
+        same_models = held is not None and len(held.models) == len(models)
+        if same_models and all(a is b for a, b in zip(held.models, models)):
             # the parameters' values now against then (the parameters are kept as
             # a list: walking the modules at every posterior call costs more)
             values = self._snapshot(held.parameters)

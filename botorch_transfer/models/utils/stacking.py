@@ -95,33 +95,24 @@ class StackedSourcePosterior(SourcePosterior):
         X = X.expand(*X.shape[:-3], K, *X.shape[-2:])
         return list(X.unbind(-3))
 
-    def mean(self, X: Tensor) -> Tensor:
+    # the base class applies this posterior's own output map to what these give
+    def _mean(self, X: Tensor) -> Tensor:
         means = [c.mean(x) for c, x in zip(self._components, self._entries(X))]
-        return self.output_scale * torch.stack(means, dim=-2) + self.output_offset
+        return torch.stack(means, dim=-2)
 
-    def covariance(self, X1: Tensor, X2: Tensor | None = None) -> Tensor:
-        if X2 is None:
-            entries = self._entries(X1)
-            parts = [c.covariance(x) for c, x in zip(self._components, entries)]
-        else:
-            parts = [
-                c.covariance(x1, x2)
-                for c, x1, x2 in zip(
-                    self._components, self._entries(X1), self._entries(X2)
-                )
-            ]
-        return self.output_scale**2 * torch.stack(parts, dim=-3)
-
-    def joint_covariance(self, X_fixed: Tensor, X: Tensor) -> Tensor:
+    def _covariance(self, X1: Tensor, X2: Tensor) -> Tensor:
         parts = [
-            c.joint_covariance(fixed, x)
-            for c, fixed, x in zip(
-                self._components, self._entries(X_fixed), self._entries(X)
-            )
+            c.covariance(x1, x2)
+            for c, x1, x2 in zip(self._components, self._entries(X1), self._entries(X2))
         ]
-        return self.output_scale**2 * torch.stack(parts, dim=-3)
+        return torch.stack(parts, dim=-3)
 
-    def query_covariances(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+    def _joint_covariance(self, X: Tensor) -> Tensor:
+        # each source keeps its own training block (a set of n x d inputs)
+        parts = [c.covariance(x) for c, x in zip(self._components, self._entries(X))]
+        return torch.stack(parts, dim=-3)
+
+    def _cross_and_own(self, X_fixed: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
         parts = [
             c.query_covariances(fixed, x)
             for c, fixed, x in zip(
@@ -129,12 +120,11 @@ class StackedSourcePosterior(SourcePosterior):
             )
         ]
         cross = torch.stack([cross for cross, _ in parts], dim=-3)
-        own = torch.stack([own for _, own in parts], dim=-3)
-        return self.output_scale**2 * cross, self.output_scale**2 * own
+        return cross, torch.stack([own for _, own in parts], dim=-3)
 
-    def variance(self, X: Tensor) -> Tensor:
+    def _variance(self, X: Tensor) -> Tensor:
         parts = [c.variance(x) for c, x in zip(self._components, self._entries(X))]
-        return self.output_scale**2 * torch.stack(parts, dim=-2)
+        return torch.stack(parts, dim=-2)
 
 
 def _same_structure(modules: Sequence[Module]) -> bool:
@@ -157,9 +147,9 @@ def stacked_module(modules: Sequence[Module]) -> Module | None:
     not share one structure.
 
     Every GPyTorch kernel and mean in the copy gets the new dimension in front of
-    its ``batch_shape``. The modules must not
-    be batched themselves, and must hold no buffer that differs between them
-    (stationary kernels with their priors and constraints qualify).
+    its ``batch_shape``. The modules must not be batched themselves, and must hold
+    no buffer that differs between them (stationary kernels with their priors and
+    constraints qualify).
 
     Args:
         modules: ``K`` modules of one structure (e.g. the sources' difference
@@ -170,12 +160,13 @@ def stacked_module(modules: Sequence[Module]) -> Module | None:
     """
     if not modules or not _same_structure(modules):
         return None
+    buffers = dict(modules[0].named_buffers())
     for module in modules:
         for sub in module.modules():
             if isinstance(sub, _BATCHED) and len(sub.batch_shape) > 0:
                 return None
         for name, buffer in module.named_buffers():
-            if not torch.equal(buffer, dict(modules[0].named_buffers())[name]):
+            if not torch.equal(buffer, buffers[name]):
                 return None
     stacked = copy.deepcopy(modules[0])
     K = len(modules)
